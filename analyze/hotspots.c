@@ -1,0 +1,705 @@
+/*
+ * analyze/hotspots.c — self/total tables over an in-memory profile.
+ *
+ * This is what `opprof report` prints: one row per key (function, module,
+ * thread, process), with self weight (samples whose leaf maps to the key) and
+ * total weight (samples with the key anywhere on the stack, counted once per
+ * sample even under recursion), plus the callers/callees tables of one
+ * function.
+ *
+ * Why it is shaped this way: a profile has millions of samples but only
+ * thousands of distinct stacks and frames. So the samples are first folded
+ * into a weight and a count per stack index, each distinct stack is then
+ * walked once, each frame is mapped to its row once (lazily, through a small
+ * open-addressing hash table keyed by the row's strings), and "once per
+ * sample" is enforced with a per-row generation marker (the index of the stack
+ * being walked) instead of a nested scan. Everything is linear in the size of
+ * the profile.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <inttypes.h>
+
+#include "analyze/analyze.h"
+
+/* ------------------------------------------------------------------------- */
+/* Row builder: a growable row array plus a hash index on (name, module)      */
+/* ------------------------------------------------------------------------- */
+
+struct slot {
+    uint32_t hash;
+    uint32_t row_plus1; /* 0: empty slot */
+};
+
+struct builder {
+    struct hotspot_row *rows;
+    size_t nrows, cap;
+    uint32_t *gen;        /* per row: 1 + index of the last stack that counted it */
+    const char **src_file;/* per row: source file of the lowest line seen */
+    int *src_line;
+    struct slot *slots;
+    size_t nslots;        /* power of two */
+};
+
+/* FNV-1a over name, a separator, and module: cheap, and good enough for the
+ * few thousand distinct keys a profile has. */
+static uint32_t key_hash(const char *name, const char *module)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++)
+        h = (h ^ *s) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u; /* keeps ("ab","c") apart from ("a","bc") */
+    if (module)
+        for (const unsigned char *s = (const unsigned char *)module; *s; s++)
+            h = (h ^ *s) * 16777619u;
+    return h;
+}
+
+static int key_equal(const struct hotspot_row *r, const char *name, const char *module)
+{
+    if (strcmp(r->name, name) != 0)
+        return 0;
+    if (!r->module || !module)
+        return r->module == module;
+    return strcmp(r->module, module) == 0;
+}
+
+static int builder_rehash(struct builder *b, size_t nslots)
+{
+    struct slot *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < b->nslots; i++) {
+        if (!b->slots[i].row_plus1)
+            continue;
+        size_t j = b->slots[i].hash & (nslots - 1);
+        while (slots[j].row_plus1)
+            j = (j + 1) & (nslots - 1);
+        slots[j] = b->slots[i];
+    }
+    free(b->slots);
+    b->slots = slots;
+    b->nslots = nslots;
+    return 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Returns the row for (name, module), adding an empty one when it is new;
+ * -1 on out of memory. module NULL is a key of its own (non-function rows). */
+static long builder_row(struct builder *b, const char *name, const char *module)
+{
+    uint32_t h = key_hash(name, module);
+    if (b->nslots) {
+        size_t j = h & (b->nslots - 1);
+        while (b->slots[j].row_plus1) {
+            if (b->slots[j].hash == h && key_equal(&b->rows[b->slots[j].row_plus1 - 1], name, module))
+                return (long)b->slots[j].row_plus1 - 1;
+            j = (j + 1) & (b->nslots - 1);
+        }
+    }
+    /* New key: keep the table at most half full so probes stay short. */
+    if ((b->nrows + 1) * 2 > b->nslots && builder_rehash(b, b->nslots ? b->nslots * 2 : 64) != 0)
+        return -1;
+    if (b->nrows == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 32;
+        struct hotspot_row *rows = realloc(b->rows, cap * sizeof *rows);
+        if (!rows)
+            return -1;
+        b->rows = rows;
+        uint32_t *gen = realloc(b->gen, cap * sizeof *gen);
+        if (!gen)
+            return -1;
+        b->gen = gen;
+        const char **sf = realloc(b->src_file, cap * sizeof *sf);
+        if (!sf)
+            return -1;
+        b->src_file = sf;
+        int *sl = realloc(b->src_line, cap * sizeof *sl);
+        if (!sl)
+            return -1;
+        b->src_line = sl;
+        b->cap = cap;
+    }
+    struct hotspot_row *r = &b->rows[b->nrows];
+    memset(r, 0, sizeof *r);
+    r->name = strdup(name);
+    r->module = dup_or_null(module);
+    if (!r->name || (module && !r->module)) {
+        free(r->name);
+        free(r->module);
+        return -1;
+    }
+    b->gen[b->nrows] = 0;
+    b->src_file[b->nrows] = NULL;
+    b->src_line[b->nrows] = 0;
+    size_t j = h & (b->nslots - 1);
+    while (b->slots[j].row_plus1)
+        j = (j + 1) & (b->nslots - 1);
+    b->slots[j].hash = h;
+    b->slots[j].row_plus1 = (uint32_t)(b->nrows + 1);
+    return (long)b->nrows++;
+}
+
+/* Remembers the lowest source line seen for a function row: the lowest line
+ * of a function's sampled PCs is the best available stand-in for where it is
+ * defined. A known line beats a file without a line. */
+static void builder_note_source(struct builder *b, size_t row, const struct prof_frame *f)
+{
+    if (!f->source_file || !f->source_file[0])
+        return;
+    const char *cur = b->src_file[row];
+    int line = f->line > 0 ? f->line : 0;
+    if (!cur || (line > 0 && (b->src_line[row] == 0 || line < b->src_line[row]))) {
+        b->src_file[row] = f->source_file;
+        b->src_line[row] = line;
+    }
+}
+
+static void builder_free_rows(struct builder *b)
+{
+    for (size_t i = 0; i < b->nrows; i++) {
+        free(b->rows[i].name);
+        free(b->rows[i].module);
+        free(b->rows[i].source);
+    }
+    free(b->rows);
+    b->rows = NULL;
+    b->nrows = 0;
+}
+
+static void builder_free_index(struct builder *b)
+{
+    free(b->gen);
+    free(b->src_file);
+    free(b->src_line);
+    free(b->slots);
+    b->gen = NULL;
+    b->src_file = NULL;
+    b->src_line = NULL;
+    b->slots = NULL;
+}
+
+/* Hands the rows to out (formatting the source of each row) and releases the
+ * index. Returns -1 (and frees everything) on out of memory. */
+static int builder_finish(struct builder *b, const struct profile *p, uint64_t counted_weight,
+                          struct hotspot_table *out)
+{
+    for (size_t i = 0; i < b->nrows; i++) {
+        if (!b->src_file[i])
+            continue;
+        size_t len = strlen(b->src_file[i]) + 16;
+        char *s = malloc(len);
+        if (!s) {
+            builder_free_rows(b);
+            builder_free_index(b);
+            return -1;
+        }
+        if (b->src_line[i] > 0)
+            snprintf(s, len, "%s:%d", b->src_file[i], b->src_line[i]);
+        else
+            snprintf(s, len, "%s", b->src_file[i]);
+        b->rows[i].source = s;
+    }
+    builder_free_index(b);
+    out->rows = b->rows;
+    out->nrows = b->nrows;
+    /* The denominator is the profile's total weight (as torch.profiler divides
+     * by the sum of self time); fall back to what was counted if a hand-built
+     * profile left it at zero. */
+    out->total_weight = p->total_weight ? p->total_weight : counted_weight;
+    out->period_ns = p->period_ns;
+    return 0;
+}
+
+static void builder_abort(struct builder *b)
+{
+    builder_free_rows(b);
+    builder_free_index(b);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per-stack and per-thread folding of the samples                             */
+/* ------------------------------------------------------------------------- */
+
+/* Folds the samples into weight and count per stack index. Samples with an
+ * out-of-range stack index are folded into the extra slot at nstacks, which
+ * callers treat as an empty stack, so the self column still adds up. */
+static int fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count)
+{
+    *weight = calloc(p->nstacks + 1, sizeof **weight);
+    *count = calloc(p->nstacks + 1, sizeof **count);
+    if (!*weight || !*count) {
+        free(*weight);
+        free(*count);
+        return -1;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
+        (*weight)[k] += s->weight;
+        (*count)[k]++;
+    }
+    return 0;
+}
+
+static int fold_by_thread(const struct profile *p, uint64_t **weight, uint64_t **count)
+{
+    *weight = calloc(p->nthreads + 1, sizeof **weight);
+    *count = calloc(p->nthreads + 1, sizeof **count);
+    if (!*weight || !*count) {
+        free(*weight);
+        free(*count);
+        return -1;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        if (s->thread >= p->nthreads)
+            continue; /* a loader bug; nothing sensible to name the row */
+        (*weight)[s->thread] += s->weight;
+        (*count)[s->thread]++;
+    }
+    return 0;
+}
+
+/* Name of the row for samples without any frame. */
+#define NO_STACK_NAME "[no stack]"
+#define NO_MODULE_NAME "[unknown]"
+
+/* GROUP_FUNCTION and GROUP_MODULE: walk each distinct sampled stack once. */
+static int compute_by_frames(const struct profile *p, bool by_module, struct hotspot_table *out)
+{
+    uint64_t *sw, *sc;
+    if (fold_by_stack(p, &sw, &sc) != 0)
+        return -1;
+    /* frame index -> row index + 1 (0: not mapped yet) */
+    uint32_t *frame_row = calloc(p->nframes + 1, sizeof *frame_row);
+    if (!frame_row) {
+        free(sw);
+        free(sc);
+        return -1;
+    }
+    struct builder b = {0};
+    uint64_t counted = 0;
+    for (size_t s = 0; s <= p->nstacks; s++) {
+        uint64_t w = sw[s], n = sc[s];
+        if (n == 0)
+            continue;
+        counted += w;
+        const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : NULL;
+        uint32_t nf = st ? st->nframes : 0;
+        uint32_t gen = (uint32_t)s + 1;
+        bool any = false;
+        for (uint32_t i = 0; i < nf; i++) {
+            uint32_t f = st->frames[i];
+            if (f >= p->nframes)
+                continue;
+            if (!frame_row[f]) {
+                const struct prof_frame *fr = &p->frames[f];
+                long r = by_module ? builder_row(&b, fr->module, NULL)
+                                   : builder_row(&b, fr->name, fr->module);
+                if (r < 0)
+                    goto oom;
+                frame_row[f] = (uint32_t)r + 1;
+                if (!by_module)
+                    builder_note_source(&b, (size_t)r, fr);
+            }
+            size_t r = frame_row[f] - 1;
+            if (!any) {
+                b.rows[r].self += w; /* the first valid frame is the leaf */
+                any = true;
+            }
+            if (b.gen[r] != gen) {
+                b.gen[r] = gen;
+                b.rows[r].total += w;
+                b.rows[r].samples += n;
+            }
+        }
+        if (!any) {
+            /* No frame at all: a row of its own, so self still sums to the total. */
+            long r = by_module ? builder_row(&b, NO_MODULE_NAME, NULL)
+                               : builder_row(&b, NO_STACK_NAME, NO_MODULE_NAME);
+            if (r < 0)
+                goto oom;
+            b.rows[r].self += w;
+            b.rows[r].total += w;
+            b.rows[r].samples += n;
+        }
+    }
+    free(sw);
+    free(sc);
+    free(frame_row);
+    return builder_finish(&b, p, counted, out);
+oom:
+    free(sw);
+    free(sc);
+    free(frame_row);
+    builder_abort(&b);
+    return -1;
+}
+
+static const char *base_name(const char *path)
+{
+    if (!path)
+        return "";
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The process a pid belongs to. When a pid exec()ed, several process entries
+ * share it; the last one (the newest image) names the row. */
+static const struct prof_process *process_of(const struct profile *p, uint32_t pid)
+{
+    const struct prof_process *found = NULL;
+    for (size_t i = 0; i < p->nprocesses; i++)
+        if (p->processes[i].pid == pid)
+            found = &p->processes[i];
+    return found;
+}
+
+/* GROUP_THREAD and GROUP_PROCESS: self == total == the thread's (or process's)
+ * weight, since every sample belongs to exactly one thread. */
+static int compute_by_thread(const struct profile *p, bool by_process, struct hotspot_table *out)
+{
+    uint64_t *tw, *tc;
+    if (fold_by_thread(p, &tw, &tc) != 0)
+        return -1;
+    struct builder b = {0};
+    uint64_t counted = 0;
+    char key[256];
+    for (size_t t = 0; t < p->nthreads; t++) {
+        if (tc[t] == 0)
+            continue; /* threads without samples have nothing to show */
+        const struct prof_thread *th = &p->threads[t];
+        if (by_process) {
+            const struct prof_process *pr = process_of(p, th->pid);
+            const char *exe = pr ? base_name(pr->exe) : "";
+            if (exe[0])
+                snprintf(key, sizeof key, "pid %" PRIu32 " %s", th->pid, exe);
+            else
+                snprintf(key, sizeof key, "pid %" PRIu32, th->pid);
+        } else {
+            int nlen = (int)strnlen(th->name, sizeof th->name);
+            if (nlen)
+                snprintf(key, sizeof key, "tid %" PRIu32 " (%.*s) pid %" PRIu32, th->tid, nlen,
+                         th->name, th->pid);
+            else
+                snprintf(key, sizeof key, "tid %" PRIu32 " pid %" PRIu32, th->tid, th->pid);
+        }
+        long r = builder_row(&b, key, NULL);
+        if (r < 0) {
+            free(tw);
+            free(tc);
+            builder_abort(&b);
+            return -1;
+        }
+        b.rows[r].self += tw[t];
+        b.rows[r].total += tw[t];
+        b.rows[r].samples += tc[t];
+        counted += tw[t];
+    }
+    free(tw);
+    free(tc);
+    return builder_finish(&b, p, counted, out);
+}
+
+int hotspots_compute(const struct profile *p, enum group_by by, struct hotspot_table *out)
+{
+    memset(out, 0, sizeof *out);
+    switch (by) {
+    case GROUP_FUNCTION:
+        return compute_by_frames(p, false, out);
+    case GROUP_MODULE:
+        return compute_by_frames(p, true, out);
+    case GROUP_THREAD:
+        return compute_by_thread(p, false, out);
+    case GROUP_PROCESS:
+        return compute_by_thread(p, true, out);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Callers and callees                                                        */
+/* ------------------------------------------------------------------------- */
+
+/* Marks the frames named name. An exact match wins; only when no frame has
+ * exactly that name are frames whose name contains it used, so
+ * `--callers spin` finds spin_a and spin_b, but `--callers main` does not
+ * also pull in __libc_start_main. Returns the number of frames marked. */
+static size_t match_frames(const struct profile *p, const char *name, bool *match)
+{
+    size_t n = 0;
+    for (size_t f = 0; f < p->nframes; f++)
+        if (strcmp(p->frames[f].name, name) == 0) {
+            match[f] = true;
+            n++;
+        }
+    if (n || !name[0])
+        return n;
+    for (size_t f = 0; f < p->nframes; f++)
+        if (strstr(p->frames[f].name, name)) {
+            match[f] = true;
+            n++;
+        }
+    return n;
+}
+
+#define ROOT_NAME "[root]"
+#define SELF_NAME "[self]"
+
+/* Counts the neighbour row r for one distinct stack: total once per sample
+ * (generation marker), self when the edge ends at the leaf. */
+static void count_edge(struct builder *b, size_t r, uint32_t gen, bool at_leaf, uint64_t w,
+                       uint64_t n, uint32_t *self_gen)
+{
+    if (b->gen[r] != gen) {
+        b->gen[r] = gen;
+        b->rows[r].total += w;
+        b->rows[r].samples += n;
+    }
+    if (at_leaf && self_gen[r] != gen) {
+        self_gen[r] = gen;
+        b->rows[r].self += w;
+    }
+}
+
+/*
+ * Callers (callees == false): for each occurrence of a matching frame, the
+ * frame just rootward of it, or "[root]" when it is the outermost frame. The
+ * self column is the weight of samples where the matching function is the
+ * leaf (its own time, split by caller).
+ *
+ * Callees (callees == true): the frame just leafward, or "[self]" when the
+ * matching function is the leaf. The self column is the weight where that
+ * callee is the leaf (the callee's own time when called from here); for
+ * "[self]" self == total == the function's self time.
+ *
+ * Total is the weight of samples with the edge anywhere on the stack, once per
+ * sample per row. Percentages divide by the whole profile's total weight.
+ */
+int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
+                        struct hotspot_table *out)
+{
+    memset(out, 0, sizeof *out);
+    bool *match = calloc(p->nframes + 1, sizeof *match);
+    if (!match)
+        return -1;
+    if (match_frames(p, name, match) == 0) {
+        free(match);
+        return -1;
+    }
+    uint64_t *sw = NULL, *sc = NULL;
+    uint32_t *frame_row = calloc(p->nframes + 1, sizeof *frame_row);
+    uint32_t *self_gen = NULL;
+    size_t self_gen_cap = 0;
+    struct builder b = {0};
+    long special = -1; /* the [root] or [self] row, made on first use */
+    if (!frame_row || fold_by_stack(p, &sw, &sc) != 0)
+        goto oom;
+    for (size_t s = 0; s < p->nstacks; s++) {
+        if (sc[s] == 0)
+            continue;
+        const struct prof_stack *st = &p->stacks[s];
+        uint32_t gen = (uint32_t)s + 1;
+        for (uint32_t i = 0; i < st->nframes; i++) {
+            uint32_t f = st->frames[i];
+            if (f >= p->nframes || !match[f])
+                continue;
+            /* The neighbour's position; out of range means [root]/[self]. */
+            long j = callees ? (long)i - 1 : (long)i + 1;
+            bool edge_at_leaf = callees ? (j == 0) : (i == 0);
+            long r;
+            if (j < 0 || j >= (long)st->nframes || st->frames[j] >= p->nframes) {
+                if (special < 0)
+                    special = builder_row(&b, callees ? SELF_NAME : ROOT_NAME, NULL);
+                r = special;
+                if (callees)
+                    edge_at_leaf = true; /* [self] is the function's own time */
+            } else {
+                uint32_t g = st->frames[j];
+                if (!frame_row[g]) {
+                    const struct prof_frame *fr = &p->frames[g];
+                    r = builder_row(&b, fr->name, fr->module);
+                    if (r >= 0) {
+                        frame_row[g] = (uint32_t)r + 1;
+                        builder_note_source(&b, (size_t)r, fr);
+                    }
+                } else {
+                    r = (long)frame_row[g] - 1;
+                }
+            }
+            if (r < 0)
+                goto oom;
+            if (b.nrows > self_gen_cap) {
+                size_t cap = b.cap;
+                uint32_t *g2 = realloc(self_gen, cap * sizeof *g2);
+                if (!g2)
+                    goto oom;
+                memset(g2 + self_gen_cap, 0, (cap - self_gen_cap) * sizeof *g2);
+                self_gen = g2;
+                self_gen_cap = cap;
+            }
+            count_edge(&b, (size_t)r, gen, edge_at_leaf, sw[s], sc[s], self_gen);
+        }
+    }
+    free(match);
+    free(sw);
+    free(sc);
+    free(frame_row);
+    free(self_gen);
+    return builder_finish(&b, p, p->total_weight, out);
+oom:
+    free(match);
+    free(sw);
+    free(sc);
+    free(frame_row);
+    free(self_gen);
+    builder_abort(&b);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sorting                                                                    */
+/* ------------------------------------------------------------------------- */
+
+static int cmp_u64_desc(uint64_t a, uint64_t b)
+{
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Last tie-breakers, so the order never depends on qsort's whims. */
+static int cmp_name_module(const struct hotspot_row *a, const struct hotspot_row *b)
+{
+    int c = strcmp(a->name, b->name);
+    if (c)
+        return c;
+    if (!a->module || !b->module)
+        return (a->module != NULL) - (b->module != NULL);
+    return strcmp(a->module, b->module);
+}
+
+static int cmp_self(const void *x, const void *y)
+{
+    const struct hotspot_row *a = x, *b = y;
+    int c = cmp_u64_desc(a->self, b->self);
+    if (!c)
+        c = cmp_u64_desc(a->total, b->total);
+    return c ? c : cmp_name_module(a, b);
+}
+
+static int cmp_total(const void *x, const void *y)
+{
+    const struct hotspot_row *a = x, *b = y;
+    int c = cmp_u64_desc(a->total, b->total);
+    if (!c)
+        c = cmp_u64_desc(a->self, b->self);
+    return c ? c : cmp_name_module(a, b);
+}
+
+static int cmp_samples(const void *x, const void *y)
+{
+    const struct hotspot_row *a = x, *b = y;
+    int c = cmp_u64_desc(a->samples, b->samples);
+    if (!c)
+        c = cmp_u64_desc(a->total, b->total);
+    return c ? c : cmp_name_module(a, b);
+}
+
+static int cmp_name(const void *x, const void *y)
+{
+    return cmp_name_module(x, y);
+}
+
+void hotspots_sort(struct hotspot_table *t, enum sort_key key)
+{
+    int (*cmp)(const void *, const void *) = cmp_self;
+    switch (key) {
+    case SORT_SELF: cmp = cmp_self; break;
+    case SORT_TOTAL: cmp = cmp_total; break;
+    case SORT_SAMPLES: cmp = cmp_samples; break;
+    case SORT_NAME: cmp = cmp_name; break;
+    }
+    if (t->nrows > 1)
+        qsort(t->rows, t->nrows, sizeof *t->rows, cmp);
+}
+
+void hotspots_free(struct hotspot_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nrows; i++) {
+        free(t->rows[i].name);
+        free(t->rows[i].module);
+        free(t->rows[i].source);
+    }
+    free(t->rows);
+    t->rows = NULL;
+    t->nrows = 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Names of group-by and sort keys                                            */
+/* ------------------------------------------------------------------------- */
+
+/* The first name of each entry is the canonical one; the others are the
+ * words perf users type (symbol, dso, tid, pid). */
+static const struct {
+    const char *name;
+    enum group_by by;
+} group_names[] = {
+    {"function", GROUP_FUNCTION}, {"module", GROUP_MODULE},
+    {"thread", GROUP_THREAD},     {"process", GROUP_PROCESS},
+    {"symbol", GROUP_FUNCTION},   {"dso", GROUP_MODULE},
+    {"tid", GROUP_THREAD},        {"pid", GROUP_PROCESS},
+};
+
+int group_by_parse(const char *text, enum group_by *out)
+{
+    if (!text)
+        return -1;
+    for (size_t i = 0; i < sizeof group_names / sizeof group_names[0]; i++)
+        if (strcmp(text, group_names[i].name) == 0) {
+            *out = group_names[i].by;
+            return 0;
+        }
+    return -1;
+}
+
+const char *group_by_name(enum group_by by)
+{
+    for (size_t i = 0; i < sizeof group_names / sizeof group_names[0]; i++)
+        if (group_names[i].by == by)
+            return group_names[i].name;
+    return "?";
+}
+
+static const char *const sort_names[] = {
+    [SORT_SELF] = "self",
+    [SORT_TOTAL] = "total",
+    [SORT_SAMPLES] = "samples",
+    [SORT_NAME] = "name",
+};
+
+int sort_key_parse(const char *text, enum sort_key *out)
+{
+    if (!text)
+        return -1;
+    for (size_t i = 0; i < sizeof sort_names / sizeof sort_names[0]; i++)
+        if (strcmp(text, sort_names[i]) == 0) {
+            *out = (enum sort_key)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *sort_key_name(enum sort_key key)
+{
+    if ((size_t)key < sizeof sort_names / sizeof sort_names[0])
+        return sort_names[key];
+    return "?";
+}

@@ -1,0 +1,44 @@
+/*
+ * analyze/profile_internal.h — private to analyze/: the profile's bookkeeping
+ * (string interning, dedup indexes) shared by profile_model.c and
+ * profile_load.c.
+ */
+#ifndef OPPROF_PROFILE_INTERNAL_H
+#define OPPROF_PROFILE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/analyze.h"
+
+struct hash_slot {
+    uint64_t hash;
+    uint32_t value;
+    uint32_t used;
+};
+
+/* Open addressing from a 64-bit hash to an index; equality decided by the caller. */
+struct hash_index {
+    struct hash_slot *slots;
+    size_t cap, count;
+};
+
+struct profile_priv {
+    char **strings;
+    size_t nstrings, strings_cap;
+    struct hash_index string_index, frame_index, stack_index, thread_index;
+    size_t frames_cap, stacks_cap, threads_cap, samples_cap, processes_cap, warnings_cap;
+};
+
+uint32_t hash_index_find(const struct hash_index *t, uint64_t hash,
+                         bool (*eq)(uint32_t value, const void *arg, const void *ctx),
+                         const void *arg, const void *ctx);
+int hash_index_insert(struct hash_index *t, uint64_t hash, uint32_t value);
+void hash_index_free(struct hash_index *t);
+
+const char *profile_intern(struct profile *p, const char *s);
+void *profile_grow(void *array, size_t *cap, size_t need, size_t elem);
+void profile_add_warning(struct profile *p, const char *text);
+
+#endif

@@ -1,0 +1,533 @@
+/*
+ * analyze/profile_load.c — reads a result directory (docs/format.md) into a
+ * profile, symbolizing each distinct address once.
+ *
+ * A result directory is untrusted input: it may be truncated (the workload or
+ * opprof was killed), copied incompletely, or corrupt. The rules:
+ *   - no info file, unreadable dir, or no readable stream at all: an error
+ *     sentence naming the problem and the fix;
+ *   - a stream that ends inside a record: everything before that point is
+ *     kept and a warning says where it stopped;
+ *   - a stream with a bad magic/version: skipped with a warning;
+ *   - records of unknown type: skipped (newer writers may add types).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+#include "sampler/sampler.h"
+#include "symbolize/symbolize.h"
+
+static void warnf(struct profile *p, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    profile_add_warning(p, buf);
+}
+
+/* ---- info file ----------------------------------------------------------- */
+
+static char *unescape(const char *s)
+{
+    char *out = malloc(strlen(s) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] == 'n') {
+            *o++ = '\n';
+            s++;
+        } else if (s[0] == '\\' && s[1] == '\\') {
+            *o++ = '\\';
+            s++;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static int load_info(struct profile *p, const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s is not an opprof result directory (no readable info file: %s); "
+                 "pass a directory written by `opprof record`", dir, strerror(errno));
+        return -1;
+    }
+    char line[8192];
+    int format = -1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *key = line, *val = eq + 1;
+        if (strcmp(key, "format") == 0) {
+            if (sscanf(val, "opprof-raw %d", &format) != 1)
+                format = -2;
+        } else if (strcmp(key, "command") == 0) {
+            free(p->command);
+            p->command = unescape(val);
+        } else if (strcmp(key, "event") == 0) {
+            free(p->event);
+            p->event = strdup(val);
+        } else if (strcmp(key, "call_graph") == 0) {
+            free(p->call_graph);
+            p->call_graph = strdup(val);
+        } else if (strcmp(key, "period_ns") == 0) {
+            p->period_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "frequency_hz") == 0) {
+            p->frequency_hz = (unsigned)strtoul(val, NULL, 10);
+        } else if (strcmp(key, "start_ns") == 0) {
+            p->start_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "end_ns") == 0) {
+            p->end_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "exit_status") == 0) {
+            p->exit_status = atoi(val);
+        } else if (strcmp(key, "exit_signal") == 0) {
+            p->exit_signal = atoi(val);
+        } else if (strcmp(key, "complete") == 0) {
+            p->complete = atoi(val) == 1;
+        } else if (strcmp(key, "user_only") == 0) {
+            p->user_only = atoi(val) == 1;
+        }
+    }
+    fclose(f);
+    if (format == -1 || format == -2) {
+        snprintf(err, errlen, "%s/info does not name an opprof raw format: the directory is corrupt "
+                 "or was not written by opprof record", dir);
+        return -1;
+    }
+    if (format != OPR_FORMAT_VERSION) {
+        snprintf(err, errlen, "%s was written in raw format version %d, this opprof reads version %d: "
+                 "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION);
+        return -1;
+    }
+    if (p->period_ns == 0)
+        p->period_ns = 1000000;
+    if (!p->event)
+        p->event = strdup("task-clock");
+    if (!p->command)
+        p->command = strdup("");
+    if (!p->call_graph)
+        p->call_graph = strdup("dwarf");
+    return 0;
+}
+
+/* ---- streams --------------------------------------------------------------- */
+
+struct raw_stack {
+    uint32_t nframes;
+    const uint64_t *pcs; /* points into the stream buffer */
+    uint32_t global;     /* profile stack index once resolved, UINT32_MAX before */
+};
+
+struct stream {
+    const char *name;
+    uint32_t asid; /* address-space id handed to the symbolizer: one per image */
+    uint32_t pid;
+    struct raw_stack *stacks;
+    size_t nstacks, stacks_cap;
+};
+
+static struct prof_process *process_for(struct profile *p, uint32_t pid)
+{
+    for (size_t i = 0; i < p->nprocesses; i++)
+        if (p->processes[i].pid == pid)
+            return &p->processes[i];
+    struct profile_priv *pv = p->priv;
+    p->processes = profile_grow(p->processes, &pv->processes_cap, p->nprocesses + 1, sizeof *p->processes);
+    struct prof_process *pr = &p->processes[p->nprocesses++];
+    memset(pr, 0, sizeof *pr);
+    pr->pid = pid;
+    return pr;
+}
+
+static char *join_argv(const char *data, size_t len)
+{
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, data, len);
+    s[len] = '\0';
+    for (size_t i = 0; i + 1 < len; i++)
+        if (s[i] == '\0')
+            s[i] = ' ';
+    return s;
+}
+
+/* Minimum body size per record type, so a record cannot make us read past
+ * its own end. */
+static size_t min_body(uint32_t type)
+{
+    switch (type) {
+    case OPR_REC_PROCESS: return sizeof(struct opr_process);
+    case OPR_REC_MAP: return sizeof(struct opr_map);
+    case OPR_REC_THREAD: return sizeof(struct opr_thread);
+    case OPR_REC_STACK: return sizeof(struct opr_stack);
+    case OPR_REC_SAMPLE: return sizeof(struct opr_sample);
+    case OPR_REC_LOST: return sizeof(struct opr_lost);
+    case OPR_REC_END: return sizeof(struct opr_end);
+    case OPR_REC_NOTE: return sizeof(struct opr_note);
+    default: return 0;
+    }
+}
+
+struct pending_sample {
+    struct opr_sample s;
+    uint32_t thread;
+};
+
+/* Resolves one stream's stack (lazily, the first time a sample uses it). */
+static uint32_t resolve_stack(struct profile *p, struct symbolizer *sym, struct stream *st,
+                              struct raw_stack *rs, uint32_t **scratch,
+                              size_t *scratch_cap)
+{
+    if (rs->global != UINT32_MAX)
+        return rs->global;
+    *scratch = profile_grow(*scratch, scratch_cap, rs->nframes + 1, sizeof **scratch);
+    for (uint32_t i = 0; i < rs->nframes; i++) {
+        uint64_t pc;
+        memcpy(&pc, &rs->pcs[i], sizeof pc);
+        bool is_ret = i > 0; /* all frames but the leaf are return addresses */
+        struct sym_frame f; /* the symbolizer caches per (asid, pc) */
+        int found = symbolizer_lookup(sym, st->asid, pc, is_ret, &f);
+        char name[512];
+        const char *module = f.module ? f.module : "[unknown]";
+        enum frame_kind kind = FRAME_NATIVE;
+        if (found != 0 || !f.function) {
+            if (f.module)
+                snprintf(name, sizeof name, "%s+0x%" PRIx64, f.module, f.module_offset);
+            else
+                snprintf(name, sizeof name, "[unknown] 0x%" PRIx64, pc);
+            kind = FRAME_UNKNOWN;
+        } else {
+            snprintf(name, sizeof name, "%s", f.function);
+        }
+        size_t before = p->nframes;
+        (*scratch)[i] = profile_add_frame(p, name, module, f.source_file, f.line, kind);
+        if (p->nframes > before && kind == FRAME_UNKNOWN)
+            p->unknown_frames++;
+    }
+    rs->global = profile_add_stack(p, *scratch, rs->nframes);
+    return rs->global;
+}
+
+static int compare_samples(const void *a, const void *b)
+{
+    const struct prof_sample *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+/* Reads one stream file. Returns 0 when its header was valid (even if it was
+ * truncated later), -1 when the file is not a usable stream. */
+static int load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
+                       uint32_t asid, uint32_t **scratch, size_t *scratch_cap)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        warnf(p, "%s: cannot open: %s; skipped", name, strerror(errno));
+        return -1;
+    }
+    struct stat stbuf;
+    if (fstat(fd, &stbuf) != 0) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)stbuf.st_size;
+    char *buf = malloc(size ? size : 1);
+    size_t got = 0;
+    while (buf && got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf)
+        return -1;
+    size = got;
+
+    struct opr_file_header h;
+    if (size < sizeof h) {
+        warnf(p, "%s: %zu bytes, shorter than a stream header (the process ended before writing); skipped",
+              name, size);
+        free(buf);
+        return -1;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, OPR_FILE_MAGIC, 8) != 0 || h.header_size < sizeof h || h.header_size > size) {
+        warnf(p, "%s: not an opprof sample stream (bad magic); skipped", name);
+        free(buf);
+        return -1;
+    }
+    if (h.version != OPR_FORMAT_VERSION) {
+        warnf(p, "%s: stream format version %u, expected %d; skipped", name, h.version, OPR_FORMAT_VERSION);
+        free(buf);
+        return -1;
+    }
+
+    struct stream st = {name, asid, h.pid, NULL, 0, 0};
+    struct prof_process *proc = process_for(p, h.pid);
+    proc->ppid = h.ppid;
+    struct pending_sample *pend = NULL;
+    size_t npend = 0, pend_cap = 0;
+    uint64_t lost = 0, taken = 0, stream_samples = 0;
+    bool ended = false;
+
+    size_t off = h.header_size;
+    while (off < size) {
+        struct opr_record_header rh;
+        if (size - off < sizeof rh) {
+            warnf(p, "%s: truncated at byte %zu of %zu (inside a record header); %" PRIu64
+                  " samples read before that point", name, off, size, stream_samples);
+            proc->stream_truncated = true;
+            break;
+        }
+        memcpy(&rh, buf + off, sizeof rh);
+        if (rh.size < sizeof rh || (rh.size & 7) != 0 || rh.size > size - off) {
+            warnf(p, "%s: %s at byte %zu of %zu; %" PRIu64 " samples read before that point", name,
+                  rh.size > size - off ? "truncated" : "corrupt record", off, size, stream_samples);
+            proc->stream_truncated = true;
+            break;
+        }
+        const char *body = buf + off + sizeof rh;
+        size_t body_len = rh.size - sizeof rh;
+        off += rh.size;
+        if (body_len < min_body(rh.type)) {
+            warnf(p, "%s: record of type %u too short at byte %zu; skipped", name, rh.type, off - rh.size);
+            continue;
+        }
+        switch (rh.type) {
+        case OPR_REC_PROCESS: {
+            struct opr_process pr;
+            memcpy(&pr, body, sizeof pr);
+            if ((size_t)pr.exe_len + pr.cmdline_len > body_len - sizeof pr)
+                break;
+            free(proc->exe);
+            free(proc->cmdline);
+            proc->exe = join_argv(body + sizeof pr, pr.exe_len);
+            proc->cmdline = join_argv(body + sizeof pr + pr.exe_len, pr.cmdline_len);
+            proc->ppid = pr.ppid;
+            break;
+        }
+        case OPR_REC_MAP: {
+            struct opr_map m;
+            memcpy(&m, body, sizeof m);
+            if (m.path_len > body_len - sizeof m || m.build_id_len > OPR_BUILD_ID_MAX)
+                break;
+            char mpath[PATH_MAX];
+            size_t n = m.path_len < sizeof mpath - 1 ? m.path_len : sizeof mpath - 1;
+            memcpy(mpath, body + sizeof m, n);
+            mpath[n] = '\0';
+            symbolizer_add_mapping(sym, asid, m.start, m.end, m.pgoff, mpath,
+                                   m.build_id_len ? m.build_id : NULL, m.build_id_len);
+            break;
+        }
+        case OPR_REC_THREAD: {
+            struct opr_thread t;
+            memcpy(&t, body, sizeof t);
+            t.name[sizeof t.name - 1] = '\0';
+            profile_add_thread(p, h.pid, t.tid, t.name);
+            break;
+        }
+        case OPR_REC_STACK: {
+            struct opr_stack s;
+            memcpy(&s, body, sizeof s);
+            if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES ||
+                (size_t)s.nframes * 8 > body_len - sizeof s) {
+                warnf(p, "%s: malformed stack record at byte %zu; skipped", name, off - rh.size);
+                break;
+            }
+            if (s.stack_id >= st.nstacks) {
+                size_t need = (size_t)s.stack_id + 1;
+                st.stacks = profile_grow(st.stacks, &st.stacks_cap, need, sizeof *st.stacks);
+                for (size_t i = st.nstacks; i < need; i++)
+                    st.stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
+                st.nstacks = need;
+            }
+            st.stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(body + sizeof s), UINT32_MAX};
+            break;
+        }
+        case OPR_REC_SAMPLE: {
+            struct opr_sample s;
+            memcpy(&s, body, sizeof s);
+            if (s.stack_id >= st.nstacks || st.stacks[s.stack_id].pcs == NULL) {
+                warnf(p, "%s: sample refers to unknown stack %u; skipped", name, s.stack_id);
+                break;
+            }
+            pend = profile_grow(pend, &pend_cap, npend + 1, sizeof *pend);
+            pend[npend].s = s;
+            pend[npend].thread = profile_add_thread(p, h.pid, s.tid, NULL);
+            npend++;
+            stream_samples++;
+            break;
+        }
+        case OPR_REC_LOST: {
+            struct opr_lost l;
+            memcpy(&l, body, sizeof l);
+            if (l.lost_samples > lost)
+                lost = l.lost_samples;
+            if (l.total_samples > taken)
+                taken = l.total_samples;
+            break;
+        }
+        case OPR_REC_END: {
+            struct opr_end e;
+            memcpy(&e, body, sizeof e);
+            if (e.lost_samples > lost)
+                lost = e.lost_samples;
+            ended = true;
+            break;
+        }
+        case OPR_REC_NOTE: {
+            struct opr_note n;
+            memcpy(&n, body, sizeof n);
+            if (n.text_len > body_len - sizeof n)
+                break;
+            proc->notes = realloc(proc->notes, (proc->nnotes + 1) * sizeof *proc->notes);
+            proc->notes[proc->nnotes++] = join_argv(body + sizeof n, n.text_len);
+            break;
+        }
+        default:
+            break; /* a newer record type: skip */
+        }
+    }
+
+    /* Maps are all known now: symbolize the stacks that samples use. */
+    for (size_t i = 0; i < npend; i++) {
+        struct opr_sample *s = &pend[i].s;
+        uint32_t stack = resolve_stack(p, sym, &st, &st.stacks[s->stack_id], scratch, scratch_cap);
+        profile_add_sample(p, s->time_ns, pend[i].thread, stack, s->weight ? s->weight : 1);
+        p->samples[p->nsamples - 1].flags = s->flags;
+        if (s->flags & OPR_SAMPLE_TRUNCATED) {
+            proc->truncated++;
+            p->truncated_samples++;
+        }
+        if (s->flags & OPR_SAMPLE_UNWIND_FAILED)
+            proc->unwind_failed++;
+    }
+    proc->samples += stream_samples;
+    proc->lost += lost;
+    p->lost_samples += lost;
+    /* A generation that exec'ed has no END; only the last one speaks for the pid. */
+    proc->ended_cleanly = ended;
+    free(pend);
+    free(st.stacks);
+    free(buf);
+    return 0;
+}
+
+struct stream_name {
+    char name[256];
+    unsigned pid, gen;
+};
+
+static int compare_stream_names(const void *a, const void *b)
+{
+    const struct stream_name *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+static void symbolizer_problem(const char *path, const char *problem, void *arg)
+{
+    warnf(arg, "%s: %s (its frames show as module+offset)", path, problem);
+}
+
+int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct stat stbuf;
+    if (stat(dir, &stbuf) != 0) {
+        snprintf(err, errlen, "%s: %s; pass a result directory written by `opprof record`", dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(stbuf.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory; pass a result directory written by `opprof record`", dir);
+        return -1;
+    }
+    struct profile *p = profile_new_empty();
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    p->dir = strdup(dir);
+    if (load_info(p, dir, err, errlen) != 0) {
+        profile_free(p);
+        return -1;
+    }
+
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+        profile_free(p);
+        return -1;
+    }
+    struct stream_name *names = NULL;
+    size_t nnames = 0, names_cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned pid, gen;
+        char tail[8];
+        if (sscanf(e->d_name, "proc-%u-%u.ra%1s", &pid, &gen, tail) == 3 && strcmp(tail, "w") == 0 &&
+            strlen(e->d_name) < sizeof names[0].name) {
+            names = profile_grow(names, &names_cap, nnames + 1, sizeof *names);
+            snprintf(names[nnames].name, sizeof names[0].name, "%s", e->d_name);
+            names[nnames].pid = pid;
+            names[nnames].gen = gen;
+            nnames++;
+        }
+    }
+    closedir(d);
+    qsort(names, nnames, sizeof *names, compare_stream_names);
+
+    struct symbolizer *sym = symbolizer_new(dir);
+    uint32_t *scratch = NULL;
+    size_t scratch_cap = 0;
+    size_t usable = 0;
+    for (size_t i = 0; i < nnames; i++)
+        if (load_stream(p, sym, dir, names[i].name, (uint32_t)i, &scratch, &scratch_cap) == 0)
+            usable++;
+    symbolizer_for_each_problem(sym, symbolizer_problem, p);
+    symbolizer_free(sym);
+    free(scratch);
+    free(names);
+
+    if (nnames > 0 && usable == 0) {
+        snprintf(err, errlen, "%s: none of its %zu sample stream(s) is readable (corrupt or not written by "
+                 "opprof); record again", dir, nnames);
+        profile_free(p);
+        return -1;
+    }
+    if (nnames == 0)
+        warnf(p, "no sample streams in %s: the agent did not start in the workload (static or setuid "
+                 "binary?) or the directory was copied incompletely", dir);
+    if (!p->complete)
+        warnf(p, "the recording did not finish (opprof record was interrupted or is still running); "
+                 "figures cover what was written");
+    qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    *out = p;
+    return 0;
+}

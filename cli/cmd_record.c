@@ -1,0 +1,91 @@
+/*
+ * cli/cmd_record.c — `opprof record`: parse options, hand over to sampler/.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sampler/sampler.h"
+
+static void record_usage(FILE *out)
+{
+    fputs("usage: opprof record [OPTIONS] -- CMD [ARGS...]\n"
+          "\n"
+          "Runs CMD and samples the user-mode CPU time of every thread of every\n"
+          "process it starts (fork and fork+exec included).\n"
+          "\n"
+          "  -F, --freq HZ              samples per second of CPU time per thread (default 1000)\n"
+          "  -o, --output DIR           result directory (default: next free opprof.NNN)\n"
+          "  -g, --call-graph MODE      dwarf (CFI, default; works without frame pointers),\n"
+          "                             fp (frame pointers), none (leaf function only)\n"
+          "  -q, --quiet                no live status line and no summary\n"
+          "\n"
+          "The exit status is the workload's (128+N when it was killed by signal N).\n",
+          out);
+}
+
+int cmd_record(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"freq", required_argument, NULL, 'F'},
+        {"output", required_argument, NULL, 'o'},
+        {"call-graph", required_argument, NULL, 'g'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
+    int c;
+    optind = 1;
+    opterr = 0;
+    /* '+': stop at the first non-option, which is the workload's command. */
+    while ((c = getopt_long(argc, argv, "+F:o:g:qh", options, NULL)) != -1) {
+        switch (c) {
+        case 'F': {
+            char *end;
+            long hz = strtol(optarg, &end, 10);
+            if (*end || hz < 1 || hz > 20000) {
+                fprintf(stderr, "opprof record: -F %s: give a sampling rate between 1 and 20000 Hz\n", optarg);
+                return 2;
+            }
+            o.frequency_hz = (unsigned)hz;
+            break;
+        }
+        case 'o':
+            o.output_dir = optarg;
+            break;
+        case 'g':
+            if (strcmp(optarg, "dwarf") == 0)
+                o.call_graph = CALL_GRAPH_DWARF;
+            else if (strcmp(optarg, "fp") == 0)
+                o.call_graph = CALL_GRAPH_FP;
+            else if (strcmp(optarg, "none") == 0)
+                o.call_graph = CALL_GRAPH_NONE;
+            else {
+                fprintf(stderr, "opprof record: --call-graph %s: use dwarf, fp or none\n", optarg);
+                return 2;
+            }
+            break;
+        case 'q':
+            o.quiet = true;
+            break;
+        case 'h':
+            record_usage(stdout);
+            return 0;
+        default:
+            if (optopt)
+                fprintf(stderr, "opprof record: option -%c is unknown or lacks its value (see opprof record --help)\n", optopt);
+            else
+                fprintf(stderr, "opprof record: unknown option %s (see opprof record --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "opprof record: no command to run: opprof record [OPTIONS] -- CMD [ARGS]\n");
+        return 2;
+    }
+    o.argv = argv + optind;
+    return record_run(&o);
+}

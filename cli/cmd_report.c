@@ -1,0 +1,302 @@
+/*
+ * cli/cmd_report.c — `opprof report`: parse options, load a result
+ * directory, print the header and a hotspot (or callers/callees) table.
+ *
+ * Thin on purpose: loading is analyze/profile_load.c, numbers are
+ * analyze/hotspots.c, rendering is report/table.c. What lives here is the
+ * user-facing contract: option spelling (both --opt=value and --opt value),
+ * defaults (newest opprof.NNN, top 20 rows in text), and exit statuses
+ * (0 ok, 1 no such function for --callers/--callees, 2 usage or load error).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "cli/cli.h"
+#include "report/report.h"
+
+/* Text is read by people: a screenful by default. Scripts get everything. */
+#define DEFAULT_TEXT_LIMIT 20
+
+static void report_usage(FILE *out)
+{
+    fputs("usage: opprof report [DIR] [options]\n"
+          "\n"
+          "Prints where the time went in a result directory written by `opprof record`\n"
+          "(DIR defaults to the newest opprof.NNN in the current directory).\n"
+          "\n"
+          "options:\n"
+          "  --sort KEY          self (default), total, samples or name\n"
+          "  --group-by KEY      function (default), module, thread or process\n"
+          "  --limit N           rows to print (text default 20; csv/json: all; 0: all)\n"
+          "  --format FORMAT     text (default), csv or json\n"
+          "  --callers NAME      who calls function NAME (exact name, else substring)\n"
+          "  --callees NAME      what function NAME calls ([self]: time in NAME itself)\n"
+          "  -o, --output FILE   write the report to FILE instead of standard output\n"
+          "  -h, --help          show this help\n"
+          "\n"
+          "Self: samples whose innermost frame is the row; total: samples with the row\n"
+          "anywhere on the stack (once per sample). Percentages are of all samples.\n",
+          out);
+}
+
+/* Parses a row limit: a non-negative decimal integer. */
+static int parse_limit(const char *text, size_t *out)
+{
+    if (!text || !*text || *text == '-' || *text == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || v > SIZE_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+enum {
+    OPT_SORT = 256,
+    OPT_GROUP_BY,
+    OPT_LIMIT,
+    OPT_FORMAT,
+    OPT_CALLERS,
+    OPT_CALLEES,
+};
+
+static const struct option report_long_options[] = {
+    {"sort", required_argument, NULL, OPT_SORT},
+    {"group-by", required_argument, NULL, OPT_GROUP_BY},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"callers", required_argument, NULL, OPT_CALLERS},
+    {"callees", required_argument, NULL, OPT_CALLEES},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Whether any frame is named name (*exact), or else contains it: the rule
+ * hotspots_neighbours applies. Checked before anything is printed, so that
+ * "no such function" (exit 1) is one line, not a header then an error. */
+static bool function_matches(const struct profile *p, const char *name, bool *exact)
+{
+    bool partial = false;
+    *exact = false;
+    for (size_t i = 0; i < p->nframes && !*exact; i++) {
+        *exact = strcmp(p->frames[i].name, name) == 0;
+        partial = partial || (name[0] && strstr(p->frames[i].name, name));
+    }
+    return *exact || partial;
+}
+
+/* Prints one callers/callees table. Returns 0, or 2 on out of memory or a
+ * write error. */
+static int print_neighbours(FILE *out, const struct profile *p, const char *name, bool callees,
+                            const struct report_options *opts)
+{
+    bool exact;
+    (void)function_matches(p, name, &exact);
+    struct hotspot_table t;
+    if (hotspots_neighbours(p, name, callees, &t) != 0) {
+        fputs("opprof report: out of memory while aggregating samples\n", stderr);
+        return 2;
+    }
+    hotspots_sort(&t, opts->sort);
+    char title[512];
+    snprintf(title, sizeof title, "%s of %s%s%s", callees ? "Callees" : "Callers",
+             exact ? "" : "functions containing \"", name, exact ? "" : "\"");
+    int rc = report_print_table(out, p, &t, opts, title);
+    hotspots_free(&t);
+    return rc == 0 ? 0 : 2;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    struct report_options opts = {
+        .format = FORMAT_TEXT,
+        .group_by = GROUP_FUNCTION,
+        .sort = SORT_SELF,
+        .limit = 0,
+    };
+    bool limit_given = false;
+    const char *output = NULL;
+
+    /* getopt keeps state across calls; cmd_report may run after other parsers. */
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", report_long_options, NULL)) != -1) {
+        switch (c) {
+        case OPT_SORT:
+            if (sort_key_parse(optarg, &opts.sort) != 0) {
+                fprintf(stderr, "opprof report: unknown --sort value '%s'; accepted: self, total, samples, name\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_GROUP_BY:
+            if (group_by_parse(optarg, &opts.group_by) != 0) {
+                fprintf(stderr,
+                        "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, process\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_LIMIT:
+            if (parse_limit(optarg, &opts.limit) != 0) {
+                fprintf(stderr, "opprof report: bad --limit value '%s'; give a number of rows (0: all)\n",
+                        optarg);
+                return 2;
+            }
+            limit_given = true;
+            break;
+        case OPT_FORMAT:
+            if (report_format_parse(optarg, &opts.format) != 0) {
+                fprintf(stderr, "opprof report: unknown --format value '%s'; accepted: text, csv, json\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_CALLERS:
+        case OPT_CALLEES:
+            if (!optarg[0]) {
+                fprintf(stderr, "opprof report: %s needs a function name\n",
+                        c == OPT_CALLERS ? "--callers" : "--callees");
+                return 2;
+            }
+            if (c == OPT_CALLERS)
+                opts.callers_of = optarg;
+            else
+                opts.callees_of = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            report_usage(stdout);
+            return 0;
+        case ':':
+            fprintf(stderr, "opprof report: option '%s' needs a value (see opprof report --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        default: {
+            /* optopt names a bad short option; a bad long one is only in argv. */
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            fprintf(stderr,
+                    "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
+                    "--callers, --callees, -o/--output, --help\n",
+                    optopt ? shortopt : argv[optind - 1]);
+            return 2;
+        }
+        }
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "opprof report: one result directory at most, got '%s' and '%s'\n", argv[optind],
+                argv[optind + 1]);
+        return 2;
+    }
+    if (opts.callers_of && opts.callees_of && opts.format != FORMAT_TEXT) {
+        fputs("opprof report: --callers and --callees together work only with --format text; "
+              "run the report twice\n",
+              stderr);
+        return 2;
+    }
+    if (!limit_given && opts.format == FORMAT_TEXT)
+        opts.limit = DEFAULT_TEXT_LIMIT;
+
+    char newest[PATH_MAX];
+    const char *dir = optind < argc ? argv[optind] : NULL;
+    if (!dir) {
+        if (profile_find_newest(newest, sizeof newest) != 0) {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof cwd))
+                strcpy(cwd, ".");
+            fprintf(stderr,
+                    "opprof report: no result directory given and no opprof.NNN in %s; "
+                    "run `opprof record -- CMD` first or pass DIR\n",
+                    cwd);
+            return 2;
+        }
+        dir = newest;
+    }
+
+    struct profile *p = NULL;
+    char err[1024] = "";
+    if (profile_load(dir, &p, err, sizeof err) != 0) {
+        fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
+        return 2;
+    }
+
+    const char *names[2] = {opts.callers_of, opts.callees_of};
+    for (int i = 0; i < 2; i++) {
+        bool exact;
+        if (names[i] && !function_matches(p, names[i], &exact)) {
+            fprintf(stderr, "opprof report: no function named %s in this profile\n", names[i]);
+            profile_free(p);
+            return 1;
+        }
+    }
+
+    FILE *out = stdout;
+    if (output) {
+        out = fopen(output, "w");
+        if (!out) {
+            fprintf(stderr, "opprof report: cannot write %s: %s\n", output, strerror(errno));
+            profile_free(p);
+            return 2;
+        }
+    }
+
+    int rc = 0;
+    if (opts.format == FORMAT_TEXT) {
+        report_print_header(out, p);
+        fputc('\n', out);
+    } else if (!p->complete) {
+        /* csv/json carry no header: the caveat goes to stderr so it is not lost. */
+        fputs("opprof report: warning: recording did not finish (opprof record was interrupted); "
+              "figures cover what was written\n",
+              stderr);
+    }
+
+    if (opts.callers_of || opts.callees_of) {
+        if (opts.callers_of)
+            rc = print_neighbours(out, p, opts.callers_of, false, &opts);
+        if (rc == 0 && opts.callees_of) {
+            if (opts.callers_of)
+                fputc('\n', out);
+            struct report_options o = opts;
+            o.callers_of = NULL; /* the JSON names the table it holds */
+            rc = print_neighbours(out, p, opts.callees_of, true, &o);
+        }
+    } else {
+        struct hotspot_table t;
+        if (hotspots_compute(p, opts.group_by, &t) != 0) {
+            fputs("opprof report: out of memory while aggregating samples\n", stderr);
+            rc = 2;
+        } else {
+            hotspots_sort(&t, opts.sort);
+            if (report_print_table(out, p, &t, &opts, NULL) != 0)
+                rc = 2;
+            hotspots_free(&t);
+        }
+    }
+
+    /* Write errors (full disk, closed pipe) surface here, once. */
+    bool write_failed = ferror(out) != 0;
+    if (out != stdout)
+        write_failed = fclose(out) != 0 || write_failed;
+    else
+        write_failed = fflush(out) != 0 || write_failed;
+    if (write_failed) {
+        fprintf(stderr, "opprof report: cannot write %s: %s\n", output ? output : "the report",
+                errno ? strerror(errno) : "write error");
+        rc = 2;
+    }
+    profile_free(p);
+    return rc;
+}

@@ -1,0 +1,445 @@
+/*
+ * report/table.c — the text, CSV and JSON renderers of `opprof report`.
+ *
+ * The text layout follows torch.profiler's key_averages().table() (Self %,
+ * Self time, Total %, Total time, Samples, Name) because that is what the
+ * users read every day; percentages divide by the profile's total weight, and
+ * a footer states that denominator ("Self time total") as torch does.
+ * The header says what was recorded and, before any number, everything that
+ * makes the numbers incomplete (lost samples, unfinished recording, processes
+ * that did not end cleanly, unknown frames): nothing is lost silently.
+ *
+ * CSV and JSON are for scripts: exact integers (nanoseconds, sample counts),
+ * RFC 4180 quoting, and JSON that any strict parser accepts (control
+ * characters escaped, invalid UTF-8 replaced by U+FFFD).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+
+int report_format_parse(const char *text, enum report_format *out)
+{
+    static const struct {
+        const char *name;
+        enum report_format format;
+    } names[] = {{"text", FORMAT_TEXT}, {"csv", FORMAT_CSV}, {"json", FORMAT_JSON}};
+    if (!text)
+        return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(text, names[i].name) == 0) {
+            *out = names[i].format;
+            return 0;
+        }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Small formatting helpers                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* A duration with a unit people read at a glance: "1.492 s", "12.000 ms". */
+static void format_time(char *buf, size_t len, uint64_t ns)
+{
+    if (ns >= 1000000000u)
+        snprintf(buf, len, "%.3f s", (double)ns / 1e9);
+    else if (ns >= 1000000u)
+        snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
+    else if (ns >= 1000u)
+        snprintf(buf, len, "%.3f us", (double)ns / 1e3);
+    else if (ns > 0)
+        snprintf(buf, len, "%" PRIu64 " ns", ns);
+    else
+        snprintf(buf, len, "0 s");
+}
+
+static double percent(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* Length in bytes of the valid UTF-8 sequence at s, or 0 when the bytes there
+ * are not valid UTF-8 (overlong forms and surrogates included). */
+static size_t utf8_seq_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+        if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
+            return 0;
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+        if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+/* Number of characters a terminal shows for s (UTF-8 code points; an
+ * invalid byte counts as one, as it is printed as one '?'). */
+static size_t text_width(const char *s)
+{
+    size_t w = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        size_t n = utf8_seq_len(u);
+        u += n ? n : 1;
+        w++;
+    }
+    return w;
+}
+
+/* Prints s for a terminal: at most max_width characters (cut with "..."),
+ * control characters and invalid bytes as '?', then spaces up to pad. */
+static void print_text_cell(FILE *out, const char *s, size_t max_width, size_t pad)
+{
+    size_t w = text_width(s);
+    size_t keep = w > max_width ? (max_width > 3 ? max_width - 3 : 0) : w;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < keep; i++) {
+        size_t n = utf8_seq_len(u);
+        if (n == 0 || (n == 1 && (*u < 0x20 || *u == 0x7f))) {
+            fputc('?', out);
+            u++;
+        } else {
+            fwrite(u, 1, n, out);
+            u += n;
+        }
+    }
+    size_t shown = keep;
+    if (keep < w) {
+        fputs("...", out);
+        shown += 3;
+    }
+    for (; shown < pad; shown++)
+        fputc(' ', out);
+}
+
+/* Writes s as a JSON string: quotes, backslashes and control characters
+ * escaped; bytes that are not valid UTF-8 become U+FFFD so the output always
+ * decodes. NULL is written as null. */
+static void json_string(FILE *out, const char *s)
+{
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        unsigned char c = *u;
+        switch (c) {
+        case '"': fputs("\\\"", out); u++; continue;
+        case '\\': fputs("\\\\", out); u++; continue;
+        case '\n': fputs("\\n", out); u++; continue;
+        case '\r': fputs("\\r", out); u++; continue;
+        case '\t': fputs("\\t", out); u++; continue;
+        case '\b': fputs("\\b", out); u++; continue;
+        case '\f': fputs("\\f", out); u++; continue;
+        default: break;
+        }
+        if (c < 0x20 || c == 0x7f) {
+            fprintf(out, "\\u%04x", c);
+            u++;
+            continue;
+        }
+        size_t n = utf8_seq_len(u);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            u++;
+        } else {
+            fwrite(u, 1, n, out);
+            u += n;
+        }
+    }
+    fputc('"', out);
+}
+
+/* Writes one CSV field, quoted (RFC 4180) only when it has to be. */
+static void csv_field(FILE *out, const char *s)
+{
+    if (!s)
+        return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Header                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* Per-process problems can repeat for every worker of a large job: show the
+ * first few and count the rest. */
+#define MAX_PROCESS_LINES 10
+
+static const char *base_name(const char *path)
+{
+    if (!path)
+        return "?";
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static void print_process_warnings(FILE *out, const struct profile *p)
+{
+    size_t shown = 0, hidden = 0;
+    for (size_t i = 0; i < p->nprocesses; i++) {
+        const struct prof_process *pr = &p->processes[i];
+        bool unclean = !pr->ended_cleanly, cut = pr->stream_truncated;
+        size_t lines = (unclean ? 1 : 0) + (cut ? 1 : 0) + pr->nnotes;
+        if (!lines)
+            continue;
+        if (shown >= MAX_PROCESS_LINES) {
+            hidden++;
+            continue;
+        }
+        shown++;
+        if (unclean)
+            fprintf(out, "warning: process %" PRIu32 " (%s) did not end cleanly; its last samples may be missing\n",
+                    pr->pid, base_name(pr->exe));
+        if (cut)
+            fprintf(out, "warning: the data of process %" PRIu32 " (%s) ends inside a record; the rest was not read\n",
+                    pr->pid, base_name(pr->exe));
+        for (size_t n = 0; n < pr->nnotes; n++)
+            fprintf(out, "note: process %" PRIu32 " (%s): %s\n", pr->pid, base_name(pr->exe),
+                    pr->notes[n] ? pr->notes[n] : "");
+    }
+    if (hidden)
+        fprintf(out, "warning: ... and %zu more processes with warnings or notes\n", hidden);
+}
+
+void report_print_header(FILE *out, const struct profile *p)
+{
+    fprintf(out, "opprof report: %s\n", p->dir ? p->dir : "(in memory)");
+    fprintf(out, "  command     %s\n", p->command && p->command[0] ? p->command : "(unknown)");
+
+    fputs("  duration    ", out);
+    if (p->end_ns && p->end_ns >= p->start_ns)
+        fprintf(out, "%.2f s (workload wall time)", (double)(p->end_ns - p->start_ns) / 1e9);
+    else
+        fputs("unknown (the recording did not finish)", out);
+    if (p->exit_signal)
+        fprintf(out, ", killed by signal %d (%s)\n", p->exit_signal, strsignal(p->exit_signal));
+    else if (p->exit_status >= 0)
+        fprintf(out, ", exit status %d\n", p->exit_status);
+    else
+        fputs(", exit status unknown\n", out);
+
+    uint64_t unwind_failed = 0;
+    for (size_t i = 0; i < p->nprocesses; i++)
+        unwind_failed += p->processes[i].unwind_failed;
+    fprintf(out, "  samples     %zu (", p->nsamples);
+    if (p->total_weight != p->nsamples)
+        fprintf(out, "weight %" PRIu64 " periods; ", p->total_weight);
+    fprintf(out, "lost %" PRIu64 ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), event %s",
+            p->lost_samples, p->truncated_samples, unwind_failed,
+            p->event && p->event[0] ? p->event : "(unknown)");
+    if (p->frequency_hz)
+        fprintf(out, " at %u Hz", p->frequency_hz);
+    if (p->period_ns)
+        fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
+    fprintf(out, ", %s\n", p->user_only ? "user mode only" : "user and kernel mode");
+    fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
+
+    if (!p->complete)
+        fputs("warning: recording did not finish (opprof record was interrupted); figures cover what was written\n",
+              out);
+    for (size_t i = 0; i < p->nwarnings; i++)
+        fprintf(out, "warning: %s\n", p->warnings[i] ? p->warnings[i] : "");
+    print_process_warnings(out, p);
+    if (p->unknown_frames)
+        fprintf(out, "unknown frames: %" PRIu64 " (code without a symbol, shown as module+0xoffset)\n",
+                p->unknown_frames);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Tables                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* Widest name the text table shows before cutting it with "...": C++ names
+ * are long, and a table wider than a terminal is read by nobody. */
+#define NAME_MAX_WIDTH 60
+#define MODULE_MAX_WIDTH 40
+
+static size_t rows_to_print(const struct hotspot_table *t, const struct report_options *opts)
+{
+    return opts->limit && opts->limit < t->nrows ? opts->limit : t->nrows;
+}
+
+static void print_text(FILE *out, const struct profile *p, const struct hotspot_table *t,
+                       const struct report_options *opts, const char *title)
+{
+    size_t n = rows_to_print(t, opts);
+    if (title)
+        fputs(title, out);
+    else
+        fprintf(out, "Hotspots by %s, sorted by %s", group_by_name(opts->group_by),
+                sort_key_name(opts->sort));
+    if (n < t->nrows)
+        fprintf(out, " (top %zu of %zu)\n", n, t->nrows);
+    else
+        fputc('\n', out);
+    if (t->nrows == 0) {
+        fputs("  (no samples)\n", out);
+        return;
+    }
+
+    /* Column widths follow the rows actually printed. */
+    size_t name_w = 4, module_w = 6;
+    bool have_module = false, have_source = false;
+    for (size_t i = 0; i < n; i++) {
+        size_t w = text_width(t->rows[i].name);
+        if (w > name_w)
+            name_w = w;
+        if (t->rows[i].module) {
+            have_module = true;
+            w = text_width(t->rows[i].module);
+            if (w > module_w)
+                module_w = w;
+        }
+        if (t->rows[i].source)
+            have_source = true;
+    }
+    if (name_w > NAME_MAX_WIDTH)
+        name_w = NAME_MAX_WIDTH;
+    if (module_w > MODULE_MAX_WIDTH)
+        module_w = MODULE_MAX_WIDTH;
+
+    fprintf(out, "%8s%12s%9s%12s%9s  ", "Self %", "Self time", "Total %", "Total time", "Samples");
+    print_text_cell(out, "Name", name_w, have_module ? name_w : 0);
+    if (have_module) {
+        fputs("  ", out);
+        print_text_cell(out, "Module", module_w, have_source ? module_w : 0);
+    }
+    if (have_source)
+        fputs("  Source", out);
+    fputc('\n', out);
+
+    for (size_t i = 0; i < n; i++) {
+        const struct hotspot_row *r = &t->rows[i];
+        char self_pct[32], total_pct[32], self_time[32], total_time[32];
+        snprintf(self_pct, sizeof self_pct, "%.1f %%", percent(r->self, t->total_weight));
+        snprintf(total_pct, sizeof total_pct, "%.1f %%", percent(r->total, t->total_weight));
+        if (t->period_ns) {
+            format_time(self_time, sizeof self_time, r->self * t->period_ns);
+            format_time(total_time, sizeof total_time, r->total * t->period_ns);
+        } else {
+            strcpy(self_time, "-"); /* the period is unknown: no time, only % */
+            strcpy(total_time, "-");
+        }
+        fprintf(out, "%8s%12s%9s%12s%9" PRIu64 "  ", self_pct, self_time, total_pct, total_time,
+                r->samples);
+        bool more = have_module && ((r->module && r->module[0]) || r->source);
+        print_text_cell(out, r->name, name_w, more ? name_w : 0);
+        if (more) {
+            fputs("  ", out);
+            /* Pad only when a source follows: no trailing blanks. */
+            print_text_cell(out, r->module ? r->module : "", module_w, r->source ? module_w : 0);
+        }
+        if (have_source && r->source) {
+            fputs("  ", out);
+            print_text_cell(out, r->source, 200, 0);
+        }
+        fputc('\n', out);
+    }
+
+    char total[32];
+    format_time(total, sizeof total, t->total_weight * t->period_ns);
+    fprintf(out, "Self time total: %s (", t->period_ns ? total : "-");
+    if (p && p->nsamples != t->total_weight)
+        fprintf(out, "%zu samples, weight %" PRIu64 ")\n", p->nsamples, t->total_weight);
+    else
+        fprintf(out, "%" PRIu64 " samples)\n", t->total_weight);
+}
+
+static void print_csv(FILE *out, const struct hotspot_table *t, const struct report_options *opts)
+{
+    size_t n = rows_to_print(t, opts);
+    fputs("name,module,self_pct,self_ns,total_pct,total_ns,samples\n", out);
+    for (size_t i = 0; i < n; i++) {
+        const struct hotspot_row *r = &t->rows[i];
+        csv_field(out, r->name);
+        fputc(',', out);
+        csv_field(out, r->module);
+        fprintf(out, ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64 "\n",
+                percent(r->self, t->total_weight), r->self * t->period_ns,
+                percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
+    }
+}
+
+static void print_json(FILE *out, const struct profile *p, const struct hotspot_table *t,
+                       const struct report_options *opts)
+{
+    size_t n = rows_to_print(t, opts);
+    fputs("{\"dir\":", out);
+    json_string(out, p ? p->dir : NULL);
+    fputs(",\"command\":", out);
+    json_string(out, p ? p->command : NULL);
+    fprintf(out, ",\"period_ns\":%" PRIu64 ",\"total_weight\":%" PRIu64 ",\"lost_samples\":%" PRIu64,
+            t->period_ns, t->total_weight, p ? p->lost_samples : 0);
+    fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
+    fputs(",\"group_by\":", out);
+    json_string(out, group_by_name(opts->group_by));
+    fputs(",\"sort\":", out);
+    json_string(out, sort_key_name(opts->sort));
+    if (opts->callers_of) {
+        fputs(",\"callers_of\":", out);
+        json_string(out, opts->callers_of);
+    } else if (opts->callees_of) {
+        fputs(",\"callees_of\":", out);
+        json_string(out, opts->callees_of);
+    }
+    fputs(",\"warnings\":[", out);
+    for (size_t i = 0; p && i < p->nwarnings; i++) {
+        if (i)
+            fputc(',', out);
+        json_string(out, p->warnings[i]);
+    }
+    fputs("],\"rows\":[", out);
+    for (size_t i = 0; i < n; i++) {
+        const struct hotspot_row *r = &t->rows[i];
+        fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
+        json_string(out, r->name);
+        fputs(",\"module\":", out);
+        json_string(out, r->module);
+        if (r->source) {
+            fputs(",\"source\":", out);
+            json_string(out, r->source);
+        }
+        fprintf(out, ",\"self_pct\":%.3f,\"self_ns\":%" PRIu64 ",\"total_pct\":%.3f,\"total_ns\":%" PRIu64
+                ",\"samples\":%" PRIu64 "}",
+                percent(r->self, t->total_weight), r->self * t->period_ns,
+                percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
+    }
+    fputs(n ? "\n]}\n" : "]}\n", out);
+}
+
+int report_print_table(FILE *out, const struct profile *p, const struct hotspot_table *t,
+                       const struct report_options *opts, const char *title)
+{
+    switch (opts->format) {
+    case FORMAT_TEXT: print_text(out, p, t, opts, title); break;
+    case FORMAT_CSV: print_csv(out, t, opts); break;
+    case FORMAT_JSON: print_json(out, p, t, opts); break;
+    default: return -1;
+    }
+    return ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,331 @@
+/*
+ * sampler/agent.c — the agent's life cycle and the per-sample capture.
+ *
+ * SIGNAL-HANDLER CODE: agent_handle_sample() and everything it calls
+ * (capture_native_stack, fp_walk, the queue) run inside the SIGTRAP handler of
+ * whatever thread was sampled. No malloc, no locks, no stdio, no errno left
+ * changed. libunwind's unw_backtrace is the one library call: it is designed
+ * for signal context (its per-thread trace cache lives in TLS and is mmap'ed,
+ * and we warm it up in the constructor so its pthread key is created early).
+ *
+ * How sampling works (see ../shared/design.md, "Recommended sampling design"):
+ * the constructor opens one task-clock perf event on the calling thread with
+ * inherit=1 (every thread created later, and every forked child, gets a copy),
+ * sigtrap=1 (each overflow sends a synchronous SIGTRAP to the thread that
+ * overflowed) and remove_on_exec=1 (the kernel requires it for sigtrap; the new
+ * image's agent opens its own event). So every thread is sampled without any
+ * per-thread setup, and the sample is taken by the sampled thread itself.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "sampler/agent.h"
+
+#ifndef TRAP_PERF
+#define TRAP_PERF 6
+#endif
+
+/* Marks our event's signals (perf_event_attr.sig_data -> siginfo si_perf_data). */
+#define AGENT_SIG_COOKIE 0x6f7070726f66ULL /* "opprof" */
+
+AGENT_HIDDEN struct agent_config agent_config;
+AGENT_HIDDEN _Atomic uint64_t agent_samples_taken;
+AGENT_HIDDEN _Atomic uint64_t agent_samples_lost;
+AGENT_HIDDEN _Atomic int agent_accepting;
+
+static int perf_fd = -1;
+static pid_t event_owner_pid; /* the process that opened perf_fd */
+static bool agent_started;
+
+static __thread pid_t cached_tid;
+
+uint64_t agent_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: async-signal-safe */
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t current_tid(void)
+{
+    if (cached_tid == 0)
+        cached_tid = (pid_t)syscall(SYS_gettid);
+    return cached_tid;
+}
+
+/*
+ * glibc 2.36's siginfo_t does not name the TRAP_PERF fields; read them at the
+ * kernel's layout: _sigfault { void *addr; union { ... struct { unsigned long
+ * data; u32 type; u32 flags; } perf; } } which puts data at byte 24 on x86-64.
+ */
+static uint64_t siginfo_perf_data(const siginfo_t *si)
+{
+    uint64_t data;
+    memcpy(&data, (const char *)si + 24, sizeof data);
+    return data;
+}
+
+/* Reads one word of our own memory without risking a fault: the frame
+ * pointer chain may point anywhere when the code was built without it. */
+static bool read_word_safely(uint64_t addr, uint64_t *out)
+{
+    struct iovec local = {out, sizeof *out};
+    struct iovec remote = {(void *)addr, sizeof *out};
+    return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)sizeof *out;
+}
+
+/* --call-graph fp: walk saved rbp/return-address pairs. Stops at the first
+ * frame pointer that does not move up the stack. */
+static unsigned fp_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max)
+{
+    unsigned n = 0;
+    pcs[n++] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+    uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    while (n < max && fp >= sp && (fp & 7) == 0) {
+        uint64_t next_fp, ret;
+        if (!read_word_safely(fp, &next_fp) || !read_word_safely(fp + 8, &ret) || ret == 0)
+            break;
+        pcs[n++] = ret;
+        if (next_fp <= fp)
+            break;
+        fp = next_fp;
+    }
+    return n;
+}
+
+/*
+ * --call-graph dwarf: libunwind's unw_backtrace walks CFI from the handler
+ * itself, through the kernel's signal frame, into the interrupted code. Its
+ * first entries are this handler's own frames and the sigreturn trampoline:
+ * drop everything before the interrupted PC.
+ */
+static unsigned cfi_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+{
+    uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    int n = unw_backtrace((void **)pcs, (int)max);
+    int skip = -1;
+    for (int i = 0; i < n && i < 16; i++) {
+        if (pcs[i] == ip) {
+            skip = i;
+            break;
+        }
+    }
+    if (skip < 0) {
+        pcs[0] = ip;
+        *flags |= OPR_SAMPLE_UNWIND_FAILED;
+        return 1;
+    }
+    if (n == (int)max)
+        *flags |= OPR_SAMPLE_TRUNCATED;
+    memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof pcs[0]);
+    return (unsigned)(n - skip);
+}
+
+bool agent_handle_sample(siginfo_t *si, void *ucontext)
+{
+    if (si->si_code != TRAP_PERF || siginfo_perf_data(si) != AGENT_SIG_COOKIE)
+        return false;
+    if (!atomic_load_explicit(&agent_accepting, memory_order_acquire) || agent_is_writer_thread())
+        return true; /* ours, but not wanted: starting, stopping, or our own writer */
+
+    atomic_fetch_add_explicit(&agent_samples_taken, 1, memory_order_relaxed);
+    struct agent_slot *slot = agent_queue_claim();
+    if (slot == NULL) {
+        atomic_fetch_add_explicit(&agent_samples_lost, 1, memory_order_relaxed);
+        return true;
+    }
+    const ucontext_t *uc = ucontext;
+    slot->time_ns = agent_now_ns();
+    slot->tid = (uint32_t)current_tid();
+    slot->flags = 0;
+    switch (agent_config.call_graph) {
+    case CALL_GRAPH_DWARF:
+        slot->nframes = (uint16_t)cfi_walk(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
+        break;
+    case CALL_GRAPH_FP:
+        slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);
+        break;
+    case CALL_GRAPH_NONE:
+    default:
+        slot->pcs[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+        slot->nframes = 1;
+        break;
+    }
+    agent_queue_commit(slot);
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Start, stop, fork, exec, exit                                              */
+/* ------------------------------------------------------------------------- */
+
+static int open_timer_event(void)
+{
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.sample_period = agent_config.period_ns;
+    attr.inherit = 1;
+    attr.remove_on_exec = 1;
+    attr.sigtrap = 1;
+    attr.sig_data = AGENT_SIG_COOKIE;
+    /* User mode only: an overflow in kernel mode would leave the signal pending
+     * and could interrupt the workload's next blocking system call (EINTR). */
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void start_after_fork_in_child(void)
+{
+    if (!agent_started)
+        return;
+    cached_tid = 0;
+    agent_queue_reset();
+    atomic_store(&agent_samples_taken, 0);
+    atomic_store(&agent_samples_lost, 0);
+    agent_writer_atfork_child(); /* new stream file, new writer thread */
+}
+
+static void stop_agent(bool clean)
+{
+    /* A vfork child shares our memory but is not us: leave our state alone. */
+    if (!agent_started || !agent_writer_owns_process())
+        return;
+    agent_started = false;
+    atomic_store_explicit(&agent_accepting, 0, memory_order_release);
+    /* Only the opener may disable: in a forked child perf_fd names the parent's
+     * event, and disabling it would stop sampling in the parent too. */
+    if (perf_fd >= 0 && getpid() == event_owner_pid)
+        ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    agent_writer_stop(clean);
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+    const char *dir = getenv(OPR_ENV_DIR);
+    if (dir == NULL || dir[0] == '\0' || strlen(dir) >= sizeof agent_config.result_dir)
+        return; /* loaded by accident: do nothing at all */
+    strcpy(agent_config.result_dir, dir);
+    const char *period = getenv(OPR_ENV_PERIOD);
+    agent_config.period_ns = period ? strtoull(period, NULL, 10) : 1000000;
+    if (agent_config.period_ns < 10000)
+        agent_config.period_ns = 10000;
+    const char *cg = getenv(OPR_ENV_CALLGRAPH);
+    agent_config.call_graph = CALL_GRAPH_DWARF;
+    if (cg && strcmp(cg, "fp") == 0)
+        agent_config.call_graph = CALL_GRAPH_FP;
+    else if (cg && strcmp(cg, "none") == 0)
+        agent_config.call_graph = CALL_GRAPH_NONE;
+
+    /* Warm libunwind up outside any handler: creates its pthread key and
+     * per-thread cache now rather than in the first signal. */
+    void *warm[8];
+    unw_backtrace(warm, 8);
+
+    if (agent_queue_init(4096) != 0)
+        return;
+    if (agent_signals_install() != 0)
+        return;
+    /* The writer thread starts before the event is opened, so it is not
+     * counted by the inherited event in this process. */
+    if (agent_writer_start() != 0)
+        return;
+    agent_started = true;
+    pthread_atfork(agent_writer_atfork_prepare, agent_writer_atfork_parent, start_after_fork_in_child);
+
+    perf_fd = open_timer_event();
+    if (perf_fd < 0) {
+        /* The launcher checked perf_event_open already; reaching here means
+         * this process differs (e.g. setuid). Keep the stream with a note. */
+        stop_agent(true);
+        return;
+    }
+    event_owner_pid = getpid();
+    atomic_store_explicit(&agent_accepting, 1, memory_order_release);
+}
+
+__attribute__((destructor)) static void agent_fini(void)
+{
+    stop_agent(true);
+}
+
+/* ---- exec and _exit: flush before the image disappears ------------------ */
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execvp_fn)(const char *, char *const[]);
+typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
+typedef void (*exit_fn)(int);
+
+/* Before exec the writer drains what it has; the new image gets a new stream
+ * (the same pid, the next generation). If exec fails, sampling goes on. */
+#define FLUSH_BEFORE_EXEC() \
+    do { if (agent_started && agent_writer_owns_process()) agent_writer_flush(); } while (0)
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
+{
+    static execve_fn real;
+    if (!real)
+        real = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    FLUSH_BEFORE_EXEC();
+    return real(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    static execvp_fn real;
+    if (!real)
+        real = (execvp_fn)dlsym(RTLD_NEXT, "execv");
+    FLUSH_BEFORE_EXEC();
+    return real(path, argv);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    static execvp_fn real;
+    if (!real)
+        real = (execvp_fn)dlsym(RTLD_NEXT, "execvp");
+    FLUSH_BEFORE_EXEC();
+    return real(file, argv);
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    static execvpe_fn real;
+    if (!real)
+        real = (execvpe_fn)dlsym(RTLD_NEXT, "execvpe");
+    FLUSH_BEFORE_EXEC();
+    return real(file, argv, envp);
+}
+
+/* _exit skips destructors (multiprocessing children leave through os._exit):
+ * finish the stream first, then leave with the workload's own status. */
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    stop_agent(true);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    stop_agent(true);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}

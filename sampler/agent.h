@@ -1,0 +1,73 @@
+/*
+ * sampler/agent.h — private to the injected agent (libopprof_agent.so).
+ *
+ * The agent is LD_PRELOADed into every process of the workload. Its parts:
+ *   agent.c          constructor/destructor, the perf_event timer, the SIGTRAP
+ *                    handler that captures one sample, fork/exec/exit hooks
+ *   agent_queue.c    the lock-free queue between the handler and the writer
+ *   agent_writer.c   the writer thread: stack dedup, maps, threads, the stream
+ *   agent_signals.c  keeps the workload's own SIGTRAP handling working
+ *
+ * Nothing here may be included from outside sampler/.
+ */
+#ifndef OPPROF_AGENT_H
+#define OPPROF_AGENT_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sampler/sampler.h"
+
+#define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* One captured sample, as the handler leaves it for the writer. */
+struct agent_slot {
+    _Atomic uint64_t seq; /* queue bookkeeping (see agent_queue.c) */
+    uint64_t time_ns;
+    uint32_t tid;
+    uint16_t nframes;
+    uint16_t flags;       /* OPR_SAMPLE_* */
+    uint64_t pcs[OPR_MAX_FRAMES];
+};
+
+/* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
+AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);
+AGENT_HIDDEN void agent_queue_reset(void);        /* in a fork child: drop the parent's entries */
+AGENT_HIDDEN struct agent_slot *agent_queue_claim(void);   /* handler; NULL when full */
+AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler */
+AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
+AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
+
+/* ---- agent.c: state shared by the parts ---------------------------------- */
+struct agent_config {
+    char result_dir[4096];
+    uint64_t period_ns;
+    enum call_graph_mode call_graph;
+};
+
+AGENT_HIDDEN extern struct agent_config agent_config;
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_taken; /* handler entries that were ours */
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_lost;  /* queue full */
+AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/stopping */
+AGENT_HIDDEN uint64_t agent_now_ns(void);
+
+/* The SIGTRAP handler (installed by agent_signals.c). Returns true when the
+ * signal was one of opprof's samples, false when it belongs to the workload. */
+AGENT_HIDDEN bool agent_handle_sample(siginfo_t *si, void *ucontext);
+
+/* ---- agent_writer.c ------------------------------------------------------ */
+AGENT_HIDDEN int agent_writer_start(void);        /* open the stream, start the thread */
+AGENT_HIDDEN void agent_writer_stop(bool clean);  /* final drain; END record when clean */
+AGENT_HIDDEN void agent_writer_flush(void);       /* drain now, from any thread but the handler */
+AGENT_HIDDEN void agent_writer_atfork_prepare(void);
+AGENT_HIDDEN void agent_writer_atfork_parent(void);
+AGENT_HIDDEN void agent_writer_atfork_child(void);
+AGENT_HIDDEN bool agent_is_writer_thread(void);
+AGENT_HIDDEN bool agent_writer_owns_process(void); /* false in a vfork child */
+
+/* ---- agent_signals.c ----------------------------------------------------- */
+AGENT_HIDDEN int agent_signals_install(void);
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * sampler/launch.c — `opprof record`: start the workload with the agent
+ * preloaded, stay out of its way, and report how the collection went.
+ *
+ * The launcher itself never samples: the agent inside each workload process
+ * does (see agent.c). The launcher checks up front that the kernel will let
+ * the agent open its event (so a refusal is one clear sentence here rather
+ * than a silent empty result), creates the result directory and its info
+ * file, forks and execs the command, forwards signals sent to opprof itself,
+ * shows a live status line on a terminal, and returns the workload's status.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "sampler/sampler.h"
+
+static volatile sig_atomic_t child_pid_for_signals;
+static volatile sig_atomic_t interrupted_by;
+
+const char *call_graph_mode_name(enum call_graph_mode mode)
+{
+    switch (mode) {
+    case CALL_GRAPH_DWARF: return "dwarf";
+    case CALL_GRAPH_FP: return "fp";
+    case CALL_GRAPH_NONE: return "none";
+    }
+    return "?";
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int record_next_result_dir(const char *dir_of, char *out, size_t outlen)
+{
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(out, outlen, "%s%sopprof.%03d", dir_of ? dir_of : "",
+                         dir_of && dir_of[0] ? "/" : "", i);
+        if (n < 0 || (size_t)n >= outlen)
+            return -1;
+        struct stat st;
+        if (stat(out, &st) != 0 && errno == ENOENT)
+            return 0;
+    }
+    return -1;
+}
+
+/* Locates libopprof_agent.so: $OPPROF_AGENT, then beside the binary (build
+ * tree: .libs/), then the installed pkglibdir. */
+static int find_agent(char *out, size_t outlen)
+{
+    const char *env = getenv("OPPROF_AGENT");
+    if (env && env[0]) {
+        snprintf(out, outlen, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            const char *candidates[] = {"/.libs/libopprof_agent.so", "/libopprof_agent.so",
+                                        "/../lib/opprof/libopprof_agent.so"};
+            for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+                snprintf(out, outlen, "%s%s", self, candidates[i]);
+                if (access(out, R_OK) == 0)
+                    return 0;
+            }
+        }
+    }
+    snprintf(out, outlen, "%s/libopprof_agent.so", OPPROF_PKGLIBDIR);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+static int read_paranoid(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+    int v = -99;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = -99;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Opens (and closes) the same event the agent will open, on ourselves, so that
+ * a refusal is explained here. Returns 0 or writes one sentence into msg. */
+static int check_perf_event(uint64_t period_ns, char *msg, size_t msglen)
+{
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.sample_period = period_ns;
+    attr.inherit = 1;
+    attr.remove_on_exec = 1;
+    attr.sigtrap = 1;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.disabled = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    int err = errno;
+    int paranoid = read_paranoid();
+    if (err == EACCES || err == EPERM)
+        snprintf(msg, msglen,
+                 "the kernel refused perf_event_open (%s; kernel.perf_event_paranoid=%d): "
+                 "allow user-space profiling of your own processes with "
+                 "`sudo sysctl kernel.perf_event_paranoid=2`%s",
+                 strerror(err), paranoid,
+                 paranoid >= 3 ? " (values above 2 forbid it entirely)"
+                               : " or check that a seccomp/container policy does not block perf_event_open");
+    else if (err == EINVAL || err == E2BIG)
+        snprintf(msg, msglen,
+                 "this kernel does not support signal-based sampling (perf_event sigtrap, Linux 5.13 "
+                 "or newer is needed): %s", strerror(err));
+    else if (err == ENOSYS)
+        snprintf(msg, msglen, "perf_event_open is not available in this kernel (CONFIG_PERF_EVENTS off)");
+    else
+        snprintf(msg, msglen, "perf_event_open failed: %s", strerror(err));
+    return -1;
+}
+
+/* ---- info file ------------------------------------------------------------ */
+
+static void write_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\n')
+            fputs("\\n", f);
+        else if (*s == '\\')
+            fputs("\\\\", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* Shell-like quoting so the command line in the info file can be read back. */
+static void write_command(FILE *f, char *const *argv)
+{
+    for (int i = 0; argv[i]; i++) {
+        if (i)
+            fputc(' ', f);
+        const char *a = argv[i];
+        bool plain = a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                "0123456789-_./=:,+@%") == strlen(a);
+        if (plain) {
+            write_escaped(f, a);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *p = a; *p; p++) {
+            if (*p == '\'')
+                fputs("'\\''", f);
+            else if (*p == '\n')
+                fputs("\\n", f);
+            else
+                fputc(*p, f);
+        }
+        fputc('\'', f);
+    }
+}
+
+struct run_facts {
+    uint64_t start_ns, end_ns;
+    time_t start_wall;
+    int exit_status, exit_signal;
+    bool complete;
+};
+
+static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
+    snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    fprintf(f, "format=opprof-raw %d\n", OPR_FORMAT_VERSION);
+    fprintf(f, "opprof_version=%s\n", PACKAGE_VERSION);
+    fputs("command=", f);
+    write_command(f, o->argv);
+    fputc('\n', f);
+    fprintf(f, "hostname=%s\n", host);
+    fprintf(f, "event=task-clock\n");
+    fprintf(f, "user_only=1\n");
+    fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
+    fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
+    fprintf(f, "call_graph=%s\n", call_graph_mode_name(o->call_graph));
+    fprintf(f, "start_ns=%llu\n", (unsigned long long)r->start_ns);
+    fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
+    fprintf(f, "online_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    if (r->complete) {
+        fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
+        fprintf(f, "exit_status=%d\n", r->exit_status);
+        fprintf(f, "exit_signal=%d\n", r->exit_signal);
+    }
+    fprintf(f, "complete=%d\n", r->complete ? 1 : 0);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* ---- live status ---------------------------------------------------------- */
+
+static struct opr_live *create_live_file(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    if (ftruncate(fd, sizeof(struct opr_live)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    struct opr_live *live = mmap(NULL, sizeof *live, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (live == MAP_FAILED)
+        return NULL;
+    memcpy(live->magic, OPR_LIVE_MAGIC, 8);
+    return live;
+}
+
+static uint64_t dir_size(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+static void format_size(uint64_t bytes, char *out, size_t outlen)
+{
+    if (bytes >= 10ull << 20)
+        snprintf(out, outlen, "%.1f MB", bytes / 1048576.0);
+    else if (bytes >= 10ull << 10)
+        snprintf(out, outlen, "%.1f KB", bytes / 1024.0);
+    else
+        snprintf(out, outlen, "%llu bytes", (unsigned long long)bytes);
+}
+
+/* ---- signals --------------------------------------------------------------- */
+
+/* A signal sent to opprof by another process (kill, a job scheduler) is passed
+ * on to the workload. A terminal's Ctrl-C already reached the workload (same
+ * process group): only remember it, so opprof outlives the workload and keeps
+ * what was collected. */
+static void on_forwarded_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    interrupted_by = sig;
+    if (child_pid_for_signals > 0 && si->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL */)
+        kill((pid_t)child_pid_for_signals, sig);
+}
+
+static void install_forwarding(bool on)
+{
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    if (on) {
+        sa.sa_sigaction = on_forwarded_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    } else {
+        sa.sa_handler = SIG_DFL;
+    }
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+/* ---- the run ----------------------------------------------------------------- */
+
+static int make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
+{
+    if (o->output_dir) {
+        snprintf(dir, dirlen, "%s", o->output_dir);
+        if (mkdir(dir, 0755) != 0) {
+            if (errno != EEXIST) {
+                fprintf(stderr, "opprof record: cannot create %s: %s\n", dir, strerror(errno));
+                return -1;
+            }
+            DIR *d = opendir(dir);
+            struct dirent *e;
+            bool empty = d != NULL;
+            while (d && (e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                    empty = false;
+            if (d)
+                closedir(d);
+            if (!empty) {
+                fprintf(stderr, "opprof record: %s exists and is not empty: choose another -o DIR or remove it\n", dir);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    for (int tries = 0; tries < 20; tries++) {
+        if (record_next_result_dir("", dir, dirlen) != 0)
+            break;
+        if (mkdir(dir, 0755) == 0)
+            return 0;
+        if (errno != EEXIST)
+            break;
+    }
+    fprintf(stderr, "opprof record: cannot create a result directory opprof.NNN here: %s\n", strerror(errno));
+    return -1;
+}
+
+static void prepend_env(const char *name, const char *value)
+{
+    const char *old = getenv(name);
+    if (!old || !old[0]) {
+        setenv(name, value, 1);
+        return;
+    }
+    size_t len = strlen(value) + strlen(old) + 2;
+    char *both = malloc(len);
+    if (!both)
+        return;
+    snprintf(both, len, "%s:%s", value, old);
+    setenv(name, both, 1);
+    free(both);
+}
+
+int record_run(const struct record_options *o)
+{
+    char agent[PATH_MAX];
+    if (find_agent(agent, sizeof agent) != 0) {
+        fprintf(stderr, "opprof record: the sampling agent libopprof_agent.so was not found (looked beside "
+                        "the opprof binary and in %s): reinstall opprof or set OPPROF_AGENT=/path/to/libopprof_agent.so\n",
+                OPPROF_PKGLIBDIR);
+        return 2;
+    }
+    uint64_t period_ns = 1000000000ull / o->frequency_hz;
+    char msg[512];
+    if (check_perf_event(period_ns, msg, sizeof msg) != 0) {
+        fprintf(stderr, "opprof record: %s\n", msg);
+        return 2;
+    }
+    char dir[PATH_MAX];
+    if (make_result_dir(o, dir, sizeof dir) != 0)
+        return 2;
+    char absdir[PATH_MAX];
+    if (!realpath(dir, absdir)) {
+        fprintf(stderr, "opprof record: cannot resolve %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+
+    struct run_facts facts = {0};
+    facts.start_ns = monotonic_ns();
+    facts.start_wall = time(NULL);
+    facts.exit_status = -1;
+    if (write_info(absdir, o, &facts) != 0) {
+        fprintf(stderr, "opprof record: cannot write %s/info: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    struct opr_live *live = create_live_file(absdir);
+
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "opprof record: pipe: %s\n", strerror(errno));
+        return 2;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "opprof record: fork: %s\n", strerror(errno));
+        return 2;
+    }
+    if (child == 0) {
+        close(errpipe[0]);
+        char period[32];
+        snprintf(period, sizeof period, "%llu", (unsigned long long)period_ns);
+        setenv(OPR_ENV_DIR, absdir, 1);
+        setenv(OPR_ENV_PERIOD, period, 1);
+        setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+        prepend_env("LD_PRELOAD", agent);
+        execvp(o->argv[0], o->argv);
+        int err = errno;
+        ssize_t w = write(errpipe[1], &err, sizeof err);
+        (void)w;
+        _exit(err == ENOENT ? 127 : 126);
+    }
+    close(errpipe[1]);
+    child_pid_for_signals = child;
+    install_forwarding(true);
+
+    int exec_errno = 0;
+    ssize_t got;
+    do
+        got = read(errpipe[0], &exec_errno, sizeof exec_errno);
+    while (got < 0 && errno == EINTR);
+    close(errpipe[0]);
+
+    bool show_status = !o->quiet && isatty(STDERR_FILENO) && got <= 0;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR) {
+            fprintf(stderr, "opprof record: waitpid: %s\n", strerror(errno));
+            break;
+        }
+        if (show_status && live) {
+            double secs = (monotonic_ns() - facts.start_ns) / 1e9;
+            fprintf(stderr, "\ropprof record: %.1f s, %llu samples, %llu threads, %llu processes\033[K", secs,
+                    (unsigned long long)__atomic_load_n(&live->samples, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
+        }
+        struct timespec ts = {0, show_status ? 200000000L : 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    install_forwarding(false);
+    if (show_status)
+        fputs("\r\033[K", stderr);
+    facts.end_ns = monotonic_ns();
+    facts.complete = true;
+
+    int rc;
+    if (got > 0) {
+        facts.exit_status = exec_errno == ENOENT ? 127 : 126;
+        fprintf(stderr, "opprof record: %s: %s\n", o->argv[0],
+                exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
+        rc = facts.exit_status;
+    } else if (WIFSIGNALED(status)) {
+        facts.exit_signal = WTERMSIG(status);
+        facts.exit_status = 128 + facts.exit_signal;
+        rc = facts.exit_status;
+        if (!o->quiet)
+            fprintf(stderr, "opprof record: the workload was killed by signal %d (%s)\n", facts.exit_signal,
+                    strsignal(facts.exit_signal));
+    } else {
+        facts.exit_status = WEXITSTATUS(status);
+        rc = facts.exit_status;
+    }
+    if (write_info(absdir, o, &facts) != 0)
+        fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
+
+    if (!o->quiet && got <= 0) {
+        char size[32];
+        format_size(dir_size(absdir), size, sizeof size);
+        unsigned long long samples = live ? live->samples : 0, lost = live ? live->lost : 0;
+        fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
+                samples, lost, live ? (unsigned long long)live->threads : 0ull,
+                live ? (unsigned long long)live->processes : 0ull, dir, size);
+        if (live && live->processes == 0)
+            fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
+                            "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
+        else if (samples == 0)
+            fprintf(stderr, "opprof record: warning: no samples: the workload used less user-mode CPU time "
+                            "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
+        if (interrupted_by)
+            fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
+                    (int)interrupted_by, dir);
+    }
+    if (live)
+        munmap(live, sizeof *live);
+    return rc;
+}

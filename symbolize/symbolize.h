@@ -1,0 +1,82 @@
+/*
+ * symbolize/symbolize.h — addresses to frames.
+ *
+ * The symbolizer is given each process's executable mappings (as the agent
+ * recorded them) and then answers "what is at this address in this process":
+ * function (demangled), module, offset in the module, source file:line where
+ * debug info exists. ELF work is done once per module file and cached by
+ * build-id (falling back to path + size + mtime when there is no build-id), so
+ * the same libtorch_cpu.so in eight processes is read once.
+ *
+ * Rules it keeps:
+ *  - A PC beyond a symbol's st_size is never given that symbol's name; it is
+ *    reported as unknown with module + offset ("libfoo.so+0x1234").
+ *  - .symtab is preferred; .dynsym is used otherwise; a separate debug file is
+ *    found through build-id (/usr/lib/debug/.build-id/xx/yyyy.debug) or
+ *    .gnu_debuglink, and its symbols and line tables are used when present.
+ *  - When the file on disk has a different build-id than the one recorded, its
+ *    symbols are not trusted: the frame is unknown and the module is counted in
+ *    the stats as mismatched.
+ *  - Return addresses are looked up at pc-1 (the call instruction), the leaf PC
+ *    at pc itself.
+ *  - "[vdso]" is read from the image the agent saved as "vdso.so" in the result
+ *    directory.
+ */
+#ifndef OPPROF_SYMBOLIZE_H
+#define OPPROF_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct symbolizer;
+
+struct sym_frame {
+    const char *function;    /* demangled name; NULL when unknown */
+    const char *module;      /* basename of the module ("libc.so.6"), NULL if no mapping */
+    const char *module_path; /* full path as recorded, NULL if no mapping */
+    uint64_t module_offset;  /* address relative to the module's ELF base (what addr2line takes) */
+    uint64_t symbol_offset;  /* pc - symbol start, when function != NULL */
+    const char *source_file; /* NULL when no line info */
+    int line;                /* 0 when no line info */
+};
+
+struct symbolizer_stats {
+    unsigned modules;                /* distinct module files seen */
+    unsigned modules_without_symbols;/* no .symtab, no .dynsym, no debug file */
+    unsigned modules_missing;        /* file not found on this machine */
+    unsigned modules_mismatched;     /* build-id differs from the recorded one */
+    uint64_t lookups;                /* symbolizer_lookup calls */
+    uint64_t unknown;                /* lookups that found no function */
+};
+
+/* result_dir is where "vdso.so" may be found; may be NULL. Returns NULL only
+ * when out of memory. */
+struct symbolizer *symbolizer_new(const char *result_dir);
+void symbolizer_free(struct symbolizer *sym);
+
+/* Declares an executable mapping of process pid. build_id may be NULL. */
+int symbolizer_add_mapping(struct symbolizer *sym, uint32_t pid, uint64_t start,
+                           uint64_t end, uint64_t pgoff, const char *path,
+                           const uint8_t *build_id, size_t build_id_len);
+
+/* Resolves pc in process pid. is_return_address: pc is a return address (all
+ * frames but the leaf), so the call site pc-1 is looked up. Strings in *out
+ * stay valid until symbolizer_free. Always fills *out (unknown fields NULL/0).
+ * Returns 0 when a function was found, -1 otherwise. */
+int symbolizer_lookup(struct symbolizer *sym, uint32_t pid, uint64_t pc,
+                      bool is_return_address, struct sym_frame *out);
+
+/* Modules lacking symbols, for the report's "unknown frames" note. Calls fn
+ * once per module path with the problem ("no symbols", "missing", "build-id mismatch"). */
+void symbolizer_for_each_problem(struct symbolizer *sym,
+                                 void (*fn)(const char *path, const char *problem, void *arg),
+                                 void *arg);
+
+void symbolizer_get_stats(const struct symbolizer *sym, struct symbolizer_stats *out);
+
+/* __cxa_demangle wrapper: returns a malloc'd demangled name, or NULL when name
+ * is not a mangled C++ name. */
+char *symbolize_demangle(const char *name);
+
+#endif

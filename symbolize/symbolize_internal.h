@@ -1,0 +1,83 @@
+/*
+ * symbolize/symbolize_internal.h — private interface between the symbolizer
+ * front end (symbolizer.c: processes, mappings, caches, stats) and the ELF
+ * reader (elf_symbols.c: build-ids, PT_LOADs, symbol tables, debug files,
+ * line tables). Not installed, not used outside symbolize/.
+ */
+#ifndef OPPROF_SYMBOLIZE_INTERNAL_H
+#define OPPROF_SYMBOLIZE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* NT_GNU_BUILD_ID is normally 20 bytes (sha1); some linkers write md5 (16) or
+ * a uuid, a few use longer hashes. 64 covers every producer seen in practice. */
+#define SYM_BUILD_ID_MAX 64
+
+/* Who a file on disk is: used both to detect a build-id mismatch and as the
+ * module cache key when the file has no build-id. */
+struct elf_ident {
+    uint8_t build_id[SYM_BUILD_ID_MAX];
+    size_t build_id_len; /* 0: no NT_GNU_BUILD_ID (or not an ELF file) */
+    uint64_t size;
+    int64_t mtime_sec;
+    long mtime_nsec;
+    dev_t dev;
+    ino_t ino;
+};
+
+/* One function symbol of a module, after merging and deduplication. */
+struct elf_symbol {
+    uint64_t addr;     /* ELF virtual address (link-time) */
+    uint64_t size;     /* st_size; 0 means "matches its exact address only" */
+    uint32_t name_off; /* offset into the module's name arena */
+    uint32_t pad;
+};
+
+/* A loaded module file. Opaque to symbolizer.c. */
+struct elf_module;
+
+/* Fills *id for path. Returns 0 when the file exists and can be opened (even
+ * if it is not a valid ELF file: build_id_len is then 0), -1 when it cannot be
+ * opened (missing, permission). Never crashes on garbage. */
+int elf_read_ident(const char *path, struct elf_ident *id);
+
+/* Reads program headers, symbols (.symtab or .dynsym, plus the separate debug
+ * file's .symtab) and notes whether line info exists. Returns NULL only when
+ * out of memory; an unreadable/corrupt file gives a module with no symbols. */
+struct elf_module *elf_module_load(const char *path, const struct elf_ident *id);
+void elf_module_free(struct elf_module *m);
+
+/* Address translation: file offset of the PC -> ELF vaddr through the
+ * PT_LOAD that contains that offset. Returns false when the module has no
+ * usable program headers (caller then falls back to the file offset). */
+bool elf_module_translate(const struct elf_module *m, uint64_t file_offset, uint64_t *vaddr);
+
+size_t elf_module_symbol_count(const struct elf_module *m);
+
+/* Index of the function containing vaddr, or -1. Honors st_size strictly. */
+long elf_module_find_symbol(const struct elf_module *m, uint64_t vaddr);
+const struct elf_symbol *elf_module_symbol(const struct elf_module *m, size_t idx);
+
+/* Display name of symbol idx: demangled on first use and kept with the module,
+ * so each name is demangled once. Valid until elf_module_free. */
+const char *elf_module_symbol_name(struct elf_module *m, size_t idx);
+
+/* Source file and line for vaddr from the module's (or its debug file's)
+ * DWARF. Returns 0 on success; *file stays valid until elf_module_free. The
+ * Dwarf handle is opened on first use and kept. */
+int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **file, int *line);
+
+/* Whether a separate debug file was found and used (for tests/diagnostics). */
+const char *elf_module_debug_file(const struct elf_module *m);
+
+/* Root of the system debug tree ("/usr/lib/debug"); tests point it at a
+ * temporary directory to exercise the build-id lookup. NULL restores it. */
+void elf_set_debug_root(const char *dir);
+
+/* CRC32 as used by .gnu_debuglink (zlib polynomial); exposed for tests. */
+uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len);
+
+#endif

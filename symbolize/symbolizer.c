@@ -1,0 +1,657 @@
+/*
+ * symbolize/symbolizer.c — the symbolizer front end: processes and their
+ * mappings, the module cache, the (pid, pc) result cache, problems and stats.
+ * The ELF work itself is in elf_symbols.c.
+ *
+ * Module files are resolved lazily, at the first lookup that lands in one of
+ * their mappings: a process maps hundreds of libraries and samples usually hit
+ * a dozen, so stats and problems describe the modules lookups touched.
+ *
+ * Caching, from cheapest to most expensive:
+ *   (pid, pc)           -> finished frame   (lookup cache, open addressing)
+ *   (path, recorded id) -> module           (one stat/open per library path)
+ *   build-id, else path+size+mtime -> loaded module (one ELF read per file)
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_internal.h"
+
+/* ------------------------------------------------------------------------- */
+/* Arena and a byte-string keyed hash map                                    */
+/* ------------------------------------------------------------------------- */
+
+struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, cap;
+    char data[];
+};
+
+static void *arena_alloc(struct arena_chunk **head, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    struct arena_chunk *c = *head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        c = malloc(sizeof *c + cap);
+        if (!c)
+            return NULL;
+        c->next = *head;
+        c->used = 0;
+        c->cap = cap;
+        *head = c;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+static void arena_free(struct arena_chunk *c)
+{
+    while (c) {
+        struct arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+}
+
+struct hent {
+    const void *key; /* in the arena; NULL = empty slot */
+    size_t klen;
+    uint64_t hash;
+    void *val;
+};
+
+struct hmap {
+    struct hent *e;
+    size_t cap, n; /* cap is a power of two */
+};
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static struct hent *hmap_find(const struct hmap *m, const void *key, size_t klen, uint64_t h)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        struct hent *e = &m->e[i];
+        if (!e->key)
+            return NULL;
+        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            return e;
+    }
+}
+
+static void *hmap_get(const struct hmap *m, const void *key, size_t klen)
+{
+    struct hent *e = hmap_find(m, key, klen, hash_bytes(key, klen));
+    return e ? e->val : NULL;
+}
+
+/* key must stay valid for the map's lifetime (arena). Returns -1 on OOM. */
+static int hmap_put(struct hmap *m, const void *key, size_t klen, void *val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        struct hent *e = calloc(cap, sizeof *e);
+        if (!e)
+            return -1;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->e[i].key)
+                continue;
+            size_t j = m->e[i].hash & (cap - 1);
+            while (e[j].key)
+                j = (j + 1) & (cap - 1);
+            e[j] = m->e[i];
+        }
+        free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    uint64_t h = hash_bytes(key, klen);
+    size_t i = h & (m->cap - 1);
+    while (m->e[i].key)
+        i = (i + 1) & (m->cap - 1);
+    m->e[i] = (struct hent){key, klen, h, val};
+    m->n++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Data model                                                                 */
+/* ------------------------------------------------------------------------- */
+
+enum mod_status { MOD_OK, MOD_NO_SYMBOLS, MOD_MISSING, MOD_MISMATCH };
+
+struct module {
+    enum mod_status status;
+    const char *path;        /* first recorded path that led here */
+    struct elf_module *elf;  /* NULL for missing/mismatched */
+    struct module *next_all; /* creation order, for stats/problems/free */
+};
+
+/* A recorded (path, build-id) pair; shared by every mapping of that file. */
+struct modref {
+    const char *path; /* as recorded */
+    const char *base; /* what sym_frame.module shows */
+    uint8_t bid[SYM_BUILD_ID_MAX];
+    size_t bidlen;
+    bool pseudo;      /* [heap], anonymous memory...: no file to read */
+    bool resolved;
+    struct module *mod;
+};
+
+struct mapping {
+    uint64_t start, end, pgoff;
+    uint64_t seq; /* insertion order: later mappings win on overlap */
+    struct modref *ref;
+};
+
+struct proc {
+    uint32_t pid;
+    bool sorted;
+    struct mapping *maps;
+    size_t n, cap;
+};
+
+struct cache_ent {
+    uint64_t addr;
+    uint32_t pid;
+    int8_t used, rc;
+    struct sym_frame f;
+};
+
+struct symbolizer {
+    char *result_dir;
+    struct arena_chunk *arena;
+    struct hmap strings, refs, modules, procs;
+    struct module *all, **all_tail;
+    struct proc **proc_list;
+    size_t nprocs, procs_cap;
+    struct cache_ent *cache;
+    size_t cache_cap, cache_n;
+    uint64_t seq;
+    struct symbolizer_stats stats;
+};
+
+/* ------------------------------------------------------------------------- */
+
+static const char *intern(struct symbolizer *s, const char *str, size_t len)
+{
+    const char *v = hmap_get(&s->strings, str, len);
+    if (v)
+        return v;
+    char *p = arena_alloc(&s->arena, len + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, str, len);
+    p[len] = '\0';
+    if (hmap_put(&s->strings, p, len, p) != 0)
+        return NULL;
+    return p;
+}
+
+/* Copies key into the arena and inserts it. */
+static int put_key(struct symbolizer *s, struct hmap *m, const void *key, size_t klen, void *val)
+{
+    void *k = arena_alloc(&s->arena, klen ? klen : 1);
+    if (!k)
+        return -1;
+    memcpy(k, key, klen);
+    return hmap_put(m, k, klen, val);
+}
+
+struct symbolizer *symbolizer_new(const char *result_dir)
+{
+    struct symbolizer *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (result_dir && !(s->result_dir = strdup(result_dir))) {
+        free(s);
+        return NULL;
+    }
+    s->all_tail = &s->all;
+    return s;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+    if (!s)
+        return;
+    for (struct module *m = s->all, *n; m; m = n) {
+        n = m->next_all;
+        elf_module_free(m->elf);
+        free(m);
+    }
+    for (size_t i = 0; i < s->nprocs; i++) {
+        free(s->proc_list[i]->maps);
+        free(s->proc_list[i]);
+    }
+    free(s->proc_list);
+    free(s->strings.e);
+    free(s->refs.e);
+    free(s->modules.e);
+    free(s->procs.e);
+    free(s->cache);
+    arena_free(s->arena);
+    free(s->result_dir);
+    free(s);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Mappings                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static bool is_pseudo_path(const char *path)
+{
+    return path[0] != '/' || strcmp(path, "//anon") == 0 || strncmp(path, "/memfd:", 7) == 0 ||
+           strncmp(path, "/dev/zero", 9) == 0 || strncmp(path, "/SYSV", 5) == 0;
+}
+
+static struct modref *get_modref(struct symbolizer *s, const char *path, const uint8_t *bid,
+                                 size_t bidlen)
+{
+    size_t plen = strlen(path);
+    if (bidlen > sizeof ((struct modref *)0)->bid)
+        bidlen = 0; /* not a build-id we can compare: treat as unrecorded */
+    char stackkey[512];
+    size_t klen = plen + 1 + bidlen;
+    char *key = klen <= sizeof stackkey ? stackkey : malloc(klen);
+    if (!key)
+        return NULL;
+    memcpy(key, path, plen + 1);
+    if (bidlen)
+        memcpy(key + plen + 1, bid, bidlen);
+    struct modref *r = hmap_get(&s->refs, key, klen);
+    if (!r) {
+        r = arena_alloc(&s->arena, sizeof *r);
+        if (r) {
+            memset(r, 0, sizeof *r);
+            r->path = intern(s, path, plen);
+            r->pseudo = is_pseudo_path(path) && strcmp(path, "[vdso]") != 0;
+            if (!r->path || put_key(s, &s->refs, key, klen, r) != 0) {
+                r = NULL;
+            } else {
+                const char *slash = strrchr(path, '/');
+                if (plen == 0)
+                    r->base = intern(s, "[anon]", 6);
+                else if (path[0] == '/' && slash && slash[1] && !r->pseudo)
+                    r->base = intern(s, slash + 1, strlen(slash + 1));
+                else
+                    r->base = r->path;
+                if (!r->base)
+                    r = NULL;
+                else {
+                    memcpy(r->bid, bid, bidlen);
+                    r->bidlen = bidlen;
+                }
+            }
+        }
+    }
+    if (key != stackkey)
+        free(key);
+    return r;
+}
+
+static struct proc *get_proc(struct symbolizer *s, uint32_t pid, bool create)
+{
+    struct proc *p = hmap_get(&s->procs, &pid, sizeof pid);
+    if (p || !create)
+        return p;
+    if (s->nprocs == s->procs_cap) {
+        size_t cap = s->procs_cap ? s->procs_cap * 2 : 16;
+        struct proc **l = realloc(s->proc_list, cap * sizeof *l);
+        if (!l)
+            return NULL;
+        s->proc_list = l;
+        s->procs_cap = cap;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->pid = pid;
+    if (put_key(s, &s->procs, &pid, sizeof pid, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    s->proc_list[s->nprocs++] = p;
+    return p;
+}
+
+int symbolizer_add_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
+                           uint64_t pgoff, const char *path, const uint8_t *build_id,
+                           size_t build_id_len)
+{
+    if (!s || end <= start)
+        return -1;
+    if (!path)
+        path = "";
+    struct modref *r = get_modref(s, path, build_id, build_id ? build_id_len : 0);
+    struct proc *p = get_proc(s, pid, true);
+    if (!r || !p)
+        return -1;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 32;
+        struct mapping *m = realloc(p->maps, cap * sizeof *m);
+        if (!m)
+            return -1;
+        p->maps = m;
+        p->cap = cap;
+    }
+    p->maps[p->n++] = (struct mapping){start, end, pgoff, s->seq++, r};
+    p->sorted = false;
+    /* Results cached before this mapping existed may now be wrong. Mappings
+     * normally all arrive before the first lookup, so this is rare. */
+    if (s->cache_n) {
+        memset(s->cache, 0, s->cache_cap * sizeof *s->cache);
+        s->cache_n = 0;
+    }
+    return 0;
+}
+
+static int cmp_mapping(const void *a, const void *b)
+{
+    const struct mapping *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static const struct mapping *find_mapping(struct proc *p, uint64_t addr)
+{
+    if (!p->sorted) {
+        qsort(p->maps, p->n, sizeof *p->maps, cmp_mapping);
+        size_t w = 0; /* same start: keep the latest (a re-mmap replaced it) */
+        for (size_t i = 0; i < p->n; i++) {
+            if (w && p->maps[w - 1].start == p->maps[i].start)
+                w--;
+            p->maps[w++] = p->maps[i];
+        }
+        p->n = w;
+        p->sorted = true;
+    }
+    if (p->n == 0 || addr < p->maps[0].start)
+        return NULL;
+    size_t lo = 0, hi = p->n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->maps[mid].start <= addr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    /* Live mappings never overlap; stale ones from before a munmap might, so
+     * look a few entries back before giving up. */
+    for (size_t k = 0; k < 8; k++) {
+        if (addr < p->maps[lo].end)
+            return &p->maps[lo];
+        if (lo == 0)
+            break;
+        lo--;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Module resolution                                                          */
+/* ------------------------------------------------------------------------- */
+
+static struct module *new_module(struct symbolizer *s, enum mod_status st, const char *path,
+                                 struct elf_module *elf)
+{
+    struct module *m = calloc(1, sizeof *m);
+    if (!m) {
+        elf_module_free(elf);
+        return NULL;
+    }
+    m->status = st;
+    m->path = path;
+    m->elf = elf;
+    *s->all_tail = m;
+    s->all_tail = &m->next_all;
+    s->stats.modules++;
+    if (st == MOD_NO_SYMBOLS)
+        s->stats.modules_without_symbols++;
+    else if (st == MOD_MISSING)
+        s->stats.modules_missing++;
+    else if (st == MOD_MISMATCH)
+        s->stats.modules_mismatched++;
+    return m;
+}
+
+/* Missing and mismatched modules are keyed by path, so each is reported
+ * once per path however many processes or build-ids refer to it. */
+static struct module *problem_module(struct symbolizer *s, enum mod_status st, const char *path)
+{
+    size_t plen = strlen(path);
+    char *key = malloc(plen + 1);
+    if (!key)
+        return NULL;
+    key[0] = st == MOD_MISSING ? 'M' : 'X';
+    memcpy(key + 1, path, plen);
+    struct module *m = hmap_get(&s->modules, key, plen + 1);
+    if (!m && (m = new_module(s, st, path, NULL)) != NULL)
+        put_key(s, &s->modules, key, plen + 1, m);
+    free(key);
+    return m;
+}
+
+static struct module *resolve(struct symbolizer *s, struct modref *r)
+{
+    if (r->resolved)
+        return r->mod;
+    r->resolved = true;
+    if (r->pseudo)
+        return NULL;
+    uint8_t key[1 + SYM_BUILD_ID_MAX + 64];
+    if (r->bidlen) { /* already loaded from another path with this build-id? */
+        key[0] = 'B';
+        memcpy(key + 1, r->bid, r->bidlen);
+        if ((r->mod = hmap_get(&s->modules, key, 1 + r->bidlen)) != NULL)
+            return r->mod;
+    }
+    char vdso[4096];
+    const char *open_path = r->path;
+    if (strcmp(r->path, "[vdso]") == 0) {
+        if (!s->result_dir)
+            return r->mod = problem_module(s, MOD_MISSING, r->path);
+        snprintf(vdso, sizeof vdso, "%s/vdso.so", s->result_dir);
+        open_path = vdso;
+    }
+    struct elf_ident id;
+    char undeleted[4096];
+    if (elf_read_ident(open_path, &id) != 0) {
+        /* "/x/libfoo.so (deleted)": try the path itself, the build-id check
+         * below says whether it is still the same file. */
+        size_t len = strlen(open_path);
+        bool retry = len > 10 && len < sizeof undeleted &&
+                     strcmp(open_path + len - 10, " (deleted)") == 0;
+        if (retry) {
+            memcpy(undeleted, open_path, len - 10);
+            undeleted[len - 10] = '\0';
+            open_path = undeleted;
+        }
+        if (!retry || elf_read_ident(open_path, &id) != 0)
+            return r->mod = problem_module(s, MOD_MISSING, r->path);
+    }
+    if (r->bidlen && (id.build_id_len != r->bidlen || memcmp(id.build_id, r->bid, r->bidlen)))
+        return r->mod = problem_module(s, MOD_MISMATCH, r->path);
+    size_t klen;
+    if (id.build_id_len) {
+        key[0] = 'B';
+        memcpy(key + 1, id.build_id, id.build_id_len);
+        klen = 1 + id.build_id_len;
+    } else {
+        klen = (size_t)snprintf((char *)key, sizeof key, "P%llu:%lld.%ld:",
+                                (unsigned long long)id.size, (long long)id.mtime_sec,
+                                id.mtime_nsec);
+    }
+    size_t plen = id.build_id_len ? 0 : strlen(open_path);
+    char *full = malloc(klen + plen);
+    if (!full)
+        return NULL;
+    memcpy(full, key, klen);
+    memcpy(full + klen, open_path, plen);
+    r->mod = hmap_get(&s->modules, full, klen + plen);
+    if (!r->mod) {
+        struct elf_module *em = elf_module_load(open_path, &id);
+        if (em) {
+            enum mod_status st = elf_module_symbol_count(em) ? MOD_OK : MOD_NO_SYMBOLS;
+            r->mod = new_module(s, st, r->path, em);
+            if (r->mod)
+                put_key(s, &s->modules, full, klen + plen, r->mod);
+        }
+    }
+    free(full);
+    return r->mod;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Lookup                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t mix(uint32_t pid, uint64_t addr)
+{
+    uint64_t x = addr ^ ((uint64_t)pid * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static struct cache_ent *cache_probe(struct symbolizer *s, uint32_t pid, uint64_t addr)
+{
+    if (!s->cache_cap)
+        return NULL;
+    for (size_t i = mix(pid, addr) & (s->cache_cap - 1);; i = (i + 1) & (s->cache_cap - 1)) {
+        struct cache_ent *e = &s->cache[i];
+        if (!e->used || (e->pid == pid && e->addr == addr))
+            return e;
+    }
+}
+
+static void cache_store(struct symbolizer *s, uint32_t pid, uint64_t addr,
+                        const struct sym_frame *f, int rc)
+{
+    if ((s->cache_n + 1) * 2 > s->cache_cap) {
+        size_t cap = s->cache_cap ? s->cache_cap * 2 : 1024;
+        struct cache_ent *c = calloc(cap, sizeof *c);
+        if (!c)
+            return; /* caching is an optimization; stay correct without it */
+        for (size_t i = 0; i < s->cache_cap; i++) {
+            if (!s->cache[i].used)
+                continue;
+            size_t j = mix(s->cache[i].pid, s->cache[i].addr) & (cap - 1);
+            while (c[j].used)
+                j = (j + 1) & (cap - 1);
+            c[j] = s->cache[i];
+        }
+        free(s->cache);
+        s->cache = c;
+        s->cache_cap = cap;
+    }
+    struct cache_ent *e = cache_probe(s, pid, addr);
+    if (!e->used)
+        s->cache_n++;
+    *e = (struct cache_ent){addr, pid, 1, (int8_t)rc, *f};
+}
+
+static int resolve_frame(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_frame *f)
+{
+    struct proc *p = get_proc(s, pid, false);
+    const struct mapping *mp = p ? find_mapping(p, addr) : NULL;
+    if (!mp)
+        return -1;
+    struct modref *r = mp->ref;
+    f->module = r->base;
+    f->module_path = r->path;
+    uint64_t off = addr - mp->start + mp->pgoff;
+    f->module_offset = off; /* without usable program headers: the file offset */
+    struct module *m = resolve(s, r);
+    if (!m || !m->elf)
+        return -1;
+    struct elf_module *em = m->elf;
+    uint64_t vaddr;
+    if (elf_module_translate(em, off, &vaddr))
+        f->module_offset = vaddr;
+    elf_module_source_line(em, f->module_offset, &f->source_file, &f->line);
+    long idx = elf_module_find_symbol(em, f->module_offset);
+    if (idx < 0)
+        return -1;
+    f->function = elf_module_symbol_name(em, (size_t)idx);
+    f->symbol_offset = f->module_offset - elf_module_symbol(em, (size_t)idx)->addr;
+    return f->function ? 0 : -1;
+}
+
+int symbolizer_lookup(struct symbolizer *s, uint32_t pid, uint64_t pc, bool is_return_address,
+                      struct sym_frame *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return -1;
+    s->stats.lookups++;
+    /* A return address points after the call; the call itself is at pc-1. */
+    uint64_t addr = is_return_address && pc > 0 ? pc - 1 : pc;
+    struct cache_ent *e = cache_probe(s, pid, addr);
+    int rc;
+    if (e && e->used) {
+        *out = e->f;
+        rc = e->rc;
+    } else {
+        rc = resolve_frame(s, pid, addr, out);
+        if (rc != 0)
+            out->function = NULL, out->symbol_offset = 0;
+        cache_store(s, pid, addr, out, rc);
+    }
+    if (rc != 0)
+        s->stats.unknown++;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reporting                                                                  */
+/* ------------------------------------------------------------------------- */
+
+void symbolizer_for_each_problem(struct symbolizer *s,
+                                 void (*fn)(const char *path, const char *problem, void *arg),
+                                 void *arg)
+{
+    if (!s || !fn)
+        return;
+    struct hmap seen = {0};
+    for (struct module *m = s->all; m; m = m->next_all) {
+        if (m->status == MOD_OK)
+            continue;
+        size_t len = strlen(m->path);
+        if (hmap_get(&seen, m->path, len))
+            continue; /* once per path, even if it had two problems */
+        hmap_put(&seen, m->path, len, m);
+        const char *what = m->status == MOD_MISSING    ? "missing"
+                           : m->status == MOD_MISMATCH ? "build-id mismatch"
+                                                       : "no symbols";
+        fn(m->path, what, arg);
+    }
+    free(seen.e);
+}
+
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *out)
+{
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = s->stats;
+}

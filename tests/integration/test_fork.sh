@@ -1,0 +1,49 @@
+#!/bin/sh
+# test_fork.sh — known_split --fork and --exec: the work runs in a child
+# process (forked; forked then exec'd); the parent only waits. The child's
+# samples must be recorded with the same 50/30/20 split, and --group-by process
+# must show the child pid with ~all samples.
+. "$(dirname "$0")/lib.sh"
+require_all
+
+for mode in fork exec; do
+    log "=== --$mode"
+    record_split "$WORK/res-$mode" --"$mode" --seconds "$SECONDS_OF_WORK"
+    child=$(worker_pid "$RECORD_ERR")
+    [ -n "$child" ] || die "could not find the child pid in the workload output"
+    log "child pid: $child"
+
+    if report_json "$WORK/res-$mode" "$WORK/func-$mode.json" --group-by function; then
+        check_split "$WORK/func-$mode.json" main "$(expected_samples 1)" || log "--$mode: split checks failed"
+    else
+        fail "--$mode: opprof report failed"
+        continue
+    fi
+
+    if report_json "$WORK/res-$mode" "$WORK/proc-$mode.json" --group-by process; then
+        pycheck '
+doc = load(sys.argv[1]); child = sys.argv[2]; mode = sys.argv[3]
+rows = doc.get("rows", [])
+print("processes (--group-by process):")
+for r in rows:
+    print("  %-60s samples %6d  total %6.2f%%" % (r.get("name"), r.get("samples", 0), r.get("total_pct", 0)))
+for r in rows:
+    if not re.match(r"^pid \d+ \S", str(r.get("name"))):
+        fail("process row name %r is not \"pid P exe\"" % r.get("name"))
+mine = [r for r in rows if str(r.get("name")).startswith("pid %s " % child)]
+share = sum(r.get("total_pct", 0) for r in mine)
+print("--%s: child pid %s holds %.2f%% of the samples (expected >= 95%%)" % (mode, child, share))
+if not mine:
+    fail("--%s: no row for the child pid %s" % (mode, child))
+elif share < 95.0:
+    fail("--%s: child pid %s has %.2f%% of the samples, expected >= 95%%" % (mode, child, share))
+for r in mine:
+    if "known_split" not in str(r.get("name")):
+        fail("--%s: child row %r does not name the known_split executable" % (mode, r.get("name")))
+' "$WORK/proc-$mode.json" "$child" "$mode"
+    else
+        fail "--$mode: opprof report --group-by process failed"
+    fi
+done
+
+finish

@@ -1,0 +1,44 @@
+#!/bin/sh
+# test_threads.sh — known_split --threads 2: the same 50/30/20 split over all
+# samples, ~100 % under run_work and worker_main, and two worker threads
+# (split-w0, split-w1) in --group-by thread with about equal samples.
+. "$(dirname "$0")/lib.sh"
+require_all
+
+record_split "$WORK/res" --threads 2 --seconds "$SECONDS_OF_WORK"
+pid=$(worker_pid "$RECORD_ERR")
+log "workload pid: ${pid:-unknown}"
+
+report_json "$WORK/res" "$WORK/func.json" --group-by function ||
+    die "opprof report --format json failed"
+check_split "$WORK/func.json" worker_main "$(expected_samples 2)"
+
+report_json "$WORK/res" "$WORK/thread.json" --group-by thread --sort samples ||
+    die "opprof report --group-by thread failed"
+pycheck '
+doc = load(sys.argv[1]); pid = sys.argv[2]
+rows = doc.get("rows", [])
+tw = doc.get("total_weight", 0)
+print("threads (--group-by thread):")
+for r in rows:
+    print("  %-40s samples %6d  total %6.2f%%" % (r.get("name"), r.get("samples", 0), r.get("total_pct", 0)))
+workers = [r for r in rows if re.search(r"\(split-w[01]\)", str(r.get("name")))]
+if len(workers) != 2:
+    fail("expected 2 rows for threads split-w0 and split-w1, found %d" % len(workers))
+    sys.exit(failures)
+for r in workers:
+    m = re.match(r"^(\d+) \((.*)\) pid (\d+)$", str(r.get("name")))
+    if not m:
+        fail("thread row name %r is not \"tid (name) pid P\"" % r.get("name"))
+    elif pid and m.group(3) != pid:
+        fail("thread row %r: pid %s, the workload pid is %s" % (r.get("name"), m.group(3), pid))
+a, b = (r.get("samples", 0) for r in workers)
+share = sum(r.get("total_pct", 0) for r in workers)
+print("worker samples %d and %d (ratio %.3f), together %.2f%% of all (expected >= 95%%)" % (a, b, min(a, b) / max(a, b, 1), share))
+if min(a, b) < 0.8 * max(a, b):
+    fail("worker threads have unequal samples: %d vs %d (same work each, expected within 20%%)" % (a, b))
+if share < 95.0:
+    fail("worker threads hold %.2f%% of the samples, expected >= 95%%" % share)
+' "$WORK/thread.json" "${pid:-}"
+
+finish

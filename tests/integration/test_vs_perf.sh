@@ -1,0 +1,51 @@
+#!/bin/sh
+# test_vs_perf.sh — the same workload under perf and under opprof: self % of
+# spin_a/spin_b/spin_c must agree within 2 pp (and each with 50/30/20).
+# perf: perf record -e cpu-clock -F 1000 --call-graph dwarf. Skipped (77) when
+# perf is missing or cannot record here.
+. "$(dirname "$0")/lib.sh"
+require_all
+command -v perf >/dev/null 2>&1 || skip "perf not found"
+
+log "+ perf record -e cpu-clock -F 1000 --call-graph dwarf -o perf.data -- known_split --seconds $SECONDS_OF_WORK"
+if ! perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$WORK/perf.data" -- \
+        "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK" >"$WORK/perf-record.out" 2>"$WORK/perf-record.err"; then
+    show perf "$WORK/perf-record.err" 5
+    skip "perf record failed here (see above)"
+fi
+if ! perf report -i "$WORK/perf.data" --stdio --no-children --sort sym -q -g none \
+        >"$WORK/perf-report.txt" 2>"$WORK/perf-report.err"; then
+    show perf "$WORK/perf-report.err" 5
+    skip "perf report failed here (see above)"
+fi
+grep -Eq '^ *[0-9.]+% ' "$WORK/perf-report.txt" || skip "perf report printed no percentages"
+
+record_split "$WORK/res" --seconds "$SECONDS_OF_WORK"
+report_json "$WORK/res" "$WORK/func.json" --group-by function || die "opprof report failed"
+
+pycheck '
+doc = load(sys.argv[1]); tol = float(sys.argv[3])
+perf = {}
+for line in open(sys.argv[2]):
+    m = re.match(r"^\s*([0-9.]+)%\s+\[[.k]\]\s+(\S+)", line)
+    if m:
+        perf[m.group(2)] = perf.get(m.group(2), 0.0) + float(m.group(1))
+ours = {}
+for r in doc.get("rows", []):
+    ours[r.get("name")] = ours.get(r.get("name"), 0.0) + r.get("self_pct", 0.0)
+print("%-8s %9s %9s %9s %9s" % ("self %", "opprof", "perf", "diff", "truth"))
+for name, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
+    o, p = ours.get(name), perf.get(name)
+    print("%-8s %9s %9s %9s %9.1f" % (name, "-" if o is None else "%.2f" % o, "-" if p is None else "%.2f" % p,
+                                      "-" if o is None or p is None else "%+.2f" % (o - p), truth))
+    if o is None:
+        fail("opprof report has no %s" % name)
+    elif p is None:
+        fail("perf report has no %s" % name)
+    elif abs(o - p) > tol:
+        fail("%s: opprof %.2f%% vs perf %.2f%% differ by more than %.1f pp" % (name, o, p, tol))
+    if p is not None and abs(p - truth) > tol:
+        print("note: perf itself is %.2f pp off the ground truth for %s" % (p - truth, name))
+' "$WORK/func.json" "$WORK/perf-report.txt" "$TOL_PP"
+
+finish

@@ -1,0 +1,27 @@
+/* tests/unit/run_unit.c — runs every CUnit suite; exit status 1 on any failure. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include "tests/unit/unit.h"
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "run_unit: CUnit could not initialize its registry\n");
+        return 2;
+    }
+    register_symbolize_tests();
+    register_hotspots_tests();
+    register_profile_load_tests();
+    register_report_tests();
+
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    unsigned run = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+    if (run == 0) {
+        fprintf(stderr, "run_unit: no test ran\n");
+        return 1;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,393 @@
+/*
+ * tests/unit/test_report.c — the text, CSV and JSON renderers, checked
+ * against exact expected output (so layout, quoting and escaping changes are
+ * deliberate), plus the header's warnings.
+ *
+ * Output is captured with open_memstream. Profile fields the builders do not
+ * set (dir, command, processes, warnings) point at test-owned storage and are
+ * put back before profile_free.
+ */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <CUnit/CUnit.h>
+
+#include "analyze/analyze.h"
+#include "report/report.h"
+#include "tests/unit/unit.h"
+
+/* A captured FILE*: open, render into it, then take the text. */
+struct capture {
+    FILE *f;
+    char *buf;
+    size_t len;
+};
+
+static void capture_open(struct capture *c)
+{
+    c->buf = NULL;
+    c->len = 0;
+    c->f = open_memstream(&c->buf, &c->len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c->f);
+}
+
+static const char *capture_text(struct capture *c)
+{
+    fclose(c->f);
+    c->f = NULL;
+    return c->buf;
+}
+
+static void capture_free(struct capture *c)
+{
+    free(c->buf);
+    c->buf = NULL;
+}
+
+static void set_row(struct hotspot_row *r, const char *name, const char *module, const char *source,
+                    uint64_t self, uint64_t total, uint64_t samples)
+{
+    memset(r, 0, sizeof *r);
+    r->name = strdup(name);
+    r->module = module ? strdup(module) : NULL;
+    r->source = source ? strdup(source) : NULL;
+    r->self = self;
+    r->total = total;
+    r->samples = samples;
+}
+
+static void new_table(struct hotspot_table *t, size_t nrows, uint64_t total_weight, uint64_t period_ns)
+{
+    t->rows = calloc(nrows, sizeof *t->rows);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t->rows);
+    t->nrows = nrows;
+    t->total_weight = total_weight;
+    t->period_ns = period_ns;
+}
+
+static void test_format_parse(void)
+{
+    enum report_format f;
+    CU_ASSERT_EQUAL(report_format_parse("text", &f), 0);
+    CU_ASSERT_EQUAL(f, FORMAT_TEXT);
+    CU_ASSERT_EQUAL(report_format_parse("csv", &f), 0);
+    CU_ASSERT_EQUAL(f, FORMAT_CSV);
+    CU_ASSERT_EQUAL(report_format_parse("json", &f), 0);
+    CU_ASSERT_EQUAL(f, FORMAT_JSON);
+    CU_ASSERT_EQUAL(report_format_parse("xml", &f), -1);
+    CU_ASSERT_EQUAL(report_format_parse("", &f), -1);
+}
+
+/* Three rows, limit 2: the title says so, columns fit the names. */
+static void test_text_table_limit(void)
+{
+    struct hotspot_table t;
+    new_table(&t, 3, 10, 1000000);
+    set_row(&t.rows[0], "spin_a", "known_split", NULL, 5, 5, 5);
+    set_row(&t.rows[1], "spin_b", "known_split", NULL, 3, 4, 4);
+    set_row(&t.rows[2], "main", "known_split", NULL, 2, 10, 10);
+    struct report_options o = {.format = FORMAT_TEXT, .group_by = GROUP_FUNCTION,
+                               .sort = SORT_SELF, .limit = 2};
+    struct capture c;
+    capture_open(&c);
+    CU_ASSERT_EQUAL(report_print_table(c.f, NULL, &t, &o, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "Hotspots by function, sorted by self (top 2 of 3)\n"
+        "  Self %   Self time  Total %  Total time  Samples  Name    Module\n"
+        "  50.0 %    5.000 ms   50.0 %    5.000 ms        5  spin_a  known_split\n"
+        "  30.0 %    3.000 ms   40.0 %    4.000 ms        4  spin_b  known_split\n"
+        "Self time total: 10.000 ms (10 samples)\n");
+    capture_free(&c);
+
+    /* No limit, or a limit above the row count: no "(top N of M)". */
+    o.limit = 0;
+    capture_open(&c);
+    report_print_table(c.f, NULL, &t, &o, "Callers of spin_a");
+    const char *text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "Callers of spin_a\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, "(top"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  main    known_split\n"));
+    capture_free(&c);
+    hotspots_free(&t);
+}
+
+/* Long names are cut at 60 characters with "..."; seconds get "s"; rows
+ * without a module (threads) have no Module column; sources are shown. */
+static void test_text_widths_and_units(void)
+{
+    char longname[71];
+    memset(longname, 'x', 70);
+    longname[70] = '\0';
+    struct hotspot_table t;
+    new_table(&t, 2, 3000, 1000000);
+    set_row(&t.rows[0], longname, NULL, NULL, 2000, 2000, 2000);
+    set_row(&t.rows[1], "tid 7 (w) pid 7", NULL, NULL, 1000, 1000, 1000);
+    struct report_options o = {.format = FORMAT_TEXT, .group_by = GROUP_THREAD, .sort = SORT_SELF};
+    struct capture c;
+    capture_open(&c);
+    report_print_table(c.f, NULL, &t, &o, NULL);
+    char expect_row[128];
+    snprintf(expect_row, sizeof expect_row, "  66.7 %%     2.000 s   66.7 %%     2.000 s     2000  %.57s...\n",
+             longname);
+    const char *text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "Hotspots by thread, sorted by self\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  Samples  Name\n")); /* no Module column */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, expect_row));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  tid 7 (w) pid 7\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "Self time total: 3.000 s (3000 samples)\n"));
+    capture_free(&c);
+    hotspots_free(&t);
+
+    new_table(&t, 1, 1, 500);
+    set_row(&t.rows[0], "f", "m", "f.c:3", 1, 1, 1);
+    o.group_by = GROUP_FUNCTION;
+    capture_open(&c);
+    report_print_table(c.f, NULL, &t, &o, NULL);
+    text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  Name  Module  Source\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, " 100.0 %      500 ns  100.0 %      500 ns        1  f     m       f.c:3\n"));
+    capture_free(&c);
+    hotspots_free(&t);
+}
+
+static void test_text_empty(void)
+{
+    struct hotspot_table t = {0};
+    struct report_options o = {.format = FORMAT_TEXT};
+    struct capture c;
+    capture_open(&c);
+    report_print_table(c.f, NULL, &t, &o, NULL);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c), "Hotspots by function, sorted by self\n  (no samples)\n");
+    capture_free(&c);
+}
+
+/* RFC 4180: a field with a comma or a quote is quoted, quotes doubled. */
+static void test_csv_quoting(void)
+{
+    struct hotspot_table t;
+    new_table(&t, 3, 4, 1000000);
+    set_row(&t.rows[0], "op,\"x\"", "m", NULL, 1, 2, 2);
+    set_row(&t.rows[1], "plain", NULL, NULL, 3, 3, 3);
+    set_row(&t.rows[2], "cut", "m", NULL, 0, 0, 0);
+    struct report_options o = {.format = FORMAT_CSV, .limit = 2};
+    struct capture c;
+    capture_open(&c);
+    CU_ASSERT_EQUAL(report_print_table(c.f, NULL, &t, &o, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "name,module,self_pct,self_ns,total_pct,total_ns,samples\n"
+        "\"op,\"\"x\"\"\",m,25.000,1000000,50.000,2000000,2\n"
+        "plain,,75.000,3000000,75.000,3000000,3\n");
+    capture_free(&c);
+    hotspots_free(&t);
+}
+
+/* JSON: quotes, backslashes, control characters escaped, an invalid UTF-8
+ * byte replaced, valid UTF-8 kept; module null for non-function rows. */
+static void test_json_escaping(void)
+{
+    struct profile *p = profile_new_empty();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char *saved_dir = p->dir, *saved_cmd = p->command;
+    char **saved_warn = p->warnings;
+    size_t saved_nwarn = p->nwarnings;
+    char *warnings[] = {(char *)"w\\1"};
+    p->dir = (char *)"opprof.000";
+    p->command = (char *)"./a \"b\"";
+    p->lost_samples = 2;
+    p->complete = true;
+    p->warnings = warnings;
+    p->nwarnings = 1;
+
+    struct hotspot_table t;
+    new_table(&t, 2, 2, 1000);
+    set_row(&t.rows[0], "q\"b\\s\nt\x01\t\xff\xc3\xa9", "m", NULL, 1, 1, 1);
+    set_row(&t.rows[1], "x", NULL, "x.c:3", 1, 2, 1);
+    struct report_options o = {.format = FORMAT_JSON, .group_by = GROUP_MODULE, .sort = SORT_TOTAL};
+    struct capture c;
+    capture_open(&c);
+    CU_ASSERT_EQUAL(report_print_table(c.f, p, &t, &o, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "{\"dir\":\"opprof.000\",\"command\":\"./a \\\"b\\\"\",\"period_ns\":1000,\"total_weight\":2,"
+        "\"lost_samples\":2,\"complete\":true,\"group_by\":\"module\",\"sort\":\"total\","
+        "\"warnings\":[\"w\\\\1\"],\"rows\":[\n"
+        "{\"name\":\"q\\\"b\\\\s\\nt\\u0001\\t\\ufffd\xc3\xa9\",\"module\":\"m\",\"self_pct\":50.000,"
+        "\"self_ns\":1000,\"total_pct\":50.000,\"total_ns\":1000,\"samples\":1},\n"
+        "{\"name\":\"x\",\"module\":null,\"source\":\"x.c:3\",\"self_pct\":50.000,\"self_ns\":1000,"
+        "\"total_pct\":100.000,\"total_ns\":2000,\"samples\":1}\n"
+        "]}\n");
+    capture_free(&c);
+
+    /* A callers table says whose callers it holds; limit 1 keeps one row. */
+    o.callers_of = "spin_a";
+    o.limit = 1;
+    p->nwarnings = 0;
+    capture_open(&c);
+    report_print_table(c.f, p, &t, &o, "Callers of spin_a");
+    const char *text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"callers_of\":\"spin_a\",\"warnings\":[],\"rows\":[\n{\"name\":\"q"));
+    CU_ASSERT_PTR_NULL(strstr(text, "\"name\":\"x\""));
+    capture_free(&c);
+
+    hotspots_free(&t);
+    p->dir = saved_dir;
+    p->command = saved_cmd;
+    p->warnings = saved_warn;
+    p->nwarnings = saved_nwarn;
+    profile_free(p);
+}
+
+/* The header of a clean recording, as in the user-facing example. */
+static void test_header_clean(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t f = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t s = profile_add_stack(p, &f, 1);
+    uint32_t t0 = profile_add_thread(p, 10, 10, "app");
+    uint32_t t1 = profile_add_thread(p, 10, 11, "app");
+    profile_add_sample(p, 1, t0, s, 1);
+    profile_add_sample(p, 2, t1, s, 1);
+    profile_add_sample(p, 3, t1, s, 1);
+    char *saved_dir = p->dir, *saved_cmd = p->command, *saved_event = p->event;
+    struct prof_process *saved_procs = p->processes;
+    size_t saved_nprocs = p->nprocesses;
+    struct prof_process proc = {.pid = 10, .exe = (char *)"/x/known_split", .ended_cleanly = true};
+    p->dir = (char *)"opprof.000";
+    p->command = (char *)"./known_split 3";
+    p->event = (char *)"task-clock";
+    p->frequency_hz = 1000;
+    p->period_ns = 1000000;
+    p->start_ns = 5000000000ull;
+    p->end_ns = 8020000000ull;
+    p->exit_status = 0;
+    p->complete = true;
+    p->user_only = true;
+    p->processes = &proc;
+    p->nprocesses = 1;
+
+    struct capture c;
+    capture_open(&c);
+    report_print_header(c.f, p);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "opprof report: opprof.000\n"
+        "  command     ./known_split 3\n"
+        "  duration    3.02 s (workload wall time), exit status 0\n"
+        "  samples     3 (lost 0, truncated stacks 0, unwind failed 0), event task-clock at 1000 Hz "
+        "(1.000 ms per sample), user mode only\n"
+        "  processes   1, threads 2\n");
+    capture_free(&c);
+
+    p->exit_signal = 9;
+    capture_open(&c);
+    report_print_header(c.f, p);
+    CU_ASSERT_PTR_NOT_NULL(strstr(capture_text(&c), "(workload wall time), killed by signal 9 ("));
+    capture_free(&c);
+
+    p->dir = saved_dir;
+    p->command = saved_cmd;
+    p->event = saved_event;
+    p->processes = saved_procs;
+    p->nprocesses = saved_nprocs;
+    profile_free(p);
+}
+
+/* Everything that makes figures incomplete is said before the table. */
+static void test_header_warnings(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t f = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t s = profile_add_stack(p, &f, 1);
+    uint32_t t0 = profile_add_thread(p, 42, 42, "w");
+    profile_add_sample(p, 1, t0, s, 2);
+    char *saved_dir = p->dir;
+    char **saved_warn = p->warnings;
+    size_t saved_nwarn = p->nwarnings;
+    struct prof_process *saved_procs = p->processes;
+    size_t saved_nprocs = p->nprocesses;
+    char *notes[] = {(char *)"queue full"};
+    char *warnings[] = {(char *)"module libfoo.so not found"};
+    struct prof_process proc = {.pid = 42, .exe = (char *)"/bin/w", .unwind_failed = 3,
+                                .ended_cleanly = false, .stream_truncated = true,
+                                .notes = notes, .nnotes = 1};
+    p->dir = (char *)"d";
+    p->period_ns = 0; /* unknown rate: no "at N Hz", no "per sample" */
+    p->frequency_hz = 0;
+    p->exit_status = -1;
+    p->complete = false;
+    p->lost_samples = 5;
+    p->truncated_samples = 1;
+    p->unknown_frames = 7;
+    p->warnings = warnings;
+    p->nwarnings = 1;
+    p->processes = &proc;
+    p->nprocesses = 1;
+
+    struct capture c;
+    capture_open(&c);
+    report_print_header(c.f, p);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "opprof report: d\n"
+        "  command     (unknown)\n"
+        "  duration    unknown (the recording did not finish), exit status unknown\n"
+        "  samples     1 (weight 2 periods; lost 5, truncated stacks 1, unwind failed 3), event (unknown), "
+        "user and kernel mode\n"
+        "  processes   1, threads 1\n"
+        "warning: recording did not finish (opprof record was interrupted); figures cover what was written\n"
+        "warning: module libfoo.so not found\n"
+        "warning: process 42 (w) did not end cleanly; its last samples may be missing\n"
+        "warning: the data of process 42 (w) ends inside a record; the rest was not read\n"
+        "note: process 42 (w): queue full\n"
+        "unknown frames: 7 (code without a symbol, shown as module+0xoffset)\n");
+    capture_free(&c);
+
+    p->dir = saved_dir;
+    p->warnings = saved_warn;
+    p->nwarnings = saved_nwarn;
+    p->processes = saved_procs;
+    p->nprocesses = saved_nprocs;
+    profile_free(p);
+}
+
+/* From samples to CSV: the whole report path on a tiny profile. */
+static void test_compute_then_csv(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t fm = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t fw = profile_add_frame(p, "work", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t a[] = {fw, fm}, b[] = {fm};
+    uint32_t sa = profile_add_stack(p, a, 2), sb = profile_add_stack(p, b, 1);
+    uint32_t th = profile_add_thread(p, 1, 1, "t");
+    profile_add_sample(p, 1, th, sa, 3);
+    profile_add_sample(p, 2, th, sb, 1);
+    p->period_ns = 2000000;
+    struct hotspot_table t;
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_FUNCTION, &t), 0);
+    hotspots_sort(&t, SORT_SELF);
+    struct report_options o = {.format = FORMAT_CSV};
+    struct capture c;
+    capture_open(&c);
+    report_print_table(c.f, p, &t, &o, NULL);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "name,module,self_pct,self_ns,total_pct,total_ns,samples\n"
+        "work,app,75.000,6000000,75.000,6000000,1\n"
+        "main,app,25.000,2000000,100.000,8000000,2\n");
+    capture_free(&c);
+    hotspots_free(&t);
+    profile_free(p);
+}
+
+void register_report_tests(void)
+{
+    CU_pSuite s = CU_add_suite("report", NULL, NULL);
+    if (!s)
+        return;
+    CU_add_test(s, "format names", test_format_parse);
+    CU_add_test(s, "text table with limit", test_text_table_limit);
+    CU_add_test(s, "text widths, truncation and units", test_text_widths_and_units);
+    CU_add_test(s, "text table without rows", test_text_empty);
+    CU_add_test(s, "csv quoting", test_csv_quoting);
+    CU_add_test(s, "json escaping", test_json_escaping);
+    CU_add_test(s, "header of a clean recording", test_header_clean);
+    CU_add_test(s, "header warnings", test_header_warnings);
+    CU_add_test(s, "compute then csv", test_compute_then_csv);
+}

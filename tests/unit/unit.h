@@ -1,0 +1,23 @@
+/*
+ * tests/unit/unit.h — each test_*.c file defines one register_*_tests()
+ * function that adds its CUnit suite(s); run_unit.c calls them all.
+ */
+#ifndef OPPROF_UNIT_H
+#define OPPROF_UNIT_H
+
+#include <CUnit/CUnit.h>
+
+void register_symbolize_tests(void);
+void register_hotspots_tests(void);
+void register_profile_load_tests(void);
+void register_report_tests(void);
+
+/* Absolute paths of the build and source trees (set by Makefile.am). */
+#ifndef OPPROF_TEST_BUILDDIR
+#define OPPROF_TEST_BUILDDIR "."
+#endif
+#ifndef OPPROF_TEST_SRCDIR
+#define OPPROF_TEST_SRCDIR "."
+#endif
+
+#endif
