@@ -21,6 +21,9 @@
 enum frame_kind {
     FRAME_NATIVE = 0,  /* a symbolized native function */
     FRAME_UNKNOWN = 1, /* no symbol: shown as module+0xoffset */
+    FRAME_PYTHON = 2,  /* a Python function: name = co_qualname, module = file
+                          basename, source_file = co_filename, line = the line
+                          executing in that frame when the sample was taken */
 };
 
 /* A distinct code location after symbolization. Two PCs inside the same

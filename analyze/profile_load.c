@@ -139,12 +139,28 @@ struct raw_stack {
     uint32_t global;     /* profile stack index once resolved, UINT32_MAX before */
 };
 
+struct raw_pycode {
+    const char *qualname; /* interned; NULL until its PYCODE record is read */
+    const char *filename;
+    const char *basename;
+};
+
+struct raw_pystack {
+    uint32_t nframes;
+    const struct opr_pyframe *frames; /* points into the stream buffer */
+};
+
 struct stream {
     const char *name;
     uint32_t asid; /* address-space id handed to the symbolizer: one per image */
     uint32_t pid;
     struct raw_stack *stacks;
     size_t nstacks, stacks_cap;
+    struct raw_pycode *pycodes;
+    size_t npycodes, pycodes_cap;
+    struct raw_pystack *pystacks;
+    size_t npystacks, pystacks_cap;
+    struct hash_index mixed;    /* (stack id, pystack id + 1) -> profile stack */
 };
 
 static struct prof_process *process_for(struct profile *p, uint32_t pid)
@@ -186,6 +202,8 @@ static size_t min_body(uint32_t type)
     case OPR_REC_LOST: return sizeof(struct opr_lost);
     case OPR_REC_END: return sizeof(struct opr_end);
     case OPR_REC_NOTE: return sizeof(struct opr_note);
+    case OPR_REC_PYCODE: return sizeof(struct opr_pycode);
+    case OPR_REC_PYSTACK: return sizeof(struct opr_pystack);
     default: return 0;
     }
 }
@@ -193,12 +211,13 @@ static size_t min_body(uint32_t type)
 struct pending_sample {
     struct opr_sample s;
     uint32_t thread;
+    uint32_t py_stack_plus1;
 };
 
-/* Resolves one stream's stack (lazily, the first time a sample uses it). */
-static uint32_t resolve_stack(struct profile *p, struct symbolizer *sym, struct stream *st,
-                              struct raw_stack *rs, uint32_t **scratch,
-                              size_t *scratch_cap)
+/* Symbolizes one stream's native stack into frame ids (cached in rs->global
+ * as the native-only profile stack). */
+static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream *st,
+                               struct raw_stack *rs, uint32_t **scratch, size_t *scratch_cap)
 {
     if (rs->global != UINT32_MAX)
         return rs->global;
@@ -228,6 +247,74 @@ static uint32_t resolve_stack(struct profile *p, struct symbolizer *sym, struct 
     }
     rs->global = profile_add_stack(p, *scratch, rs->nframes);
     return rs->global;
+}
+
+/* The profile stack of a sample: its native stack, with its Python frames
+ * spliced in when it has any. */
+static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, struct stream *st,
+                                     uint32_t stack_id, uint32_t py_plus1, uint32_t **scratch,
+                                     size_t *scratch_cap)
+{
+    uint32_t native = resolve_native(p, sym, st, &st->stacks[stack_id], scratch, scratch_cap);
+    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
+        return native;
+    uint64_t key = ((uint64_t)stack_id << 32) | py_plus1;
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    for (size_t j = 0; st->mixed.cap; j++) {
+        size_t slot = (h + j) & (st->mixed.cap - 1);
+        if (!st->mixed.slots[slot].used)
+            break;
+        if (st->mixed.slots[slot].hash == key)
+            return st->mixed.slots[slot].value;
+    }
+    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
+    const struct prof_stack *ns = &p->stacks[native];
+    size_t need = ns->nframes + ps->nframes * 2 + 2;
+    *scratch = profile_grow(*scratch, scratch_cap, need, sizeof **scratch);
+    uint32_t *pyframes = *scratch + ns->nframes + ps->nframes;
+    bool entry[OPR_MAX_PYFRAMES];
+    for (uint32_t i = 0; i < ps->nframes; i++) {
+        struct opr_pyframe f;
+        memcpy(&f, &ps->frames[i], sizeof f);
+        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
+        if (c && c->qualname)
+            pyframes[i] = profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON);
+        else
+            pyframes[i] = profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+        entry[i] = (f.flags & OPR_PYFRAME_ENTRY) != 0;
+    }
+    size_t n = splice_stacks(p->frames, ns->frames, ns->nframes, pyframes, entry, ps->nframes, *scratch);
+    uint32_t merged = profile_add_stack(p, *scratch, (uint32_t)n);
+    /* Open addressing keyed by the exact key (stored in .hash). */
+    if ((st->mixed.count + 1) * 2 > st->mixed.cap) {
+        size_t cap = st->mixed.cap ? st->mixed.cap * 2 : 256;
+        struct hash_slot *slots = calloc(cap, sizeof *slots);
+        if (!slots)
+            return merged;
+        for (size_t i = 0; i < st->mixed.cap; i++) {
+            if (!st->mixed.slots[i].used)
+                continue;
+            size_t j = (st->mixed.slots[i].hash * 0x9e3779b97f4a7c15ull) & (cap - 1);
+            while (slots[j].used)
+                j = (j + 1) & (cap - 1);
+            slots[j] = st->mixed.slots[i];
+        }
+        free(st->mixed.slots);
+        st->mixed.slots = slots;
+        st->mixed.cap = cap;
+    }
+    size_t j = h & (st->mixed.cap - 1);
+    while (st->mixed.slots[j].used)
+        j = (j + 1) & (st->mixed.cap - 1);
+    st->mixed.slots[j] = (struct hash_slot){key, merged, 1};
+    st->mixed.count++;
+    return merged;
+}
+
+static const char *path_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
 }
 
 static int compare_samples(const void *a, const void *b)
@@ -286,7 +373,11 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
         return -1;
     }
 
-    struct stream st = {name, asid, h.pid, NULL, 0, 0};
+    struct stream st;
+    memset(&st, 0, sizeof st);
+    st.name = name;
+    st.asid = asid;
+    st.pid = h.pid;
     struct prof_process *proc = process_for(p, h.pid);
     proc->ppid = h.ppid;
     struct pending_sample *pend = NULL;
@@ -368,9 +459,50 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             st.stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(body + sizeof s), UINT32_MAX};
             break;
         }
+        case OPR_REC_PYCODE: {
+            struct opr_pycode c;
+            memcpy(&c, body, sizeof c);
+            if ((size_t)c.filename_len + c.qualname_len > body_len - sizeof c || c.code_id > (1u << 24))
+                break;
+            if (c.code_id >= st.npycodes) {
+                size_t need = (size_t)c.code_id + 1;
+                st.pycodes = profile_grow(st.pycodes, &st.pycodes_cap, need, sizeof *st.pycodes);
+                memset(st.pycodes + st.npycodes, 0, (need - st.npycodes) * sizeof *st.pycodes);
+                st.npycodes = need;
+            }
+            char *fname = join_argv(body + sizeof c, c.filename_len);
+            char *qname = join_argv(body + sizeof c + c.filename_len, c.qualname_len);
+            if (fname && qname) {
+                st.pycodes[c.code_id].filename = profile_intern(p, fname);
+                st.pycodes[c.code_id].basename = profile_intern(p, path_basename(fname));
+                st.pycodes[c.code_id].qualname = profile_intern(p, qname);
+            }
+            free(fname);
+            free(qname);
+            break;
+        }
+        case OPR_REC_PYSTACK: {
+            struct opr_pystack ps;
+            memcpy(&ps, body, sizeof ps);
+            if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
+                (size_t)ps.nframes * sizeof(struct opr_pyframe) > body_len - sizeof ps)
+                break;
+            if (ps.py_stack_id >= st.npystacks) {
+                size_t need = (size_t)ps.py_stack_id + 1;
+                st.pystacks = profile_grow(st.pystacks, &st.pystacks_cap, need, sizeof *st.pystacks);
+                memset(st.pystacks + st.npystacks, 0, (need - st.npystacks) * sizeof *st.pystacks);
+                st.npystacks = need;
+            }
+            st.pystacks[ps.py_stack_id] =
+                (struct raw_pystack){ps.nframes, (const struct opr_pyframe *)(body + sizeof ps)};
+            break;
+        }
         case OPR_REC_SAMPLE: {
             struct opr_sample s;
             memcpy(&s, body, sizeof s);
+            struct opr_sample_python spy = {0, 0};
+            if (body_len >= sizeof s + sizeof spy)
+                memcpy(&spy, body + sizeof s, sizeof spy);
             if (s.stack_id >= st.nstacks || st.stacks[s.stack_id].pcs == NULL) {
                 warnf(p, "%s: sample refers to unknown stack %u; skipped", name, s.stack_id);
                 break;
@@ -378,6 +510,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             pend = profile_grow(pend, &pend_cap, npend + 1, sizeof *pend);
             pend[npend].s = s;
             pend[npend].thread = profile_add_thread(p, h.pid, s.tid, NULL);
+            pend[npend].py_stack_plus1 = spy.py_stack_id_plus1;
             npend++;
             stream_samples++;
             break;
@@ -416,7 +549,8 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     /* Maps are all known now: symbolize the stacks that samples use. */
     for (size_t i = 0; i < npend; i++) {
         struct opr_sample *s = &pend[i].s;
-        uint32_t stack = resolve_stack(p, sym, &st, &st.stacks[s->stack_id], scratch, scratch_cap);
+        uint32_t stack = resolve_sample_stack(p, sym, &st, s->stack_id, pend[i].py_stack_plus1, scratch,
+                                              scratch_cap);
         profile_add_sample(p, s->time_ns, pend[i].thread, stack, s->weight ? s->weight : 1);
         p->samples[p->nsamples - 1].flags = s->flags;
         if (s->flags & OPR_SAMPLE_TRUNCATED) {
@@ -433,6 +567,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     proc->ended_cleanly = ended;
     free(pend);
     free(st.stacks);
+    free(st.pycodes);
+    free(st.pystacks);
+    free(st.mixed.slots);
     free(buf);
     return 0;
 }

@@ -207,7 +207,8 @@ uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t n
     uint32_t *copy = malloc((nframes ? nframes : 1) * sizeof *copy);
     if (!copy)
         abort();
-    memcpy(copy, frames, nframes * sizeof *copy);
+    if (nframes)
+        memcpy(copy, frames, nframes * sizeof *copy);
     p->stacks[p->nstacks] = (struct prof_stack){nframes, copy};
     hash_index_insert(&pv->stack_index, h, (uint32_t)p->nstacks);
     return (uint32_t)p->nstacks++;

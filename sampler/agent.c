@@ -165,6 +165,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
         slot->nframes = 1;
         break;
     }
+    slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, slot->tid);
     agent_queue_commit(slot);
     return true;
 }
@@ -239,7 +240,7 @@ __attribute__((constructor)) static void agent_init(void)
     void *warm[8];
     unw_backtrace(warm, 8);
 
-    if (agent_queue_init(4096) != 0)
+    if (agent_queue_init(2048) != 0)
         return;
     if (agent_signals_install() != 0)
         return;

@@ -22,6 +22,14 @@
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
 
+/* One Python frame as the handler saw it (names are resolved later). */
+struct agent_pyframe {
+    uint64_t code;        /* PyCodeObject address */
+    uint64_t fingerprint; /* co_name pointer ^ co_firstlineno << 48 */
+    int32_t instr;        /* code-unit offset of the executing instruction, -1 before the first */
+    uint32_t is_entry;    /* the frame was entered from C (a native eval loop frame below it) */
+};
+
 /* One captured sample, as the handler leaves it for the writer. */
 struct agent_slot {
     _Atomic uint64_t seq; /* queue bookkeeping (see agent_queue.c) */
@@ -29,8 +37,39 @@ struct agent_slot {
     uint32_t tid;
     uint16_t nframes;
     uint16_t flags;       /* OPR_SAMPLE_* */
+    uint32_t npy;         /* Python frames, 0 when the thread runs no Python */
+    uint32_t pad;
     uint64_t pcs[OPR_MAX_FRAMES];
+    struct agent_pyframe py[OPR_MAX_PYFRAMES];
 };
+
+/* ---- agent_dedup.c: byte-string -> id tables for the writer --------------- */
+struct agent_dedup_entry {
+    uint64_t hash;
+    uint32_t id;
+    uint32_t len;
+    void *key; /* NULL marks an empty slot */
+};
+struct agent_dedup {
+    struct agent_dedup_entry *entries;
+    size_t cap, count;
+};
+/* Returns the key's id (ids count up from 0), -1 when out of memory. */
+AGENT_HIDDEN int64_t agent_dedup_find_or_add(struct agent_dedup *d, const void *key, size_t len, bool *added);
+AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
+
+/* ---- agent_python.c: Python frames ---------------------------------------- */
+struct agent_pycode_info {
+    char filename[512];
+    char qualname[256];
+    int first_line;
+    int line;
+};
+AGENT_HIDDEN int agent_python_probe(void); /* 1 when Python capture is on */
+AGENT_HIDDEN const char *agent_python_take_note(void);
+AGENT_HIDDEN unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid); /* handler */
+AGENT_HIDDEN bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_info *info, bool need_names);
+AGENT_HIDDEN int agent_python_line_from_table(const uint8_t *table, size_t len, int first_line, int32_t instr);
 
 /* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
 AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);

@@ -7,7 +7,9 @@
  * Every ~10 ms it drains the handler queue into this process's stream file
  * (docs/format.md): each distinct call chain is written once as a STACK record
  * and samples refer to it by id, which is what keeps a sample at ~32 bytes on
- * disk instead of perf's kilobytes of stack copy. It also writes what the
+ * disk instead of perf's kilobytes of stack copy. Python frames are resolved
+ * here too (agent_python.c): each code object is written once as PYCODE, each
+ * distinct Python chain once as PYSTACK. It also writes what the
  * report needs to symbolize later: executable mappings (re-read from
  * /proc/self/maps whenever a PC falls outside the known ones, so dlopen'ed
  * libraries are covered), their build-ids, thread names, the process's command
@@ -18,6 +20,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +35,6 @@
 
 #define OUTBUF_SIZE (256 * 1024)
 #define DRAIN_INTERVAL_NS 10000000L
-
-struct stack_entry {
-    uint64_t hash;
-    uint32_t id;
-    uint32_t nframes;
-    uint64_t *pcs; /* NULL marks an empty hash slot */
-};
 
 struct map_range {
     uint64_t start, end;
@@ -55,8 +51,13 @@ static char *outbuf;
 static size_t outlen;
 static uint64_t bytes_written;
 
-static struct stack_entry *stacks;
-static size_t stacks_cap, stacks_count;
+static struct agent_dedup native_stacks; /* call chain -> STACK id */
+static struct agent_dedup py_codes;      /* (code, fingerprint) -> PYCODE id */
+static struct agent_dedup py_lines;      /* (code, fingerprint, instr) -> line */
+static struct agent_dedup py_stacks;     /* opr_pyframe[] -> PYSTACK id */
+static int32_t *py_line_values;          /* indexed by py_lines id */
+static size_t py_line_values_cap;
+static bool python_on;
 
 static struct map_range *maps;
 static size_t maps_count, maps_cap;
@@ -318,79 +319,111 @@ static void read_maps(void)
         qsort(maps, maps_count, sizeof maps[0], compare_ranges);
 }
 
-/* ---- stacks -------------------------------------------------------------- */
-
-static uint64_t hash_pcs(const uint64_t *pcs, unsigned n)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ n;
-    for (unsigned i = 0; i < n; i++) {
-        h ^= pcs[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    return h;
-}
-
-static bool grow_stacks(void)
-{
-    size_t cap = stacks_cap ? stacks_cap * 2 : 4096;
-    struct stack_entry *t = calloc(cap, sizeof *t);
-    if (!t)
-        return false;
-    for (size_t i = 0; i < stacks_cap; i++) {
-        if (!stacks[i].pcs)
-            continue;
-        size_t j = stacks[i].hash & (cap - 1);
-        while (t[j].pcs)
-            j = (j + 1) & (cap - 1);
-        t[j] = stacks[i];
-    }
-    free(stacks);
-    stacks = t;
-    stacks_cap = cap;
-    return true;
-}
+/* ---- stacks ---------------------------------------------------------- */
 
 /* Returns the id of this call chain, writing a STACK record the first time. */
 static int64_t stack_id_for(const uint64_t *pcs, unsigned n)
 {
-    if (stacks_count * 2 >= stacks_cap && !grow_stacks())
-        return -1;
-    uint64_t h = hash_pcs(pcs, n);
-    size_t j = h & (stacks_cap - 1);
-    while (stacks[j].pcs) {
-        if (stacks[j].hash == h && stacks[j].nframes == n &&
-            memcmp(stacks[j].pcs, pcs, n * sizeof pcs[0]) == 0)
-            return stacks[j].id;
-        j = (j + 1) & (stacks_cap - 1);
-    }
-    uint64_t *copy = malloc(n * sizeof pcs[0] + 1);
-    if (!copy)
-        return -1;
-    memcpy(copy, pcs, n * sizeof pcs[0]);
-    stacks[j] = (struct stack_entry){h, (uint32_t)stacks_count, n, copy};
-    stacks_count++;
-
+    bool added;
+    int64_t id = agent_dedup_find_or_add(&native_stacks, pcs, n * sizeof pcs[0], &added);
+    if (id < 0 || !added)
+        return id;
     bool unmapped = false;
     for (unsigned i = 0; i < n && !unmapped; i++)
         unmapped = !pc_is_mapped(pcs[i]);
     /* New code appeared (dlopen, JIT): re-read the maps, at most every 50 ms
-     * so garbage PCs from a broken unwind cannot make us re-read constantly. */
-    if (unmapped && agent_now_ns() - last_maps_read_ns > 50000000ull)
+     * so garbage PCs from a broken unwind cannot make us re-read constantly.
+     * New code may also be a libpython loaded late: look for it again. */
+    if (unmapped && agent_now_ns() - last_maps_read_ns > 50000000ull) {
         read_maps();
-
-    struct opr_stack s = {stacks[j].id, n};
+        if (!python_on)
+            python_on = agent_python_probe();
+    }
+    struct opr_stack s = {(uint32_t)id, n};
     emit(OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
-    return stacks[j].id;
+    return id;
 }
 
-static void free_stacks(void)
+/* The PYCODE id of a captured frame (writing the record the first time) and
+ * the line it was executing. */
+static uint32_t python_code_id(const struct agent_pyframe *f, int32_t *line)
 {
-    for (size_t i = 0; i < stacks_cap; i++)
-        free(stacks[i].pcs);
-    free(stacks);
-    stacks = NULL;
-    stacks_cap = stacks_count = 0;
+    struct { uint64_t code, fingerprint; } ckey = {f->code, f->fingerprint};
+    struct { uint64_t code, fingerprint; int64_t instr; } lkey = {f->code, f->fingerprint, f->instr};
+    bool added_code, added_line;
+    int64_t code_id = agent_dedup_find_or_add(&py_codes, &ckey, sizeof ckey, &added_code);
+    if (code_id < 0)
+        return OPR_PYCODE_UNKNOWN;
+    int64_t line_id = agent_dedup_find_or_add(&py_lines, &lkey, sizeof lkey, &added_line);
+    if (line_id < 0)
+        return OPR_PYCODE_UNKNOWN;
+    if (!added_line) {
+        *line = py_line_values[line_id];
+        return *line == INT32_MIN ? OPR_PYCODE_UNKNOWN : (uint32_t)code_id;
+    }
+    if ((size_t)line_id >= py_line_values_cap) {
+        size_t cap = py_line_values_cap ? py_line_values_cap * 2 : 1024;
+        while (cap <= (size_t)line_id)
+            cap *= 2;
+        int32_t *v = realloc(py_line_values, cap * sizeof *v);
+        if (!v)
+            return OPR_PYCODE_UNKNOWN;
+        py_line_values = v;
+        py_line_values_cap = cap;
+    }
+    struct agent_pycode_info info;
+    if (!agent_python_resolve(f, &info, added_code)) {
+        /* Freed or reused before we looked: the frame is reported as an
+         * unknown Python frame (a code id whose PYCODE is missing reads the
+         * same way in the report). */
+        py_line_values[line_id] = INT32_MIN;
+        *line = 0;
+        return OPR_PYCODE_UNKNOWN;
+    }
+    py_line_values[line_id] = info.line;
+    *line = info.line;
+    if (added_code) {
+        struct opr_pycode c = {(uint32_t)code_id, info.first_line, (uint32_t)strlen(info.filename),
+                               (uint32_t)strlen(info.qualname)};
+        char tail[sizeof info.filename + sizeof info.qualname];
+        memcpy(tail, info.filename, c.filename_len);
+        memcpy(tail + c.filename_len, info.qualname, c.qualname_len);
+        emit(OPR_REC_PYCODE, &c, sizeof c, tail, c.filename_len + c.qualname_len);
+    }
+    return (uint32_t)code_id;
+}
+
+/* Returns PYSTACK id + 1 for the slot's Python frames, 0 when it has none. */
+static uint32_t python_stack_for(const struct agent_slot *slot)
+{
+    if (slot->npy == 0)
+        return 0;
+    static struct opr_pyframe frames[OPR_MAX_PYFRAMES];
+    unsigned n = slot->npy < OPR_MAX_PYFRAMES ? slot->npy : OPR_MAX_PYFRAMES;
+    for (unsigned i = 0; i < n; i++) {
+        int32_t line = 0;
+        frames[i].code_id = python_code_id(&slot->py[i], &line);
+        frames[i].line = line;
+        frames[i].flags = slot->py[i].is_entry ? OPR_PYFRAME_ENTRY : 0;
+        frames[i].pad = 0;
+    }
+    bool added;
+    int64_t id = agent_dedup_find_or_add(&py_stacks, frames, n * sizeof frames[0], &added);
+    if (id < 0)
+        return 0;
+    if (added) {
+        struct opr_pystack ps = {(uint32_t)id, n};
+        emit(OPR_REC_PYSTACK, &ps, sizeof ps, frames, n * sizeof frames[0]);
+    }
+    return (uint32_t)id + 1;
+}
+
+static void clear_tables(void)
+{
+    agent_dedup_clear(&native_stacks);
+    agent_dedup_clear(&py_codes);
+    agent_dedup_clear(&py_lines);
+    agent_dedup_clear(&py_stacks);
 }
 
 /* ---- draining ------------------------------------------------------------ */
@@ -422,13 +455,17 @@ static void drain_locked(void)
         if (id >= 0) {
             note_thread(slot->tid);
             struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags, 1};
-            emit(OPR_REC_SAMPLE, &s, sizeof s, NULL, 0);
+            struct opr_sample_python py = {python_stack_for(slot), 0};
+            emit(OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
             drained++;
         } else {
             atomic_fetch_add(&agent_samples_lost, 1); /* out of memory: counted, not hidden */
         }
         agent_queue_release();
     }
+    const char *note = agent_python_take_note();
+    if (note)
+        emit_note(note);
     samples_written += drained;
     if (live && drained)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
@@ -508,6 +545,7 @@ static int begin_stream(void)
     emit_process();
     last_maps_read_ns = 0;
     read_maps();
+    python_on = agent_python_probe();
     flush_outbuf();
     if (live)
         __atomic_fetch_add(&live->processes, 1, __ATOMIC_RELAXED);
@@ -577,7 +615,7 @@ void agent_writer_atfork_child(void)
     if (stream_fd >= 0)
         close(stream_fd); /* the parent's file: never write to it from here */
     stream_fd = -1;
-    free_stacks();
+    clear_tables();
     maps_count = 0;
     tids_count = 0;
     samples_written = last_lost_reported = last_taken_reported = 0;

@@ -26,6 +26,7 @@
 #define OPR_INFO_FILE "info"      /* key=value text written by the launcher */
 #define OPR_LIVE_FILE ".live"     /* shared counters for the live status line */
 #define OPR_MAX_FRAMES 256        /* native frames kept per sample */
+#define OPR_MAX_PYFRAMES 128      /* Python frames kept per sample */
 #define OPR_BUILD_ID_MAX 20
 
 /* Per-process stream file: "proc-<pid>-<generation>.raw". A process that calls
@@ -49,6 +50,8 @@ enum opr_record_type {
     OPR_REC_LOST = 6,    /* struct opr_lost (cumulative counters) */
     OPR_REC_END = 7,     /* struct opr_end: the image shut down cleanly */
     OPR_REC_NOTE = 8,    /* struct opr_note + text: a warning the agent wants shown */
+    OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
+    OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
 };
 
 /* Every record starts with this header. size counts the header and the padding
@@ -98,8 +101,36 @@ struct opr_sample {
     uint32_t flags;  /* OPR_SAMPLE_* */
     uint32_t weight; /* number of timer periods this sample stands for (>= 1) */
 };
+/* Optional tail of a SAMPLE record (present when the body is >= 32 bytes). */
+struct opr_sample_python {
+    uint32_t py_stack_id_plus1; /* 0: no Python frames; else PYSTACK id + 1 */
+    uint32_t reserved;
+};
 #define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES */
 #define OPR_SAMPLE_UNWIND_FAILED 2u /* only the interrupted PC is known */
+
+/* A Python code object (function), written once per stream. */
+struct opr_pycode {
+    uint32_t code_id;
+    int32_t first_line;    /* co_firstlineno: the def line */
+    uint32_t filename_len; /* bytes of co_filename that follow */
+    uint32_t qualname_len; /* bytes of co_qualname after the filename */
+};
+#define OPR_PYCODE_UNKNOWN 0xffffffffu /* a frame whose code object could not be read */
+
+struct opr_pyframe {
+    uint32_t code_id;
+    int32_t line;   /* the line executing in this frame */
+    uint32_t flags; /* OPR_PYFRAME_* */
+    uint32_t pad;
+};
+#define OPR_PYFRAME_ENTRY 1u /* entered from C: one native eval-loop frame below */
+
+/* A distinct Python call chain, leaf first. */
+struct opr_pystack {
+    uint32_t py_stack_id;
+    uint32_t nframes;
+};
 
 struct opr_lost {
     uint64_t time_ns;

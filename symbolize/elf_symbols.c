@@ -51,6 +51,14 @@ struct elf_module {
     int dwarf_fd;
     Elf *dwarf_elf;
     Dwarf *dwarf;
+    bool use_aranges;        /* .debug_aranges present: dwarf_addrdie answers */
+    struct cu_range *cu_ranges; /* otherwise our own sorted CU address table */
+    size_t ncu_ranges;
+};
+
+struct cu_range {
+    uint64_t lo, hi;   /* [lo, hi) */
+    Dwarf_Off die_off; /* offset of the CU DIE */
 };
 
 static char debug_root[PATH_MAX] = "/usr/lib/debug";
@@ -89,7 +97,7 @@ static bool file_crc32(const char *path, uint32_t *out)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    static __thread unsigned char buf[65536];
+    unsigned char buf[16384];
     uint32_t crc = 0;
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0)
@@ -535,6 +543,7 @@ void elf_module_free(struct elf_module *m)
                 free(m->display[i]);
         free(m->display);
     }
+    free(m->cu_ranges);
     if (m->dwarf)
         dwarf_end(m->dwarf);
     close_elf(m->dwarf_elf, m->dwarf_fd);
@@ -630,6 +639,45 @@ const char *elf_module_debug_file(const struct elf_module *m)
     return m->debug_file;
 }
 
+static int cmp_cu_range(const void *a, const void *b)
+{
+    const struct cu_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Without .debug_aranges, dwarf_addrdie cannot find a CU; scanning every CU
+ * per PC would cost O(CUs) each, so collect each CU's ranges once. */
+static void build_cu_ranges(struct elf_module *m)
+{
+    size_t cap = 0;
+    Dwarf_Off off = 0, next;
+    size_t hsize;
+    while (dwarf_nextcu(m->dwarf, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+        Dwarf_Die die;
+        if (dwarf_offdie(m->dwarf, off + hsize, &die)) {
+            Dwarf_Addr base, lo, hi;
+            ptrdiff_t it = 0;
+            while ((it = dwarf_ranges(&die, it, &base, &lo, &hi)) > 0) {
+                if (hi <= lo)
+                    continue;
+                if (m->ncu_ranges == cap) {
+                    size_t nc = cap ? cap * 2 : 256;
+                    struct cu_range *r = realloc(m->cu_ranges, nc * sizeof *r);
+                    if (!r)
+                        goto done;
+                    m->cu_ranges = r;
+                    cap = nc;
+                }
+                m->cu_ranges[m->ncu_ranges++] = (struct cu_range){lo, hi, off + hsize};
+            }
+        }
+        off = next;
+    }
+done:
+    if (m->ncu_ranges)
+        qsort(m->cu_ranges, m->ncu_ranges, sizeof *m->cu_ranges, cmp_cu_range);
+}
+
 int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **file, int *line)
 {
     *file = NULL;
@@ -641,22 +689,37 @@ int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **fi
         m->dwarf_elf = open_elf(m->dwarf_path, &m->dwarf_fd, NULL);
         if (m->dwarf_elf)
             m->dwarf = dwarf_begin_elf(m->dwarf_elf, DWARF_C_READ, NULL);
+        if (m->dwarf) {
+            Dwarf_Aranges *ar;
+            size_t nar = 0;
+            m->use_aranges = dwarf_getaranges(m->dwarf, &ar, &nar) == 0 && nar > 0;
+            if (!m->use_aranges)
+                build_cu_ranges(m);
+        }
     }
     if (!m->dwarf)
         return -1;
-    Dwarf_Die cudie;
-    Dwarf_Die *cu = dwarf_addrdie(m->dwarf, vaddr, &cudie);
-    if (!cu) {
-        /* No (usable) .debug_aranges: walk the CUs' ranges. Results are
-         * cached per (pid, pc) by the caller, so this runs once per PC. */
-        Dwarf_Off off = 0, next;
-        size_t hsize;
-        while (dwarf_nextcu(m->dwarf, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-            if (dwarf_offdie(m->dwarf, off + hsize, &cudie) && dwarf_haspc(&cudie, vaddr) > 0) {
-                cu = &cudie;
+    Dwarf_Die cudie, *cu = NULL;
+    if (m->use_aranges) {
+        cu = dwarf_addrdie(m->dwarf, vaddr, &cudie);
+    } else if (m->ncu_ranges && vaddr >= m->cu_ranges[0].lo) {
+        size_t lo = 0, hi = m->ncu_ranges; /* last range with lo <= vaddr */
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (m->cu_ranges[mid].lo <= vaddr)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        /* Ranges of different CUs do not overlap in sane DWARF; look back a
+         * little for the odd CU with a huge range. */
+        for (size_t k = 0; k < 4; k++, lo--) {
+            if (vaddr < m->cu_ranges[lo].hi) {
+                cu = dwarf_offdie(m->dwarf, m->cu_ranges[lo].die_off, &cudie);
                 break;
             }
-            off = next;
+            if (lo == 0)
+                break;
         }
     }
     if (!cu)

@@ -73,6 +73,9 @@ void symbolizer_for_each_problem(struct symbolizer *sym,
                                  void (*fn)(const char *path, const char *problem, void *arg),
                                  void *arg);
 
+/* Module files are opened lazily, at the first lookup landing in one of their
+ * mappings, so modules/problems describe the modules lookups touched (a
+ * mapped but never-sampled library is neither counted nor reported). */
 void symbolizer_get_stats(const struct symbolizer *sym, struct symbolizer_stats *out);
 
 /* __cxa_demangle wrapper: returns a malloc'd demangled name, or NULL when name

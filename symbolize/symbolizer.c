@@ -294,7 +294,8 @@ static struct modref *get_modref(struct symbolizer *s, const char *path, const u
                 if (!r->base)
                     r = NULL;
                 else {
-                    memcpy(r->bid, bid, bidlen);
+                    if (bidlen)
+                        memcpy(r->bid, bid, bidlen);
                     r->bidlen = bidlen;
                 }
             }

@@ -27,11 +27,13 @@ if len(workers) != 2:
     fail("expected 2 rows for threads split-w0 and split-w1, found %d" % len(workers))
     sys.exit(failures)
 for r in workers:
-    m = re.match(r"^(\d+) \((.*)\) pid (\d+)$", str(r.get("name")))
+    m = re.match(r"^(tid )?(\d+) \((.*)\) pid (\d+)$", str(r.get("name")))
     if not m:
-        fail("thread row name %r is not \"tid (name) pid P\"" % r.get("name"))
-    elif pid and m.group(3) != pid:
-        fail("thread row %r: pid %s, the workload pid is %s" % (r.get("name"), m.group(3), pid))
+        fail("thread row name %r is not \"tid T (name) pid P\"" % r.get("name"))
+    elif pid and m.group(4) != pid:
+        fail("thread row %r: pid %s, the workload pid is %s" % (r.get("name"), m.group(4), pid))
+    elif pid and m.group(2) == pid:
+        fail("thread row %r: a worker thread has the tid of the main thread" % r.get("name"))
 a, b = (r.get("samples", 0) for r in workers)
 share = sum(r.get("total_pct", 0) for r in workers)
 print("worker samples %d and %d (ratio %.3f), together %.2f%% of all (expected >= 95%%)" % (a, b, min(a, b) / max(a, b, 1), share))

@@ -217,7 +217,8 @@ static void test_recursion_counted_once(void)
 static void test_empty_stack(void)
 {
     struct profile *p = profile_new_empty();
-    uint32_t s = profile_add_stack(p, NULL, 0);
+    uint32_t none[1] = {0}; /* not NULL: memcpy(dst, NULL, 0) is undefined */
+    uint32_t s = profile_add_stack(p, none, 0);
     uint32_t th = profile_add_thread(p, 1, 1, "t");
     profile_add_sample(p, 0, th, s, 2);
     struct hotspot_table t;

@@ -6,7 +6,7 @@
  *   main -> run_work -> phase_b -> spin_b     30 %             (3 units per round)
  *   main -> run_work -> phase_c -> spin_c     20 %             (2 units per round)
  * spin_c lives in the stripped shared library libsplit_stripped.so (see
- * libsplit.c). All three run split_kernel() (split_kernel.c), the same loop
+ * libsplit.c). All three run SPLIT_KERNEL (split_kernel.c), the same loop
  * body, and the rounds interleave a/b/c in small chunks, so the 50/30/20 split
  * holds by construction whatever the clock frequency does. Threads run
  * worker_main -> run_work -> ... instead of main -> run_work.
@@ -28,7 +28,9 @@
  * The iteration counts are printed to stderr at the end. Exit status: 0, or
  * the child's status (128+signal when it died of a signal) in --fork/--exec.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -63,12 +65,16 @@ static volatile uint64_t sink;
 
 NOINLINE uint64_t spin_a(uint64_t n)
 {
-    return split_kernel(n, 0xc0ffee01u);
+    uint64_t r;
+    SPLIT_KERNEL(n, 0xc0ffee01u, r);
+    return r;
 }
 
 NOINLINE uint64_t spin_b(uint64_t n)
 {
-    return split_kernel(n, 0xc0ffee02u);
+    uint64_t r;
+    SPLIT_KERNEL(n, 0xc0ffee02u, r);
+    return r;
 }
 
 /* The phases do a little after the call so the call is never a tail call

@@ -8,6 +8,11 @@
  * between them is then set only by iteration counts (5:3:2), true by
  * construction.
  *
+ * A macro, not an inline function: with -g an inline function leaves DWARF
+ * inlined-subroutine records, and a symbolizer that expands inline frames
+ * would rightly name the leaf "split_kernel" instead of spin_X. A macro keeps
+ * the leaf function spin_X whatever the debug info.
+ *
  * `seed` differs per caller so the compiler cannot fold the spin functions into
  * one (identical code folding) — the loop itself is identical.
  */
@@ -18,13 +23,15 @@
 
 #define SPLIT_MULT 6364136223846793005ull
 
-static inline __attribute__((always_inline)) uint64_t
-split_kernel(uint64_t iterations, uint64_t seed)
-{
-    volatile uint64_t acc = seed;
-    for (uint64_t i = 0; i < iterations; i++)
-        acc = acc * SPLIT_MULT + i;
-    return acc;
-}
+/* Runs `iterations` rounds of the loop starting from `seed`; stores the final
+ * accumulator into the uint64_t lvalue `result`. */
+#define SPLIT_KERNEL(iterations, seed, result)                                  \
+    do {                                                                        \
+        volatile uint64_t split_acc_ = (seed);                                  \
+        uint64_t split_n_ = (iterations);                                       \
+        for (uint64_t split_i_ = 0; split_i_ < split_n_; split_i_++)            \
+            split_acc_ = split_acc_ * SPLIT_MULT + split_i_;                    \
+        (result) = split_acc_;                                                  \
+    } while (0)
 
 #endif

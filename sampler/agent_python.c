@@ -1,0 +1,311 @@
+/*
+ * sampler/agent_python.c — the Python call stack of the sampled thread, read
+ * at the same instant as its native stack.
+ *
+ * SIGNAL-HANDLER CODE: agent_python_capture() runs inside the SIGTRAP handler.
+ * No malloc, no locks, no stdio. It only follows pointers of the sampled
+ * thread's own frame chain (which no other thread modifies) and records, per
+ * frame, the code object's address, a fingerprint of it (its co_name pointer
+ * and co_firstlineno) and the instruction offset. Turning those into names and
+ * line numbers (reading strings, decoding the line table) happens in the
+ * writer thread (agent_python_resolve), which reads memory through
+ * process_vm_readv so that a code object freed in between cannot crash it, and
+ * checks the fingerprint so that a reused address is not given stale names.
+ *
+ * Which thread state: PyGILState_GetThisThreadState() returns the calling
+ * thread's own state even while it has released the GIL inside a torch op;
+ * _PyThreadState_UncheckedGet() would return the GIL holder's instead.
+ *
+ * Versions: the layout comes from python_layout.h through one pointer; an
+ * unsupported version leaves Python capture off with a note in the stream.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "sampler/agent.h"
+#include "sampler/python_layout.h"
+
+typedef void *(*get_tstate_fn)(void);
+
+static const struct py_layout *layout;
+static get_tstate_fn get_this_thread_state;
+static uint64_t code_type_addr; /* &PyCode_Type */
+static _Atomic int python_state; /* 0 not found yet, 1 on, -1 off for good */
+static _Atomic int layout_verified; /* 0 unknown, 1 ok, -1 mismatch seen in a handler */
+static char python_note[256];
+
+static inline uint64_t load64(uint64_t addr) { return *(const uint64_t *)addr; }
+
+/* Looks for a CPython runtime in the process (the executable or a loaded
+ * libpython). Called at start and whenever new code was mapped. Returns 1
+ * when capture is on. Not handler code. */
+int agent_python_probe(void)
+{
+    if (atomic_load(&python_state) != 0)
+        return atomic_load(&python_state) == 1;
+    get_tstate_fn fn = (get_tstate_fn)dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    if (!fn)
+        return 0; /* not a Python process (yet) */
+    const unsigned long *version = dlsym(RTLD_DEFAULT, "Py_Version");
+    const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    unsigned major = 0, minor = 0;
+    if (version) {
+        major = (unsigned)(*version >> 24) & 0xff;
+        minor = (unsigned)(*version >> 16) & 0xff;
+    } else if (get_version) {
+        if (sscanf(get_version(), "%u.%u", &major, &minor) != 2)
+            major = minor = 0;
+    }
+    for (size_t i = 0; i < sizeof py_layouts / sizeof py_layouts[0]; i++)
+        if (py_layouts[i]->major == major && py_layouts[i]->minor == minor)
+            layout = py_layouts[i];
+    void *code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+    if (!layout || !code_type) {
+        snprintf(python_note, sizeof python_note,
+                 "Python %u.%u is not supported for Python frames (supported: 3.11): native stacks only",
+                 major, minor);
+        atomic_store(&python_state, -1);
+        return 0;
+    }
+    code_type_addr = (uint64_t)code_type;
+    get_this_thread_state = fn;
+    atomic_store(&python_state, 1);
+    return 1;
+}
+
+/* A note for the stream (once), or NULL. */
+const char *agent_python_take_note(void)
+{
+    static bool layout_note_given;
+    if (python_note[0]) {
+        static char copy[256];
+        memcpy(copy, python_note, sizeof copy);
+        python_note[0] = '\0';
+        return copy;
+    }
+    if (atomic_load(&layout_verified) == -1 && !layout_note_given) {
+        layout_note_given = true;
+        return "the CPython thread-state layout did not match this interpreter build: Python frames are off";
+    }
+    return NULL;
+}
+
+unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid)
+{
+    if (atomic_load_explicit(&python_state, memory_order_acquire) != 1 ||
+        atomic_load_explicit(&layout_verified, memory_order_relaxed) == -1)
+        return 0;
+    const struct py_layout *L = layout;
+    uint64_t ts = (uint64_t)get_this_thread_state();
+    if (ts == 0)
+        return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
+    /* The first time, check the layout on a value we know: the thread id. */
+    if (atomic_load_explicit(&layout_verified, memory_order_relaxed) == 0) {
+        uint64_t native_tid = load64(ts + L->tstate_native_thread_id);
+        if (native_tid != tid) {
+            atomic_store(&layout_verified, -1);
+            return 0;
+        }
+        atomic_store(&layout_verified, 1);
+    }
+    uint64_t cframe = load64(ts + L->tstate_cframe);
+    if (cframe == 0)
+        return 0;
+    uint64_t frame = load64(cframe + L->cframe_current_frame);
+    unsigned n = 0;
+    /* Bounded walk; a frame whose f_code is not a code object ends it. */
+    for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
+        if (frame & 7)
+            break;
+        uint64_t code = load64(frame + L->iframe_f_code);
+        if (code == 0 || (code & 7) || load64(code + L->object_type) != code_type_addr)
+            break;
+        uint64_t prev_instr = load64(frame + L->iframe_prev_instr);
+        uint8_t owner = *(const uint8_t *)(frame + L->iframe_owner);
+        uint8_t is_entry = *(const uint8_t *)(frame + L->iframe_is_entry);
+        int32_t first_traceable = *(const int32_t *)(code + L->code_firsttraceable);
+        uint64_t code_start = code + L->code_code_adaptive;
+        /* Incomplete frames (still being set up) are not real calls yet. */
+        bool incomplete = owner != L->owner_generator &&
+                          (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable);
+        if (!incomplete) {
+            out[n].code = code;
+            out[n].fingerprint = load64(code + L->code_name) ^
+                                 ((uint64_t)*(const int32_t *)(code + L->code_firstlineno) << 48);
+            int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
+            out[n].instr = offset < 0 ? -1 : (int32_t)offset;
+            out[n].is_entry = is_entry;
+            n++;
+        }
+        frame = load64(frame + L->iframe_previous);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writer side: names and lines                                               */
+/* ------------------------------------------------------------------------- */
+
+static bool read_mem(uint64_t addr, void *out, size_t len)
+{
+    struct iovec local = {out, len};
+    struct iovec remote = {(void *)addr, len};
+    return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len;
+}
+
+static bool read_u64(uint64_t addr, uint64_t *out) { return read_mem(addr, out, sizeof *out); }
+
+/* Reads a str object as UTF-8 into out (NUL-terminated). */
+static bool read_str(uint64_t obj, char *out, size_t cap)
+{
+    const struct py_layout *L = layout;
+    uint64_t length;
+    uint32_t state;
+    if (!read_u64(obj + L->ascii_length, &length) || !read_mem(obj + L->ascii_state, &state, sizeof state))
+        return false;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || length > 4096)
+        return false;
+    if (ascii) {
+        size_t n = length < cap - 1 ? length : cap - 1;
+        if (!read_mem(obj + L->ascii_data, out, n))
+            return false;
+        out[n] = '\0';
+        return true;
+    }
+    uint64_t utf8 = 0;
+    read_u64(obj + L->compact_utf8, &utf8);
+    if (utf8) {
+        size_t n = 0;
+        while (n < cap - 1 && read_mem(utf8 + n, out + n, 1) && out[n])
+            n++;
+        out[n] = '\0';
+        return true;
+    }
+    /* Latin-1, UCS-2 or UCS-4 code points to UTF-8. */
+    size_t o = 0;
+    for (uint64_t i = 0; i < length && o + 4 < cap; i++) {
+        uint32_t cp = 0;
+        if (!read_mem(obj + L->compact_data + i * kind, &cp, kind))
+            return false;
+        if (cp < 0x80) {
+            out[o++] = (char)cp;
+        } else if (cp < 0x800) {
+            out[o++] = (char)(0xc0 | (cp >> 6));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            out[o++] = (char)(0xe0 | (cp >> 12));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else {
+            out[o++] = (char)(0xf0 | (cp >> 18));
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
+static unsigned read_varint(const uint8_t *t, size_t len, size_t *pos)
+{
+    unsigned val = 0, shift = 0;
+    while (*pos < len) {
+        uint8_t b = t[(*pos)++];
+        val |= (unsigned)(b & 63) << shift;
+        shift += 6;
+        if (!(b & 64))
+            break;
+    }
+    return val;
+}
+
+static int read_signed_varint(const uint8_t *t, size_t len, size_t *pos)
+{
+    unsigned v = read_varint(t, len, pos);
+    return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+}
+
+/* CPython 3.11's co_linetable (Objects/locations.md): the line of the
+ * instruction at code-unit offset instr, or first_line when not found. */
+int agent_python_line_from_table(const uint8_t *t, size_t len, int first_line, int32_t instr)
+{
+    if (instr < 0)
+        return first_line;
+    int line = first_line;
+    int32_t addr = 0;
+    size_t pos = 0;
+    while (pos < len) {
+        uint8_t b = t[pos++];
+        if (!(b & 0x80))
+            continue; /* resynchronize on an entry start */
+        unsigned code = (b >> 3) & 15;
+        int32_t end = addr + (b & 7) + 1;
+        int entry_line = line;
+        bool no_location = false;
+        if (code == 15) {
+            no_location = true;
+        } else if (code == 14) {
+            line += read_signed_varint(t, len, &pos);
+            entry_line = line;
+            read_varint(t, len, &pos);
+            read_varint(t, len, &pos);
+            read_varint(t, len, &pos);
+        } else if (code == 13) {
+            line += read_signed_varint(t, len, &pos);
+            entry_line = line;
+        } else if (code >= 10) {
+            line += (int)code - 10;
+            entry_line = line;
+            pos += 2;
+        } else {
+            pos += 1;
+        }
+        if (instr >= addr && instr < end)
+            return no_location ? line : entry_line;
+        addr = end;
+    }
+    return line;
+}
+
+/* Fills names and the line for one captured frame. Returns false when the
+ * code object is gone or is not what the handler saw. */
+bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_info *info, bool need_names)
+{
+    const struct py_layout *L = layout;
+    if (!L)
+        return false;
+    uint64_t type, name_ptr, filename_ptr, qualname_ptr, linetable;
+    int32_t first_line;
+    if (!read_u64(f->code + L->object_type, &type) || type != code_type_addr ||
+        !read_u64(f->code + L->code_name, &name_ptr) ||
+        !read_mem(f->code + L->code_firstlineno, &first_line, sizeof first_line))
+        return false;
+    if ((name_ptr ^ ((uint64_t)first_line << 48)) != f->fingerprint)
+        return false; /* the address now holds another code object */
+    info->first_line = first_line;
+    if (need_names) {
+        if (!read_u64(f->code + L->code_filename, &filename_ptr) ||
+            !read_u64(f->code + L->code_qualname, &qualname_ptr) ||
+            !read_str(filename_ptr, info->filename, sizeof info->filename) ||
+            !read_str(qualname_ptr, info->qualname, sizeof info->qualname))
+            return false;
+    }
+    info->line = first_line;
+    if (read_u64(f->code + L->code_linetable, &linetable)) {
+        uint64_t size;
+        if (read_u64(linetable + L->bytes_size, &size) && size > 0 && size < (1u << 20)) {
+            uint8_t *table = malloc(size);
+            if (table && read_mem(linetable + L->bytes_data, table, size))
+                info->line = agent_python_line_from_table(table, size, first_line, f->instr);
+            free(table);
+        }
+    }
+    return true;
+}

@@ -1,0 +1,70 @@
+/*
+ * sampler/python_layout.h — where CPython keeps what the frame walker reads,
+ * per CPython version. The walker (agent_python.c) only ever sees a
+ * struct py_layout; adding a version is adding a row here (plus the check in
+ * tests/unit/check_python_layout.c, which compiles against that version's
+ * headers and compares every offset).
+ *
+ * Names follow the CPython structs they mirror:
+ *   PyThreadState.cframe -> _PyCFrame.current_frame -> _PyInterpreterFrame
+ *   _PyInterpreterFrame.{f_code, previous, prev_instr, is_entry, owner}
+ *   PyCodeObject.{co_firstlineno, co_filename, co_name, co_qualname,
+ *                 co_linetable, _co_firsttraceable, co_code_adaptive}
+ */
+#ifndef OPPROF_PYTHON_LAYOUT_H
+#define OPPROF_PYTHON_LAYOUT_H
+
+#include <stdint.h>
+
+struct py_layout {
+    unsigned major, minor;
+    /* PyThreadState */
+    uint16_t tstate_cframe;
+    uint16_t tstate_native_thread_id;
+    /* _PyCFrame */
+    uint16_t cframe_current_frame;
+    /* _PyInterpreterFrame */
+    uint16_t iframe_f_code;
+    uint16_t iframe_previous;
+    uint16_t iframe_prev_instr;
+    uint16_t iframe_is_entry;
+    uint16_t iframe_owner;
+    uint8_t owner_generator; /* FRAME_OWNED_BY_GENERATOR */
+    /* PyObject */
+    uint16_t object_type;
+    /* PyCodeObject */
+    uint16_t code_firstlineno;
+    uint16_t code_filename;
+    uint16_t code_name;
+    uint16_t code_qualname;
+    uint16_t code_linetable;
+    uint16_t code_firsttraceable;
+    uint16_t code_code_adaptive;
+    /* str and bytes objects */
+    uint16_t ascii_length;
+    uint16_t ascii_state;
+    uint16_t ascii_data;     /* sizeof(PyASCIIObject) */
+    uint16_t compact_utf8;   /* PyCompactUnicodeObject.utf8 */
+    uint16_t compact_data;   /* sizeof(PyCompactUnicodeObject) */
+    uint16_t bytes_size;     /* PyVarObject.ob_size */
+    uint16_t bytes_data;     /* PyBytesObject.ob_sval */
+};
+
+/* x86-64, checked against Debian's 3.11.2 headers. */
+static const struct py_layout py_layout_3_11 = {
+    .major = 3, .minor = 11,
+    .tstate_cframe = 56, .tstate_native_thread_id = 160,
+    .cframe_current_frame = 8,
+    .iframe_f_code = 32, .iframe_previous = 48, .iframe_prev_instr = 56,
+    .iframe_is_entry = 68, .iframe_owner = 69, .owner_generator = 1,
+    .object_type = 8,
+    .code_firstlineno = 72, .code_filename = 112, .code_name = 120, .code_qualname = 128,
+    .code_linetable = 136, .code_firsttraceable = 168, .code_code_adaptive = 184,
+    .ascii_length = 16, .ascii_state = 32, .ascii_data = 48,
+    .compact_utf8 = 56, .compact_data = 72,
+    .bytes_size = 16, .bytes_data = 32,
+};
+
+static const struct py_layout *const py_layouts[] = {&py_layout_3_11};
+
+#endif
