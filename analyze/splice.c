@@ -5,10 +5,12 @@
  * Walking native frames leaf to root, each CPython eval-loop frame
  * (_PyEval_EvalFrameDefault, and its .cold clone) stands for a run of Python
  * frames: it is replaced by the Python frames up to and including the next one
- * marked "entry" (entered from C). Native frames of the interpreter itself
- * that lie rootward of the innermost Python frame (call machinery such as
- * _PyObject_MakeTpCall, Py_RunMain, _start) are dropped as noise; native
- * frames leafward of it (the actual work: a torch kernel, PyObject_Free) stay.
+ * marked "entry" (entered from C). Native frames of the interpreter itself are
+ * dropped as noise where they are call machinery: rootward of the innermost
+ * Python frame (Py_RunMain, _start, PyObject_Vectorcall) and between it and a
+ * foreign native frame (_PyObject_MakeTpCall under a torch binding). When the
+ * leaf itself is interpreter code (pure Python: PyObject_Free, long_add) those
+ * frames are the work and stay.
  * Python frames left over when the native chain ends (a truncated unwind) go
  * at the root end so that no Python frame is lost.
  */
@@ -31,7 +33,7 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
     size_t innermost_python = SIZE_MAX; /* position in out */
     for (size_t i = 0; i < nnative; i++) {
         const struct prof_frame *f = &frames[native[i]];
-        if (splice_is_eval_frame(f->name)) {
+        if (splice_is_eval_frame(f->name) && py < npython) {
             interp_module = f->module;
             while (py < npython) {
                 if (innermost_python == SIZE_MAX)
@@ -51,9 +53,20 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
         out[n++] = python[py++];
     if (interp_module == NULL || innermost_python == SIZE_MAX)
         return n;
-    /* Drop the interpreter's own frames rootward of the innermost Python frame. */
-    size_t kept = innermost_python;
-    for (size_t i = innermost_python; i < n; i++) {
+    /* Drop the interpreter's own frames rootward of the innermost Python
+     * frame, and those between it and the nearest foreign native frame
+     * leafward of it (the call machinery between a Python line and the C++
+     * operator it calls). With no foreign frame leafward (pure Python), the
+     * interpreter frames there are the work itself and stay. */
+    size_t foreign = SIZE_MAX;
+    for (size_t i = 0; i < innermost_python; i++) {
+        const struct prof_frame *f = &frames[out[i]];
+        if (f->kind != FRAME_PYTHON && f->module != interp_module)
+            foreign = i;
+    }
+    size_t drop_from = foreign == SIZE_MAX ? innermost_python : foreign + 1;
+    size_t kept = drop_from;
+    for (size_t i = drop_from; i < n; i++) {
         const struct prof_frame *f = &frames[out[i]];
         if (f->kind != FRAME_PYTHON && f->module == interp_module)
             continue;

@@ -1,0 +1,365 @@
+/*
+ * tests/unit/test_profile_load.c — the raw-format reader on hand-built result
+ * directories: a good stream, a truncated one, a corrupt one, unknown record
+ * types, missing info, Python frames spliced into native stacks.
+ *
+ * Streams are written byte by byte here (not by the agent) so that every
+ * field's meaning in docs/format.md is exercised independently of the writer.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+#include "sampler/sampler.h"
+#include "tests/unit/unit.h"
+
+struct buf {
+    unsigned char *data;
+    size_t len, cap;
+};
+
+static void put(struct buf *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 256;
+        b->data = realloc(b->data, b->cap);
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static void record(struct buf *b, uint32_t type, const void *body, size_t body_len, const void *tail,
+                   size_t tail_len)
+{
+    size_t size = 8 + body_len + tail_len, padded = (size + 7) & ~(size_t)7;
+    struct opr_record_header h = {type, (uint32_t)padded};
+    put(b, &h, sizeof h);
+    put(b, body, body_len);
+    if (tail_len)
+        put(b, tail, tail_len);
+    static const char zeros[8];
+    put(b, zeros, padded - size);
+}
+
+static void header(struct buf *b, uint32_t pid)
+{
+    struct opr_file_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, OPR_FILE_MAGIC, 8);
+    h.version = OPR_FORMAT_VERSION;
+    h.header_size = sizeof h;
+    h.pid = pid;
+    h.ppid = 1;
+    h.period_ns = 1000000;
+    put(b, &h, sizeof h);
+}
+
+static void sample(struct buf *b, uint64_t t, uint32_t tid, uint32_t stack, uint32_t py_plus1)
+{
+    struct opr_sample s = {t, tid, stack, 0, 1};
+    struct opr_sample_python py = {py_plus1, 0};
+    record(b, OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
+}
+
+static void stack(struct buf *b, uint32_t id, const uint64_t *pcs, uint32_t n)
+{
+    struct opr_stack s = {id, n};
+    record(b, OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
+}
+
+static char tmpdir[256];
+
+static void write_file(const char *name, const void *data, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+static void write_info(const char *extra)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "format=opprof-raw 1\ncommand=./app 'a b'\nevent=task-clock\nperiod_ns=1000000\n"
+             "frequency_hz=1000\nstart_ns=100\nend_ns=5000100\nexit_status=0\ncomplete=1\n%s",
+             extra);
+    write_file("info", text, strlen(text));
+}
+
+static void fresh_dir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/opprof-unit-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
+}
+
+static void remove_dir(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* A stream with two stacks (addresses outside any mapping: they become
+ * "[unknown] 0x..." frames), three samples on two threads, a LOST and END. */
+static struct buf good_stream(void)
+{
+    struct buf b = {0};
+    header(&b, 42);
+    struct opr_thread t = {42, OPR_THREAD_MAIN, 0, "main"};
+    record(&b, OPR_REC_THREAD, &t, sizeof t, NULL, 0);
+    uint64_t s0[] = {0x1000, 0x2000, 0x3000};
+    uint64_t s1[] = {0x1100, 0x2000, 0x3000};
+    stack(&b, 0, s0, 3);
+    stack(&b, 1, s1, 3);
+    sample(&b, 10, 42, 0, 0);
+    sample(&b, 20, 43, 1, 0);
+    sample(&b, 30, 42, 0, 0);
+    struct opr_lost l = {40, 5, 8};
+    record(&b, OPR_REC_LOST, &l, sizeof l, NULL, 0);
+    struct opr_end e = {50, 8, 5};
+    record(&b, OPR_REC_END, &e, sizeof e, NULL, 0);
+    return b;
+}
+
+static void test_good_stream(void)
+{
+    fresh_dir();
+    write_info("");
+    struct buf b = good_stream();
+    write_file("proc-42-0.raw", b.data, b.len);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 3);
+    CU_ASSERT_EQUAL(p->total_weight, 3);
+    CU_ASSERT_EQUAL(p->lost_samples, 5);
+    CU_ASSERT_EQUAL(p->nthreads, 2);
+    CU_ASSERT_EQUAL(p->nprocesses, 1);
+    CU_ASSERT_TRUE(p->processes[0].ended_cleanly);
+    CU_ASSERT_TRUE(p->complete);
+    CU_ASSERT_STRING_EQUAL(p->command, "./app 'a b'");
+    CU_ASSERT_EQUAL(p->period_ns, 1000000);
+    CU_ASSERT_EQUAL(p->nwarnings, 0);
+    /* Samples come out in time order, each with a 3-frame stack. */
+    CU_ASSERT_EQUAL(p->samples[0].time_ns, 10);
+    CU_ASSERT_EQUAL(p->samples[2].time_ns, 30);
+    CU_ASSERT_EQUAL(p->stacks[p->samples[0].stack].nframes, 3);
+    CU_ASSERT_EQUAL(p->samples[0].stack, p->samples[2].stack);
+    CU_ASSERT_NOT_EQUAL(p->samples[0].stack, p->samples[1].stack);
+    /* Unmapped addresses are unknown frames, never a borrowed name. */
+    const struct prof_frame *leaf = &p->frames[p->stacks[p->samples[0].stack].frames[0]];
+    CU_ASSERT_EQUAL(leaf->kind, FRAME_UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(leaf->name, "0x1000"));
+    CU_ASSERT_STRING_EQUAL(p->threads[0].name, "main");
+    profile_free(p);
+    free(b.data);
+    remove_dir();
+}
+
+static void test_truncated_stream_keeps_earlier_samples(void)
+{
+    fresh_dir();
+    write_info("");
+    struct buf b = good_stream();
+    /* Cut inside the third SAMPLE record: the first two survive. */
+    size_t cut = b.len - 32 - 16 - 40 - 12;
+    write_file("proc-42-0.raw", b.data, cut);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 2);
+    CU_ASSERT_TRUE(p->processes[0].stream_truncated);
+    CU_ASSERT_FALSE(p->processes[0].ended_cleanly);
+    CU_ASSERT_EQUAL_FATAL(p->nwarnings, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "truncated"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "2 samples read"));
+    profile_free(p);
+    free(b.data);
+    remove_dir();
+}
+
+static void test_corrupt_magic_and_all_corrupt(void)
+{
+    fresh_dir();
+    write_info("");
+    struct buf good = good_stream(), bad = good_stream();
+    memcpy(bad.data, "GARBAGE!", 8);
+    write_file("proc-42-0.raw", good.data, good.len);
+    write_file("proc-43-0.raw", bad.data, bad.len);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 3);
+    CU_ASSERT_EQUAL_FATAL(p->nwarnings, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "bad magic"));
+    profile_free(p);
+
+    /* Only corrupt streams: an error sentence, not an empty report. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/proc-42-0.raw", tmpdir);
+    unlink(path);
+    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "none of its 1 sample stream"));
+    free(good.data);
+    free(bad.data);
+    remove_dir();
+}
+
+static void test_missing_info_and_missing_dir(void)
+{
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(profile_load("/nonexistent/opprof.000", &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "No such file"));
+    fresh_dir();
+    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not an opprof result directory"));
+    write_file("info", "format=opprof-raw 99\n", 21);
+    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "version 99"));
+    remove_dir();
+}
+
+static void test_unknown_records_skipped_and_incomplete_run(void)
+{
+    fresh_dir();
+    write_info("complete=0\n");
+    struct buf b = {0};
+    header(&b, 7);
+    uint64_t s0[] = {0x10};
+    stack(&b, 0, s0, 1);
+    uint64_t future[3] = {1, 2, 3};
+    record(&b, 999, future, sizeof future, NULL, 0); /* a newer writer's record */
+    sample(&b, 5, 7, 0, 0);
+    write_file("proc-7-0.raw", b.data, b.len);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 1);
+    CU_ASSERT_FALSE(p->complete);
+    /* One warning: the recording did not finish. No END: not clean. */
+    CU_ASSERT_EQUAL_FATAL(p->nwarnings, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "did not finish"));
+    CU_ASSERT_FALSE(p->processes[0].ended_cleanly);
+    profile_free(p);
+    free(b.data);
+    remove_dir();
+}
+
+/* Python frames arrive as PYCODE + PYSTACK; the loader splices them where the
+ * native chain has the eval loop. Here the native chain has no symbols (so no
+ * eval frame is recognized): the Python frames go at the root end. */
+static void test_python_frames_attached(void)
+{
+    fresh_dir();
+    write_info("");
+    struct buf b = {0};
+    header(&b, 9);
+    uint64_t s0[] = {0x10, 0x20};
+    stack(&b, 0, s0, 2);
+    const char *file = "/w/train.py", *name = "step";
+    struct opr_pycode c = {0, 40, (uint32_t)strlen(file), (uint32_t)strlen(name)};
+    char tail[64];
+    memcpy(tail, file, c.filename_len);
+    memcpy(tail + c.filename_len, name, c.qualname_len);
+    record(&b, OPR_REC_PYCODE, &c, sizeof c, tail, c.filename_len + c.qualname_len);
+    struct opr_pystack ps = {0, 2};
+    struct opr_pyframe frames[2] = {{0, 42, 0, 0}, {OPR_PYCODE_UNKNOWN, 0, OPR_PYFRAME_ENTRY, 0}};
+    record(&b, OPR_REC_PYSTACK, &ps, sizeof ps, frames, sizeof frames);
+    sample(&b, 1, 9, 0, 1);
+    sample(&b, 2, 9, 0, 0);
+    write_file("proc-9-0.raw", b.data, b.len);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(p->nsamples, 2);
+    const struct prof_stack *mixed = &p->stacks[p->samples[0].stack];
+    const struct prof_stack *native = &p->stacks[p->samples[1].stack];
+    CU_ASSERT_EQUAL(native->nframes, 2);
+    CU_ASSERT_EQUAL_FATAL(mixed->nframes, 4);
+    const struct prof_frame *py = &p->frames[mixed->frames[2]];
+    CU_ASSERT_EQUAL(py->kind, FRAME_PYTHON);
+    CU_ASSERT_STRING_EQUAL(py->name, "step");
+    CU_ASSERT_STRING_EQUAL(py->module, "train.py");
+    CU_ASSERT_STRING_EQUAL(py->source_file, "/w/train.py");
+    CU_ASSERT_EQUAL(py->line, 42);
+    CU_ASSERT_STRING_EQUAL(p->frames[mixed->frames[3]].name, "[unknown Python frame]");
+    profile_free(p);
+    free(b.data);
+    remove_dir();
+}
+
+/* splice_stacks on its own: eval-loop frames are replaced by Python frames up
+ * to each entry frame; interpreter frames rootward of the innermost Python
+ * frame are dropped, native work leafward of it stays. */
+static void test_splice_rules(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t kernel = profile_add_frame(p, "sgemm_", "libblas.so.3", NULL, 0, FRAME_NATIVE);
+    uint32_t op = profile_add_frame(p, "at::_ops::mm::call", "libtorch_cpu.so", NULL, 0, FRAME_NATIVE);
+    uint32_t call = profile_add_frame(p, "_PyObject_MakeTpCall", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t eval1 = profile_add_frame(p, "_PyEval_EvalFrameDefault", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t pycall = profile_add_frame(p, "PyObject_Vectorcall", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t eval2 = profile_add_frame(p, "_PyEval_EvalFrameDefault.cold", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t libc = profile_add_frame(p, "__libc_start_main", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t f_inner = profile_add_frame(p, "inner", "a.py", "a.py", 3, FRAME_PYTHON);
+    uint32_t f_mid = profile_add_frame(p, "mid", "a.py", "a.py", 7, FRAME_PYTHON);
+    uint32_t f_cb = profile_add_frame(p, "callback", "b.py", "b.py", 1, FRAME_PYTHON);
+    uint32_t f_main = profile_add_frame(p, "<module>", "b.py", "b.py", 9, FRAME_PYTHON);
+    uint32_t native[] = {kernel, op, call, eval1, pycall, eval2, libc};
+    uint32_t python[] = {f_inner, f_mid, f_cb, f_main};
+    bool entry[] = {false, true, false, true};
+    uint32_t out[16];
+    size_t n = splice_stacks(p->frames, native, 7, python, entry, 4, out);
+    uint32_t expect[] = {kernel, op, f_inner, f_mid, f_cb, f_main, libc};
+    CU_ASSERT_EQUAL_FATAL(n, 7);
+    for (size_t i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(out[i], expect[i]);
+    /* No Python frames: the native chain is unchanged. */
+    n = splice_stacks(p->frames, native, 7, python, entry, 0, out);
+    CU_ASSERT_EQUAL(n, 7);
+    CU_ASSERT_EQUAL(out[3], eval1);
+    profile_free(p);
+}
+
+static void test_builders_dedup(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t a = profile_add_frame(p, "f", "m", NULL, 0, FRAME_NATIVE);
+    uint32_t b = profile_add_frame(p, "f", "m", NULL, 0, FRAME_NATIVE);
+    uint32_t c = profile_add_frame(p, "f", "m", "x.c", 3, FRAME_NATIVE);
+    CU_ASSERT_EQUAL(a, b);
+    CU_ASSERT_NOT_EQUAL(a, c);
+    uint32_t s1[] = {a, c}, s2[] = {a, c}, s3[] = {c, a};
+    CU_ASSERT_EQUAL(profile_add_stack(p, s1, 2), profile_add_stack(p, s2, 2));
+    CU_ASSERT_NOT_EQUAL(profile_add_stack(p, s1, 2), profile_add_stack(p, s3, 2));
+    uint32_t t = profile_add_thread(p, 1, 2, "x");
+    CU_ASSERT_EQUAL(profile_add_thread(p, 1, 2, NULL), t);
+    CU_ASSERT_STRING_EQUAL(p->threads[t].name, "x");
+    profile_add_sample(p, 5, t, 0, 3);
+    CU_ASSERT_EQUAL(p->total_weight, 3);
+    CU_ASSERT_EQUAL(p->threads[t].samples, 1);
+    profile_free(p);
+}
+
+void register_profile_load_tests(void)
+{
+    CU_pSuite s = CU_add_suite("profile_load", NULL, NULL);
+    CU_add_test(s, "a good stream", test_good_stream);
+    CU_add_test(s, "truncated stream keeps earlier samples", test_truncated_stream_keeps_earlier_samples);
+    CU_add_test(s, "corrupt magic skipped; all corrupt is an error", test_corrupt_magic_and_all_corrupt);
+    CU_add_test(s, "missing dir, missing info, other version", test_missing_info_and_missing_dir);
+    CU_add_test(s, "unknown records skipped; incomplete run", test_unknown_records_skipped_and_incomplete_run);
+    CU_add_test(s, "Python frames attached", test_python_frames_attached);
+    CU_add_test(s, "splice rules", test_splice_rules);
+    CU_add_test(s, "builders deduplicate", test_builders_dedup);
+}
