@@ -97,6 +97,8 @@ struct profile {
     uint64_t lost_samples;
     uint64_t truncated_samples;
     uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
+    /* The agent's own cost, summed over processes that ended cleanly. */
+    uint64_t agent_handler_ns, agent_handler_calls, agent_writer_cpu_ns, process_cpu_ns;
     char **warnings;         /* loader warnings: truncated files, missing modules */
     size_t nwarnings;
 

@@ -204,6 +204,7 @@ static size_t min_body(uint32_t type)
     case OPR_REC_NOTE: return sizeof(struct opr_note);
     case OPR_REC_PYCODE: return sizeof(struct opr_pycode);
     case OPR_REC_PYSTACK: return sizeof(struct opr_pystack);
+    case OPR_REC_AGENT_COST: return sizeof(struct opr_agent_cost);
     default: return 0;
     }
 }
@@ -530,6 +531,15 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             if (e.lost_samples > lost)
                 lost = e.lost_samples;
             ended = true;
+            break;
+        }
+        case OPR_REC_AGENT_COST: {
+            struct opr_agent_cost c;
+            memcpy(&c, body, sizeof c);
+            p->agent_handler_ns += c.handler_ns;
+            p->agent_handler_calls += c.handler_calls;
+            p->agent_writer_cpu_ns += c.writer_cpu_ns;
+            p->process_cpu_ns += c.process_cpu_ns;
             break;
         }
         case OPR_REC_NOTE: {

@@ -258,6 +258,14 @@ void report_print_header(FILE *out, const struct profile *p)
         fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
     fprintf(out, ", %s\n", p->user_only ? "user mode only" : "user and kernel mode");
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
+    /* Measured inside the workload by the agent itself (AGENT_COST records). */
+    if (p->agent_handler_calls && p->process_cpu_ns) {
+        double handler_us = (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3;
+        double share = 100.0 * (double)(p->agent_handler_ns + p->agent_writer_cpu_ns) / (double)p->process_cpu_ns;
+        fprintf(out, "  overhead    %.1f us per sample in the signal handler + %.3f s writer thread CPU = "
+                     "%.2f %% of the processes' CPU time\n",
+                handler_us, (double)p->agent_writer_cpu_ns / 1e9, share);
+    }
 
     if (!p->complete)
         fputs("warning: recording did not finish (opprof record was interrupted); figures cover what was written\n",

@@ -90,6 +90,7 @@ AGENT_HIDDEN extern struct agent_config agent_config;
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_taken; /* handler entries that were ours */
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_lost;  /* queue full */
 AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/stopping */
+AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
 AGENT_HIDDEN uint64_t agent_now_ns(void);
 
 /* The SIGTRAP handler (installed by agent_signals.c). Returns true when the

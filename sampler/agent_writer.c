@@ -43,6 +43,7 @@ struct map_range {
 static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer_thread;
 static _Atomic int writer_stop;
+static bool writer_running; /* writer_thread is a live thread of this process */
 static __thread int in_writer_thread;
 
 static int stream_fd = -1;
@@ -491,6 +492,17 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* CPU time the writer thread has used (read from another thread through its
+ * clock id). */
+static uint64_t writer_cpu_ns(void)
+{
+    clockid_t cid;
+    struct timespec ts;
+    if (!writer_running || pthread_getcpuclockid(writer_thread, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- life cycle ---------------------------------------------------------- */
 
 static void map_live_counters(void)
@@ -563,6 +575,7 @@ int agent_writer_start(void)
         stream_fd = -1;
         return -1;
     }
+    writer_running = true;
     return 0;
 }
 
@@ -592,6 +605,12 @@ void agent_writer_stop(bool clean)
     for (size_t i = 0; i < tids_count; i++)
         emit_thread(tids[i]);
     emit_lost_if_changed(true);
+    struct timespec pcpu;
+    struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
+                                  writer_cpu_ns(), 0};
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pcpu) == 0)
+        cost.process_cpu_ns = (uint64_t)pcpu.tv_sec * 1000000000ull + (uint64_t)pcpu.tv_nsec;
+    emit(OPR_REC_AGENT_COST, &cost, sizeof cost, NULL, 0);
     if (clean) {
         struct opr_end e = {agent_now_ns(), atomic_load(&agent_samples_taken),
                             atomic_load(&agent_samples_lost)};
@@ -612,6 +631,8 @@ void agent_writer_atfork_parent(void) { pthread_mutex_unlock(&writer_lock); }
 void agent_writer_atfork_child(void)
 {
     pthread_mutex_init(&writer_lock, NULL);
+    writer_running = false; /* threads do not survive fork */
+    atomic_store(&agent_handler_ns, 0);
     if (stream_fd >= 0)
         close(stream_fd); /* the parent's file: never write to it from here */
     stream_fd = -1;
@@ -623,7 +644,8 @@ void agent_writer_atfork_child(void)
     if (begin_stream() != 0)
         return;
     atomic_store(&writer_stop, 0);
-    if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0) {
+    writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
+    if (!writer_running) {
         emit_note("the writer thread could not start in this child: samples kept until exit only");
         flush_outbuf();
     }

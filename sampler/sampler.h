@@ -52,6 +52,7 @@ enum opr_record_type {
     OPR_REC_NOTE = 8,    /* struct opr_note + text: a warning the agent wants shown */
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
+    OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
 };
 
 /* Every record starts with this header. size counts the header and the padding
@@ -136,6 +137,14 @@ struct opr_lost {
     uint64_t time_ns;
     uint64_t lost_samples;  /* dropped because the agent's queue was full */
     uint64_t total_samples; /* samples taken by the handler so far */
+};
+
+/* Written with END: the agent's own CPU cost, measured in the process. */
+struct opr_agent_cost {
+    uint64_t handler_ns;      /* wall time inside the SIGTRAP handler, summed */
+    uint64_t handler_calls;   /* samples the handler took (incl. lost ones) */
+    uint64_t writer_cpu_ns;   /* CPU time of the writer thread */
+    uint64_t process_cpu_ns;  /* CPU time of the whole process (workload + agent) */
 };
 
 struct opr_end {
