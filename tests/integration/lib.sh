@@ -21,7 +21,18 @@ TOL_PP="${OPPROF_TEST_TOL_PP:-2}"
 FAILURES=0
 WORK=
 
+# Seconds any one command (a recording, a report) may take before it counts as
+# hung; `timeout` kills its whole process group (opprof and the workload).
+TIME_LIMIT="${OPPROF_TEST_TIME_LIMIT:-120}"
+
 log() { printf '%s\n' "$*"; }
+
+# limited CMD...: runs CMD with the time limit; status 124 when it hung.
+if command -v timeout >/dev/null 2>&1; then
+    limited() { timeout -k 10 "$TIME_LIMIT" "$@"; }
+else
+    limited() { "$@"; }
+fi
 
 skip() {
     log "SKIP: $TEST_NAME: $*"
@@ -106,9 +117,13 @@ record() {
     shift
     RECORD_ERR="$WORK/$(basename "$_out").err"
     log "+ opprof record -o $_out $*"
-    "$OPPROF" record -o "$_out" "$@" >"$WORK/$(basename "$_out").out" 2>"$RECORD_ERR"
+    limited "$OPPROF" record -o "$_out" "$@" >"$WORK/$(basename "$_out").out" 2>"$RECORD_ERR"
     RECORD_STATUS=$?
     log "  exit status $RECORD_STATUS"
+    if [ "$RECORD_STATUS" -eq 124 ]; then
+        show stderr "$RECORD_ERR" 8
+        die "opprof record $* was still running after ${TIME_LIMIT}s: killed (hang)"
+    fi
     show stderr "$RECORD_ERR" 8
 }
 
@@ -119,8 +134,9 @@ report_json() {
     _json=$2
     shift 2
     REPORT_ERR="$_json.err"
-    "$OPPROF" report "$_dir" --format json --limit 100000 "$@" >"$_json" 2>"$REPORT_ERR"
+    limited "$OPPROF" report "$_dir" --format json --limit 100000 "$@" >"$_json" 2>"$REPORT_ERR"
     REPORT_STATUS=$?
+    [ "$REPORT_STATUS" -eq 124 ] && log "opprof report $_dir $* hung: killed after ${TIME_LIMIT}s"
     if [ "$REPORT_STATUS" -ne 0 ]; then
         log "+ opprof report $_dir --format json --limit 100000 $*: exit status $REPORT_STATUS"
         show stderr "$REPORT_ERR" 8

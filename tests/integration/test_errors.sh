@@ -17,8 +17,9 @@ require_all
 expect_fail() {
     _name=$1 _want=$2 _one=$3
     shift 3
-    "$@" >"$WORK/ef.out" 2>"$WORK/ef.err"
+    limited "$@" >"$WORK/ef.out" 2>"$WORK/ef.err"
     _st=$?
+    [ "$_st" -eq 124 ] && fail "$_name: hung (killed after ${TIME_LIMIT}s)"
     _lines=$(wc -l <"$WORK/ef.err" | tr -d ' ')
     log "$_name: exit $_st, $_lines line(s) on stderr: $(head -n 1 "$WORK/ef.err")"
     if [ "$_want" = nonzero ]; then
@@ -74,7 +75,7 @@ log "=== the workload's exit status is opprof's"
 check_status() {
     _want=$1
     shift
-    "$OPPROF" record -q -o "$WORK/st-$_want" -- "$@" >/dev/null 2>"$WORK/st.err"
+    limited "$OPPROF" record -q -o "$WORK/st-$_want" -- "$@" >/dev/null 2>"$WORK/st.err"
     _st=$?
     if [ "$_st" -eq "$_want" ]; then
         pass "opprof record -- $*: exit $_st"
@@ -135,7 +136,7 @@ big=$(basename "$big")
 small=$(basename "$small")
 size=$(wc -c <"$WORK/good/$big")
 
-copy() { rm -rf "$WORK/$1" && cp -r "$WORK/good" "$WORK/$1"; }
+copy() { rm -rf "${WORK:?}/${1:?}" && cp -r "$WORK/good" "$WORK/$1"; }
 corrupt_magic() { printf 'XXXXXXXX' | dd of="$1" bs=1 count=8 conv=notrunc 2>/dev/null; }
 
 # Truncated to about half: still a report, fewer samples, a warning. Records
@@ -154,10 +155,14 @@ print("samples: good copy %d, stream truncated to half %d (expected between 20%%
 if not (0.2 * g <= c <= 0.8 * g):
     fail("truncated stream: %d samples of %d, expected about half" % (c, g))
 ' "$WORK/good.json" "$WORK/trunc.json"
-        "$OPPROF" report "$WORK/trunc" >"$WORK/trunc.txt" 2>&1
+        limited "$OPPROF" report "$WORK/trunc" >"$WORK/trunc.txt" 2>&1
         # The warning may be on stderr or in the report itself (text, or JSON "warnings").
-        if grep -Eiho "[^\"]*(truncat|incomplete|cut short|end cleanly|ends inside)[^\"]*" \
-                "$REPORT_ERR" "$WORK/trunc.json" "$WORK/trunc.txt" >"$WORK/trunc.warn"; then
+        {
+            cat "$REPORT_ERR"
+            python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1])).get("warnings", [])))' "$WORK/trunc.json"
+            grep -i '^warning' "$WORK/trunc.txt"
+        } >"$WORK/trunc.allwarn" 2>/dev/null
+        if grep -Ei "truncat|incomplete|cut short|end cleanly|ends inside" "$WORK/trunc.allwarn" >"$WORK/trunc.warn"; then
             pass "truncated stream: warning: $(head -n 1 "$WORK/trunc.warn")"
         else
             fail "truncated stream: no warning about truncation (neither on stderr nor in the report)"
@@ -179,11 +184,15 @@ corrupt_magic "$WORK/magic/$big"
 expect_fail_or_warn() {
     _name=$1 _file=$2
     shift 2
-    "$@" >"$WORK/fw.out" 2>"$WORK/fw.err"
+    limited "$@" >"$WORK/fw.out" 2>"$WORK/fw.err"
     _st=$?
+    [ "$_st" -eq 124 ] && fail "$_name: hung (killed after ${TIME_LIMIT}s)"
     # A message on stderr, or (exit 0) a warning in the report itself.
-    _msg=$(grep -Eiho "[^\"]*($_file|magic|corrupt|not an opprof|format|truncat)[^\"]*" \
-        "$WORK/fw.err" "$WORK/fw.out" | head -n 2 | tr '\n' ' ')
+    {
+        cat "$WORK/fw.err"
+        python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1])).get("warnings", [])))' "$WORK/fw.out"
+    } >"$WORK/fw.allwarn" 2>/dev/null
+    _msg=$(grep -Ei "$_file|magic|corrupt|not an opprof|format|truncat" "$WORK/fw.allwarn" | head -n 2 | tr '\n' ' ')
     log "$_name: exit $_st: ${_msg:-$(head -n 1 "$WORK/fw.err")}"
     if [ "$_st" -ge 128 ]; then
         fail "$_name: exit status $_st: opprof crashed"
@@ -228,7 +237,7 @@ expect_fail_or_warn "$big emptied" "$big" "$OPPROF" report "$WORK/zero" --format
 # No info file: never a crash.
 copy noinfo
 rm -f "$WORK/noinfo/info"
-"$OPPROF" report "$WORK/noinfo" --format json >"$WORK/noinfo.out" 2>"$WORK/noinfo.err"
+limited "$OPPROF" report "$WORK/noinfo" --format json >"$WORK/noinfo.out" 2>"$WORK/noinfo.err"
 st=$?
 log "report without the info file: exit $st: $(head -n 1 "$WORK/noinfo.err")"
 if [ "$st" -ge 128 ]; then

@@ -56,7 +56,7 @@ fi
 
 # The other formats render the same profile.
 for fmt in text csv; do
-    if "$OPPROF" report "$WORK/res" --format "$fmt" >"$WORK/report.$fmt" 2>"$WORK/report.$fmt.err"; then
+    if limited "$OPPROF" report "$WORK/res" --format "$fmt" >"$WORK/report.$fmt" 2>"$WORK/report.$fmt.err"; then
         if grep -q spin_a "$WORK/report.$fmt" && grep -q spin_c "$WORK/report.$fmt"; then
             pass "--format $fmt shows spin_a and spin_c"
         else
@@ -72,7 +72,7 @@ done
 # report without DIR uses the newest opprof.NNN of the current directory.
 mkdir "$WORK/cwd" && cd "$WORK/cwd" || die "mkdir"
 cp -r "$WORK/res" opprof.000
-if "$OPPROF" report --format json >"$WORK/default.json" 2>"$WORK/default.err" &&
+if limited "$OPPROF" report --format json >"$WORK/default.json" 2>"$WORK/default.err" &&
     pycheck 'd = load(sys.argv[1]); assert d.get("total_weight", 0) > 0, "no samples"' "$WORK/default.json"; then
     pass "opprof report without DIR reads ./opprof.000"
 else

@@ -14,10 +14,10 @@ chmod 0777 "$WORK"
 if [ "$(id -u)" -eq 0 ]; then
     if command -v setpriv >/dev/null 2>&1 &&
         setpriv --reuid=nobody --regid=nogroup --clear-groups true 2>/dev/null; then
-        as_user() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
+        as_user() { limited setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
         how="setpriv --reuid=nobody --regid=nogroup --clear-groups"
     elif command -v su >/dev/null 2>&1 && su nobody -s /bin/sh -c true 2>/dev/null; then
-        as_user() { su nobody -s /bin/sh -c 'exec "$@"' sh "$@"; }
+        as_user() { limited su nobody -s /bin/sh -c 'exec "$@"' sh "$@"; }
         how="su nobody"
     else
         skip "running as root and neither setpriv nor su can switch to nobody"
@@ -26,7 +26,7 @@ if [ "$(id -u)" -eq 0 ]; then
     as_user test -x "$KNOWN_SPLIT" || skip "user nobody cannot execute $KNOWN_SPLIT"
     as_user test -w "$WORK" || skip "user nobody cannot write $WORK"
 else
-    as_user() { "$@"; }
+    as_user() { limited "$@"; }
     how="the current user ($(id -un), not root)"
 fi
 log "recording as $how: uid $(as_user id -u), gid $(as_user id -g)"
@@ -36,6 +36,7 @@ as_user env HOME="$WORK" "$OPPROF" record -o "$WORK/res" -- "$KNOWN_SPLIT" --sec
     >"$WORK/rec.out" 2>"$WORK/rec.err"
 st=$?
 log "opprof record as an unprivileged user: exit $st"
+[ "$st" -eq 124 ] && die "opprof record as an unprivileged user hung (killed after ${TIME_LIMIT}s)"
 show stderr "$WORK/rec.err" 8
 
 if [ "$st" -eq 0 ]; then

@@ -8,12 +8,12 @@ require_all
 command -v perf >/dev/null 2>&1 || skip "perf not found"
 
 log "+ perf record -e cpu-clock -F 1000 --call-graph dwarf -o perf.data -- known_split --seconds $SECONDS_OF_WORK"
-if ! perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$WORK/perf.data" -- \
+if ! limited perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$WORK/perf.data" -- \
         "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK" >"$WORK/perf-record.out" 2>"$WORK/perf-record.err"; then
     show perf "$WORK/perf-record.err" 5
     skip "perf record failed here (see above)"
 fi
-if ! perf report -i "$WORK/perf.data" --stdio --no-children --sort sym -q -g none \
+if ! limited perf report -i "$WORK/perf.data" --stdio --no-children --sort sym -q -g none \
         >"$WORK/perf-report.txt" 2>"$WORK/perf-report.err"; then
     show perf "$WORK/perf-report.err" 5
     skip "perf report failed here (see above)"

@@ -1,0 +1,184 @@
+#!/bin/sh
+# bench/run.sh — opprof's recording and reporting costs next to perf's, on a
+# fixed amount of work. Not part of `make check`; about 2-4 minutes on 2 cores.
+#
+#   bench/run.sh [BUILDDIR]      (default: $OPPROF_BUILDDIR, else the source tree)
+#
+# Workload: tests/workloads/known_split --threads 2 --iterations N (the same
+# inner-loop iterations every run; N from $BENCH_ITERATIONS, default 1e9 per
+# thread, ~1.5 s). Three ways, $BENCH_RUNS runs each (default 3), median:
+#   bare     the workload alone
+#   opprof   opprof record (default rate 1000 Hz, full DWARF/CFI stacks)
+#   perf     perf record -e cpu-clock -F 1000 --call-graph dwarf (when perf works)
+# Prints wall time and its ratio to bare, samples, bytes on disk per sample, and
+# report throughput (samples/s) of `opprof report` and `perf report` on those
+# recordings. Then builds and runs bench/hotspots_bench.c when it exists.
+set -u
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-${OPPROF_BUILDDIR:-$SRC}}
+BUILD=$(cd "$BUILD" && pwd) || exit 1
+OPPROF="$BUILD/opprof"
+WORKLOAD="$BUILD/tests/workloads/known_split"
+ITER=${BENCH_ITERATIONS:-1000000000}
+RUNS=${BENCH_RUNS:-3}
+THREADS=2
+
+if [ ! -x "$WORKLOAD" ]; then
+    echo "bench: building the workload ($WORKLOAD)"
+    make -C "$BUILD" tests/workloads/known_split >/dev/null || {
+        echo "bench: cannot build $WORKLOAD (configure and make first)" >&2
+        exit 1
+    }
+fi
+[ -x "$OPPROF" ] || { echo "bench: $OPPROF not built (run make)" >&2; exit 1; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/opprof-bench.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 1' INT TERM HUP
+cd "$TMP" || exit 1
+
+now_ns() { date +%s%N; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# timed FILE CMD...: runs CMD, appends "wall_s cpu_s" (CPU = user+sys of CMD
+# and all its descendants) to FILE; returns CMD's status.
+timed() {
+    _f=$1
+    shift
+    python3 -c '
+import os, resource, subprocess, sys, time
+t0 = time.monotonic()
+st = subprocess.call(sys.argv[2:])
+wall = time.monotonic() - t0
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[1], "a") as f:
+    f.write("%.4f %.4f\n" % (wall, r.ru_utime + r.ru_stime))
+sys.exit(st if st >= 0 else 128 - st)
+' "$_f" "$@"
+}
+col() { awk -v c="$1" '{ print $c }' "$2"; }
+dir_bytes() { du -sb "$1" 2>/dev/null | awk '{ print $1 }'; }
+
+echo "opprof bench: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "workload: known_split --threads $THREADS --iterations $ITER (fixed work), $RUNS runs per mode, median"
+echo
+
+# --- bare ------------------------------------------------------------------
+: >bare.t
+for i in $(seq "$RUNS"); do
+    timed bare.t "$WORKLOAD" --threads "$THREADS" --iterations "$ITER" 2>/dev/null ||
+        echo "bench: the bare workload failed" >&2
+done
+bare=$(col 1 bare.t | median)
+bare_cpu=$(col 2 bare.t | median)
+
+# --- opprof ----------------------------------------------------------------
+: >op.t
+: >op.samples
+: >op.bytes
+: >op.rep
+for i in $(seq "$RUNS"); do
+    rm -rf "op$i"
+    if timed op.t "$OPPROF" record -o "op$i" -- "$WORKLOAD" --threads "$THREADS" --iterations "$ITER" \
+        >/dev/null 2>"op$i.err"; then
+        n=$(sed -n 's/^opprof record: \([0-9]*\) samples.*/\1/p' "op$i.err" | tail -n 1)
+        [ -n "$n" ] || n=0
+        echo "$n" >>op.samples
+        dir_bytes "op$i" >>op.bytes
+        : >op.rep1
+        timed op.rep1 "$OPPROF" report "op$i" --format text >/dev/null 2>&1
+        awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' op.rep1 >>op.rep
+    else
+        echo "bench: opprof record failed: $(tail -n 1 "op$i.err")" >&2
+    fi
+done
+op=$(col 1 op.t | median)
+op_cpu=$(col 2 op.t | median)
+op_samples=$(median <op.samples)
+op_bytes=$(median <op.bytes)
+op_rep=$(median <op.rep)
+
+# --- perf --------------------------------------------------------------------
+have_perf=0
+if command -v perf >/dev/null 2>&1 &&
+    perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o probe.data -- true >/dev/null 2>&1; then
+    have_perf=1
+fi
+rm -f probe.data
+if [ "$have_perf" = 1 ]; then
+    : >pf.t
+    : >pf.samples
+    : >pf.bytes
+    : >pf.rep
+    for i in $(seq "$RUNS"); do
+        if timed pf.t perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "pf$i.data" -- \
+            "$WORKLOAD" --threads "$THREADS" --iterations "$ITER" >/dev/null 2>"pf$i.err"; then
+            # Sample count: the Samples column of a per-comm table.
+            n=$(perf report -i "pf$i.data" --stdio -q -n --no-children --sort comm -g none 2>/dev/null |
+                awk '$1 ~ /%$/ { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) { s += $i; break } }
+                     END { print s + 0 }')
+            echo "$n" >>pf.samples
+            wc -c <"pf$i.data" >>pf.bytes
+            : >pf.rep1
+            timed pf.rep1 perf report -i "pf$i.data" --stdio >/dev/null 2>&1
+            awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' pf.rep1 >>pf.rep
+        else
+            echo "bench: perf record failed: $(tail -n 1 "pf$i.err")" >&2
+        fi
+        rm -f "pf$i.data"
+    done
+    pf=$(col 1 pf.t | median)
+    pf_cpu=$(col 2 pf.t | median)
+    pf_samples=$(median <pf.samples)
+    pf_bytes=$(median <pf.bytes)
+    pf_rep=$(median <pf.rep)
+fi
+
+# --- table -------------------------------------------------------------------
+row() { # name wall cpu samples bytes report_rate
+    awk -v name="$1" -v t="$2" -v c="$3" -v bare="$bare" -v bcpu="$bare_cpu" -v n="$4" -v b="$5" -v r="$6" 'BEGIN {
+        ratio = (bare > 0) ? sprintf("x%.3f", t / bare) : "-"
+        cratio = (bcpu > 0) ? sprintf("x%.3f", c / bcpu) : "-"
+        bps = (n > 0 && b != "-") ? sprintf("%.0f", b / n) : "-"
+        printf "%-8s %8.3f %9s %8.3f %9s %8s %11s %9s %12s\n", name, t, ratio, c, cratio,
+            (n == "-" ? "-" : sprintf("%d", n)), (b == "-" ? "-" : sprintf("%d", b)), bps,
+            (r == "-" || r == "nan" ? "-" : sprintf("%.0f", r))
+    }'
+}
+hdr() { printf "%-8s %8s %9s %8s %9s %8s %11s %9s %12s\n" "$@"; }
+hdr mode "wall s" "vs bare" "cpu s" "vs bare" samples bytes "B/sample" "report smp/s"
+hdr -------- ------ ------- ----- ------- ------- ----- -------- ------------
+row bare "$bare" "$bare_cpu" - - -
+row opprof "$op" "$op_cpu" "$op_samples" "$op_bytes" "$op_rep"
+if [ "$have_perf" = 1 ]; then
+    row perf "$pf" "$pf_cpu" "$pf_samples" "$pf_bytes" "$pf_rep"
+else
+    echo "perf     (perf missing or perf record with cpu-clock/dwarf fails here: skipped)"
+fi
+echo
+echo "median of $RUNS runs each. wall s / cpu s: wall time and user+sys CPU of the whole command"
+echo "(workload, opprof or perf, and their helpers); vs bare: ratio to the bare workload."
+echo "samples: opprof's summary line / perf report -n. bytes: result dir (du -sb) / perf.data."
+echo "report smp/s: samples / wall time of 'opprof report DIR --format text' and"
+echo "'perf report --stdio' (default call graphs)."
+echo "runs (wall s): bare $(col 1 bare.t | tr '\n' ' ')| opprof $(col 1 op.t | tr '\n' ' ')$([ "$have_perf" = 1 ] && echo "| perf $(col 1 pf.t | tr '\n' ' ')")"
+
+# --- hotspots_bench ------------------------------------------------------------
+echo
+if [ -f "$SRC/bench/hotspots_bench.c" ]; then
+    echo "== bench/hotspots_bench.c"
+    if gcc -std=gnu11 -O2 -D_GNU_SOURCE -I"$SRC" -I"$BUILD" "$SRC/bench/hotspots_bench.c" \
+        "$SRC/analyze/hotspots.c" "$SRC/analyze/profile_model.c" "$SRC/report/table.c" \
+        -o "$TMP/hotspots_bench" -lm 2>"$TMP/hb.err" ||
+        gcc -std=gnu11 -O2 -D_GNU_SOURCE -I"$SRC" -I"$BUILD" "$SRC/bench/hotspots_bench.c" \
+            "$BUILD/.libs/libopprof_core.a" $(pkg-config --libs libdw libelf 2>/dev/null) -lpfm \
+            -lstdc++ -lpthread -lm -o "$TMP/hotspots_bench" 2>>"$TMP/hb.err"; then
+        "$TMP/hotspots_bench" || echo "hotspots_bench exited $?"
+    else
+        echo "hotspots_bench did not build:"
+        tail -n 10 "$TMP/hb.err" | sed 's/^/  /'
+    fi
+else
+    echo "(bench/hotspots_bench.c not present: skipped)"
+fi
