@@ -202,11 +202,23 @@ static void start_after_fork_in_child(void)
 {
     if (!agent_started)
         return;
+    /* The inherited event keeps firing in the child while we rebuild its
+     * state: a sample taken in the middle of agent_queue_reset() would claim
+     * a slot that the reset then hands out again (the queue's head going
+     * backwards), and the next claim would spin forever. So refuse samples
+     * and hold SIGTRAP until the child's queue and writer are ready. */
+    atomic_store_explicit(&agent_accepting, 0, memory_order_release);
+    sigset_t trap, old;
+    sigemptyset(&trap);
+    sigaddset(&trap, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &trap, &old);
     cached_tid = 0;
     agent_queue_reset();
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
     agent_writer_atfork_child(); /* new stream file, new writer thread */
+    atomic_store_explicit(&agent_accepting, 1, memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void stop_agent(bool clean)
