@@ -297,6 +297,13 @@ int cmd_report(int argc, char **argv)
                 errno ? strerror(errno) : "write error");
         rc = 2;
     }
+    /* An empty profile is printed (its header and warnings say why) but is
+     * not a success: scripts must not take it for a measurement. */
+    if (rc == 0 && p->nsamples == 0) {
+        fprintf(stderr, "opprof report: %s has no samples%s\n", dir,
+                p->nwarnings ? " (see the warnings above)" : "");
+        rc = 1;
+    }
     profile_free(p);
     return rc;
 }

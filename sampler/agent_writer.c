@@ -520,6 +520,8 @@ static void map_live_counters(void)
 
 /* Opens proc-<pid>-<generation>.raw, the first generation not taken yet (a
  * pid that exec'ed already has one for each earlier image). */
+static int stream_generation;
+
 static int open_stream(void)
 {
     stream_pid = getpid();
@@ -527,8 +529,10 @@ static int open_stream(void)
     for (int gen = 0; gen < 1000; gen++) {
         snprintf(path, sizeof path, "%s/proc-%d-%d.raw", agent_config.result_dir, (int)stream_pid, gen);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0)
+        if (fd >= 0) {
+            stream_generation = gen;
             return fd;
+        }
         if (errno != EEXIST)
             return -1;
     }
@@ -559,7 +563,8 @@ static int begin_stream(void)
     read_maps();
     python_on = agent_python_probe();
     flush_outbuf();
-    if (live)
+    /* An exec'ed image is the same process: count each pid once. */
+    if (live && stream_generation == 0)
         __atomic_fetch_add(&live->processes, 1, __ATOMIC_RELAXED);
     return 0;
 }

@@ -23,7 +23,7 @@ WORK=
 
 # Seconds any one command (a recording, a report) may take before it counts as
 # hung; `timeout` kills its whole process group (opprof and the workload).
-TIME_LIMIT="${OPPROF_TEST_TIME_LIMIT:-120}"
+TIME_LIMIT="${OPPROF_TEST_TIME_LIMIT:-60}"
 
 log() { printf '%s\n' "$*"; }
 
@@ -111,7 +111,9 @@ show() {
 
 # record OUTDIR [record options] -- CMD...
 # Runs opprof record, stdout/stderr into OUTDIR.out / OUTDIR.err; sets
-# RECORD_STATUS and RECORD_ERR (the stderr file).
+# RECORD_STATUS and RECORD_ERR (the stderr file). A hang (time limit) ends the
+# test as failed, unless RECORD_HANG_OK=1: then it is a non-fatal failure and
+# RECORD_STATUS is 124.
 record() {
     _out=$1
     shift
@@ -122,7 +124,11 @@ record() {
     log "  exit status $RECORD_STATUS"
     if [ "$RECORD_STATUS" -eq 124 ]; then
         show stderr "$RECORD_ERR" 8
-        die "opprof record $* was still running after ${TIME_LIMIT}s: killed (hang)"
+        if [ "${RECORD_HANG_OK:-0}" = 1 ]; then
+            fail "opprof record $* was still running after ${TIME_LIMIT}s: killed (hang)"
+        else
+            die "opprof record $* was still running after ${TIME_LIMIT}s: killed (hang)"
+        fi
     fi
     show stderr "$RECORD_ERR" 8
 }
@@ -145,10 +151,13 @@ report_json() {
 }
 
 # Records the known_split workload and checks it succeeded: record_split OUTDIR ARGS...
+# Returns 1 only after a hang allowed by RECORD_HANG_OK=1.
 record_split() {
     _rs_dir=$1
     shift
     record "$_rs_dir" -- "$KNOWN_SPLIT" "$@"
+    # A hang with RECORD_HANG_OK=1 was counted already: the caller moves on.
+    [ "$RECORD_STATUS" -eq 124 ] && [ "${RECORD_HANG_OK:-0}" = 1 ] && return 1
     if [ "$RECORD_STATUS" -ne 0 ]; then
         die "opprof record of known_split $* exited $RECORD_STATUS (expected 0)"
     fi
@@ -267,8 +276,10 @@ for name in ("spin_a", "spin_b", "phase_a", "run_work"):
     r = by.get(name, [None])[0]
     if r is not None and r.get("module") != "known_split":
         fail("%s module is %r, expected known_split" % (name, r.get("module")))
-# Symbols that never run must never be named.
-for bad in ("split_lib_before", "split_lib_after", "_init", "_fini", "__cxa_finalize"):
+# Symbols that never run must never be named. (__cxa_finalize is not on the
+# list: it really runs at exit, and a process that does almost nothing else,
+# like the --exec parent, can take its one sample there.)
+for bad in ("split_lib_before", "split_lib_after", "_init", "_fini"):
     if bad in by:
         fail("a sample was named %s, a function that never runs (PC given a neighbouring symbol?)" % bad)
 others = [r for r in rows if r.get("name") not in ("spin_a", "spin_b", "spin_c") and r.get("self_pct", 0) > 1.0]
@@ -286,6 +297,33 @@ if failures == 0:
 # threads for SECONDS_OF_WORK at the default 1000 Hz.
 expected_samples() {
     awk -v s="$SECONDS_OF_WORK" -v t="$1" 'BEGIN { printf "%d\n", s * t * 1000 }'
+}
+
+# record_checked_split OUTDIR ROOT THREADS KNOWN_SPLIT_ARGS...
+# record_split + report (group by function, into OUTDIR.func.json) +
+# check_split. The machines are shared 2-core VMs: under a busy neighbour
+# the split measured by perf too wanders by ~2 pp, so a split outside the
+# tolerance is re-measured once (both attempts printed, with the load average);
+# a real attribution bug fails both. Returns 1 after a hang allowed by
+# RECORD_HANG_OK=1 or a failed report.
+record_checked_split() {
+    _rc_dir=$1 _rc_root=$2 _rc_threads=$3
+    shift 3
+    for _rc_try in 1 2; do
+        rm -rf "$_rc_dir"
+        record_split "$_rc_dir" "$@" || return 1
+        if ! report_json "$_rc_dir" "$_rc_dir.func.json" --group-by function; then
+            fail "opprof report --format json on $_rc_dir failed"
+            return 1
+        fi
+        _rc_saved=$FAILURES
+        check_split "$_rc_dir.func.json" "$_rc_root" "$(expected_samples "$_rc_threads")" && return 0
+        if [ "$_rc_try" = 1 ]; then
+            log "note: split outside ${TOL_PP} pp on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)); measuring again"
+            FAILURES=$_rc_saved
+        fi
+    done
+    return 0
 }
 
 # Prints the pid of the known_split process that did the work (from its

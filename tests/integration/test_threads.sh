@@ -5,13 +5,10 @@
 . "$(dirname "$0")/lib.sh"
 require_all
 
-record_split "$WORK/res" --threads 2 --seconds "$SECONDS_OF_WORK"
+record_checked_split "$WORK/res" worker_main 2 --threads 2 --seconds "$SECONDS_OF_WORK" ||
+    die "no report to check further"
 pid=$(worker_pid "$RECORD_ERR")
 log "workload pid: ${pid:-unknown}"
-
-report_json "$WORK/res" "$WORK/func.json" --group-by function ||
-    die "opprof report --format json failed"
-check_split "$WORK/func.json" worker_main "$(expected_samples 2)"
 
 report_json "$WORK/res" "$WORK/thread.json" --group-by thread --sort samples ||
     die "opprof report --group-by thread failed"

@@ -7,23 +7,25 @@
 require_all
 command -v perf >/dev/null 2>&1 || skip "perf not found"
 
-log "+ perf record -e cpu-clock -F 1000 --call-graph dwarf -o perf.data -- known_split --seconds $SECONDS_OF_WORK"
-if ! limited perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$WORK/perf.data" -- \
-        "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK" >"$WORK/perf-record.out" 2>"$WORK/perf-record.err"; then
-    show perf "$WORK/perf-record.err" 5
-    skip "perf record failed here (see above)"
-fi
-if ! limited perf report -i "$WORK/perf.data" --stdio --no-children --sort sym -q -g none \
-        >"$WORK/perf-report.txt" 2>"$WORK/perf-report.err"; then
-    show perf "$WORK/perf-report.err" 5
-    skip "perf report failed here (see above)"
-fi
-grep -Eq '^ *[0-9.]+% ' "$WORK/perf-report.txt" || skip "perf report printed no percentages"
+# One measurement: perf, then opprof, then the comparison (0 when they agree).
+measure() {
+    log "+ perf record -e cpu-clock -F 1000 --call-graph dwarf -o perf.data -- known_split --seconds $SECONDS_OF_WORK"
+    if ! limited perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$WORK/perf.data" -- \
+            "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK" >"$WORK/perf-record.out" 2>"$WORK/perf-record.err"; then
+        show perf "$WORK/perf-record.err" 5
+        skip "perf record failed here (see above)"
+    fi
+    if ! limited perf report -i "$WORK/perf.data" --stdio --no-children --sort sym -q -g none \
+            >"$WORK/perf-report.txt" 2>"$WORK/perf-report.err"; then
+        show perf "$WORK/perf-report.err" 5
+        skip "perf report failed here (see above)"
+    fi
+    grep -Eq '^ *[0-9.]+% ' "$WORK/perf-report.txt" || skip "perf report printed no percentages"
 
-record_split "$WORK/res" --seconds "$SECONDS_OF_WORK"
-report_json "$WORK/res" "$WORK/func.json" --group-by function || die "opprof report failed"
+    record_split "$WORK/res" --seconds "$SECONDS_OF_WORK"
+    report_json "$WORK/res" "$WORK/func.json" --group-by function || die "opprof report failed"
 
-pycheck '
+    pycheck '
 doc = load(sys.argv[1]); tol = float(sys.argv[3])
 perf = {}
 for line in open(sys.argv[2]):
@@ -47,5 +49,16 @@ for name, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
     if p is not None and abs(p - truth) > tol:
         print("note: perf itself is %.2f pp off the ground truth for %s" % (p - truth, name))
 ' "$WORK/func.json" "$WORK/perf-report.txt" "$TOL_PP"
+}
+
+# As in lib.sh's record_checked_split: a disagreement is measured again once
+# (a busy neighbour on the shared VM moves perf's figures too).
+saved=$FAILURES
+if ! measure; then
+    log "note: opprof and perf disagreed on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)); measuring again"
+    FAILURES=$saved
+    rm -rf "$WORK/res" "$WORK/perf.data"
+    measure
+fi
 
 finish

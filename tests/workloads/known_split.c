@@ -47,7 +47,7 @@
 
 #define NOINLINE __attribute__((noipa, noinline))
 
-/* Inner-loop iterations per unit; a round is 10 units (5 a + 3 b + 2 c).
+/* Mean inner-loop iterations per unit; a round is 10 units (5 a + 3 b + 2 c).
  * Volatile so no call site sees a constant (no constant-propagated clones). */
 static volatile uint64_t unit_iterations = 20000;
 #define UNITS_PER_ROUND 10
@@ -102,15 +102,25 @@ NOINLINE uint64_t phase_c(uint64_t n)
 
 NOINLINE uint64_t run_work(uint64_t rounds, uint64_t counts[3])
 {
-    uint64_t u = unit_iterations, acc = 0;
+    /* Each round is 5:3:2 exactly, but its length varies pseudo-randomly
+     * (unit in [u0/2, 3*u0/2), mean u0, the same xorshift sequence in every
+     * run and thread: fixed work stays fixed). A constant round period phase-
+     * locks with a timer sampler (1 ms period vs ~0.3 ms rounds, sched-in
+     * aligned to ticks on a busy machine) and perf itself then misread the
+     * split by up to 3 pp; with varying rounds the error is only statistical. */
+    uint64_t u0 = unit_iterations, acc = 0, x = 0x9e3779b97f4a7c15ull;
     for (uint64_t r = 0; r < rounds; r++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t u = u0 / 2 + x % u0;
         acc += phase_a(5 * u);
         acc += phase_b(3 * u);
         acc += phase_c(2 * u);
+        counts[0] += 5 * u;
+        counts[1] += 3 * u;
+        counts[2] += 2 * u;
     }
-    counts[0] += rounds * 5 * u;
-    counts[1] += rounds * 3 * u;
-    counts[2] += rounds * 2 * u;
     sink += acc;
     return acc;
 }
