@@ -648,7 +648,8 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
         }
     }
     closedir(d);
-    qsort(names, nnames, sizeof *names, compare_stream_names);
+    if (nnames > 1)
+        qsort(names, nnames, sizeof *names, compare_stream_names);
 
     struct symbolizer *sym = symbolizer_new(dir);
     uint32_t *scratch = NULL;
@@ -674,7 +675,8 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
     if (!p->complete)
         warnf(p, "the recording did not finish (opprof record was interrupted or is still running); "
                  "figures cover what was written");
-    qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    if (p->nsamples > 1)
+        qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
     *out = p;
     return 0;
 }

@@ -14,8 +14,8 @@ run_suite() {
     opprof_build "$builddir" "$@"
     if ! make -C "$builddir" -j1 check; then
         status=1
-        for log in "$builddir"/tests/unit/*.log "$builddir"/tests/integration/*.log; do
-            [ -f "$log" ] && grep -q -E "^(FAIL|ERROR)" "${log%.log}.trs" 2>/dev/null && { echo "==== $log"; cat "$log"; }
+        for trs in "$builddir"/tests/unit/*.trs "$builddir"/tests/integration/*.trs; do
+            [ -f "$trs" ] && grep -q -E "^:test-result: (FAIL|ERROR)" "$trs" && { echo "==== ${trs%.trs}.log"; cat "${trs%.trs}.log"; }
         done
     fi
     # CUnit's summary, for the record.
