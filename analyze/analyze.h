@@ -132,6 +132,11 @@ enum group_by {
     GROUP_MODULE,
     GROUP_THREAD,
     GROUP_PROCESS,
+    /* PyTorch views (analyze/hotspots_torch.c); see "Operators" below. */
+    GROUP_OP,     /* innermost operator frame: "aten::bmm", "AddmmBackward0" */
+    GROUP_LINE,   /* Python file:line (self: innermost Python frame) */
+    GROUP_PYTHON, /* Python function: qualname + file (self: innermost) */
+    GROUP_KERNEL, /* innermost native function, per operator it ran under */
 };
 
 enum sort_key {
@@ -148,6 +153,7 @@ struct hotspot_row {
     uint64_t self;         /* weight where this key is the leaf */
     uint64_t total;        /* weight where the key is anywhere on the stack (once per sample) */
     uint64_t samples;      /* number of samples counted in total */
+    char *detail;          /* the table's extra column (detail_title), or NULL */
 };
 
 struct hotspot_table {
@@ -155,6 +161,15 @@ struct hotspot_table {
     size_t nrows;
     uint64_t total_weight; /* denominator of every percentage */
     uint64_t period_ns;    /* to turn weights into time */
+    /* Column titles when the table is not a function table (static strings,
+     * NULL: the default "Module" and no detail column). detail_key names the
+     * detail in CSV/JSON. */
+    const char *module_title;
+    const char *detail_title;
+    const char *detail_key;
+    /* Nonzero: rows also get a "Share" = total / share_denominator (callers
+     * of an operator: the share of that operator's total time). */
+    uint64_t share_denominator;
 };
 
 /* Computes the table for the whole profile. Returns 0, -1 on out of memory. */
@@ -162,7 +177,10 @@ int hotspots_compute(const struct profile *p, enum group_by by, struct hotspot_t
 
 /* Callers (callees == false) or callees of the function(s) named name:
  * one row per immediate caller/callee, weight = samples whose stack has that
- * edge (counted once per sample). Returns 0; -1 when no frame matches name. */
+ * edge (counted once per sample). Returns 0; -1 when no frame matches name.
+ * When no frame is named exactly name but an operator is ("bmm" or
+ * "aten::bmm"), the rows are that operator's Python callers, or with callees
+ * its kernels (see hotspots_op_neighbours). */
 int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
                         struct hotspot_table *out);
 
@@ -174,5 +192,140 @@ int sort_key_parse(const char *text, enum sort_key *out);
 const char *group_by_name(enum group_by by);
 /* Canonical word for a sort key ("self", "total", ...), as sort_key_parse takes it. */
 const char *sort_key_name(enum sort_key key);
+
+
+/* ------------------------------------------------------------------------- */
+/* PMU derived metrics (analyze/metrics.c): pure functions; NaN = not counted */
+/* ------------------------------------------------------------------------- */
+#include "sampler/sampler.h"
+
+/* value x enabled/running (multiplexing); NaN when the counter never ran.
+ * running_fraction (may be NULL) gets running/enabled. */
+double metric_scale(uint64_t value, uint64_t enabled, uint64_t running, double *running_fraction);
+double metric_ratio(double num, double den); /* NaN when den <= 0 or either is NaN */
+double metric_cpi(double cycles, double instructions);
+double metric_ipc(double cycles, double instructions);
+/* (CAS reads + writes) x 64 B / s: uncore memory-controller counts, socket-wide. */
+double metric_bandwidth_bytes_per_s(double cas_reads, double cas_writes, double seconds);
+/* LLC misses x 64 B / s: an estimate (prefetches and writebacks are missed). */
+double metric_llc_estimate_bytes_per_s(double llc_misses, double seconds);
+double metric_rate_per_s(double count, double seconds);
+double metric_cpus_utilized(double task_clock_ns, double wall_ns);
+double stat_count_scaled(const struct stat_count *c, double *running_fraction);
+
+struct stat_metrics {
+    double wall_s, task_clock_ns, cpus_utilized;
+    double cycles, instructions, cpi, ipc, ghz;
+    double l2_misses, l2_refs, l2_miss_ratio, l2_miss_rate; /* rate: per instruction */
+    double llc_misses, llc_refs, llc_miss_ratio;
+    double bandwidth_bytes_per_s;
+    bool bandwidth_estimate;    /* from LLC misses x 64 */
+    bool bandwidth_socket_wide; /* from uncore counters: every process on the socket */
+};
+void stat_metrics_compute(const struct stat_result *r, struct stat_metrics *m);
+/* --- end of PMU derived metrics -------------------------------------------- */
+
+/* ------------------------------------------------------------------------- */
+/* Operators (analyze/operators.c, analyze/hotspots_torch.c)                 */
+/* ------------------------------------------------------------------------- */
+/* Operator attribution as design.md defines it. Op names are what
+ * torch.profiler's key_averages shows: "aten::<op>" for ATen operators (the
+ * overload dropped: at::_ops::add_Tensor::call -> "aten::add", in-place kept:
+ * add__Tensor -> "aten::add_") and the node name for autograd nodes
+ * (torch::autograd::generated::AddmmBackward0::apply -> "AddmmBackward0"). */
+enum op_frame_kind {
+    OP_FRAME_NONE = 0,
+    OP_FRAME_ATEN,     /* at::_ops::<op>::call / ::redispatch */
+    OP_FRAME_AUTOGRAD, /* torch::autograd::[generated::]<Node>::apply */
+    OP_FRAME_FALLBACK, /* at::native::<op>(...), at::cpu::<op>(...): operator
+                          frames only in samples without any at::_ops frame */
+};
+/* Classifies a frame name and writes the op name into buf (len bytes);
+ * OP_FRAME_NONE (buf unspecified) when it is no operator frame. */
+enum op_frame_kind op_frame_classify(const char *name, char *buf, size_t len);
+/* buf holding the op name, or NULL when name is no operator frame. */
+const char *op_name_from_frame(const char *name, char *buf, size_t len);
+/* Whether a user's query names op: "bmm" and "aten::bmm" both name "aten::bmm". */
+bool op_name_matches(const char *op, const char *query);
+
+/* Rows for "[no operator]" / "[no Python frame]" / "[no native frame]". */
+#define NO_OPERATOR_NAME "[no operator]"
+#define NO_PYTHON_FRAME_NAME "[no Python frame]"
+#define NO_NATIVE_FRAME_NAME "[no native frame]"
+
+/* The canonical op name in p matching query (see op_name_matches), copied into
+ * buf; false when no operator of p matches. */
+bool hotspots_find_operator(const struct profile *p, const char *query, char *buf, size_t len);
+/* Callers (callees == false) of operator op: one row per Python line, the
+ * innermost Python frame rootward of the op's innermost frame ("train.py:42",
+ * detail = the Python function, source = full path:line); self = samples where
+ * op is the innermost operator, total = samples with op anywhere; the share
+ * column divides by op's total. Callees: the kernels (innermost native
+ * function) of the samples whose innermost operator is op; share of op's self. */
+int hotspots_op_neighbours(const struct profile *p, const char *op, bool callees,
+                           struct hotspot_table *out);
+
+/* ------------------------------------------------------------------------- */
+/* Phases (analyze/phases.c)                                                  */
+/* ------------------------------------------------------------------------- */
+/* Each sample gets one phase; the first rule that matches wins:
+ *   1. optimizer    a Python frame whose qualname contains "Optimizer.step" or
+ *                   whose file is under /torch/optim/
+ *   2. backward     an autograd node (...::apply) or torch::autograd::Engine::
+ *                   frame, or a Python frame backward() under /torch/autograd/
+ *                   or in torch/_tensor.py
+ *   3. data loading a Python frame under /torch/utils/data/ (DataLoader, its
+ *                   workers and collate)
+ *   4. forward      an operator frame, or a Python frame named forward or
+ *                   _call_impl (nn.Module.__call__)
+ *   5. other        the rest (interpreter start-up, imports, plain Python)
+ * The optimizer runs ops and may sit under nothing else, so it goes first;
+ * backward before data loading because the engine never runs under a
+ * DataLoader; data loading before forward because collate runs ops. */
+enum phase {
+    PHASE_FORWARD = 0,
+    PHASE_BACKWARD,
+    PHASE_OPTIMIZER,
+    PHASE_DATA_LOADING,
+    PHASE_OTHER,
+    PHASE_COUNT
+};
+struct phase_summary {
+    uint64_t weight[PHASE_COUNT];
+    uint64_t samples[PHASE_COUNT];
+    uint64_t total_weight;  /* sum of weight[] */
+    bool pytorch;           /* the profile has operator or Python frames: the
+                               phases mean something */
+};
+const char *phase_name(enum phase ph);
+/* The phase of one stack (rules above). */
+enum phase phase_of_stack(const struct profile *p, const struct prof_stack *st);
+/* Returns 0, -1 on out of memory. */
+int phases_compute(const struct profile *p, struct phase_summary *out);
+
+/* ------------------------------------------------------------------------- */
+/* Findings (analyze/findings.c)                                              */
+/* ------------------------------------------------------------------------- */
+/* One-line hints, each backed by the figures it quotes, emitted only when its
+ * threshold is met (thresholds in findings.c). */
+enum finding_kind {
+    FINDING_REFERENCE_BLAS = 0, /* time in netlib BLAS routines of libblas.so* */
+    FINDING_INTERPRETER,        /* time in the Python interpreter, not in ops */
+    FINDING_DOMINANT_OP,        /* one operator takes most self time */
+};
+struct finding {
+    enum finding_kind kind;
+    const char *id;   /* "reference_blas", "interpreter_bound", "dominant_operator" */
+    double share;     /* the share (0..1) of CPU time the finding is about */
+    char *text;       /* the sentence shown to the user */
+};
+struct findings {
+    struct finding *items;
+    size_t n;
+};
+/* Returns 0 (out->n may be 0), -1 on out of memory. */
+int findings_compute(const struct profile *p, struct findings *out);
+void findings_free(struct findings *f);
+/* --- end of operators, phases and findings -------------------------------- */
 
 #endif

@@ -22,25 +22,12 @@
 #include <inttypes.h>
 
 #include "analyze/analyze.h"
+#include "analyze/hotspots_internal.h"
 
 /* ------------------------------------------------------------------------- */
 /* Row builder: a growable row array plus a hash index on (name, module)      */
 /* ------------------------------------------------------------------------- */
 
-struct slot {
-    uint32_t hash;
-    uint32_t row_plus1; /* 0: empty slot */
-};
-
-struct builder {
-    struct hotspot_row *rows;
-    size_t nrows, cap;
-    uint32_t *gen;        /* per row: 1 + index of the last stack that counted it */
-    const char **src_file;/* per row: source file of the lowest line seen */
-    int *src_line;
-    struct slot *slots;
-    size_t nslots;        /* power of two */
-};
 
 /* FNV-1a over name, a separator, and module: cheap, and good enough for the
  * few thousand distinct keys a profile has. */
@@ -65,9 +52,9 @@ static int key_equal(const struct hotspot_row *r, const char *name, const char *
     return strcmp(r->module, module) == 0;
 }
 
-static int builder_rehash(struct builder *b, size_t nslots)
+static int builder_rehash(struct hs_builder *b, size_t nslots)
 {
-    struct slot *slots = calloc(nslots, sizeof *slots);
+    struct hs_slot *slots = calloc(nslots, sizeof *slots);
     if (!slots)
         return -1;
     for (size_t i = 0; i < b->nslots; i++) {
@@ -91,7 +78,7 @@ static char *dup_or_null(const char *s)
 
 /* Returns the row for (name, module), adding an empty one when it is new;
  * -1 on out of memory. module NULL is a key of its own (non-function rows). */
-static long builder_row(struct builder *b, const char *name, const char *module)
+long hs_builder_row(struct hs_builder *b, const char *name, const char *module)
 {
     uint32_t h = key_hash(name, module);
     if (b->nslots) {
@@ -148,7 +135,7 @@ static long builder_row(struct builder *b, const char *name, const char *module)
 /* Remembers the lowest source line seen for a function row: the lowest line
  * of a function's sampled PCs is the best available stand-in for where it is
  * defined. A known line beats a file without a line. */
-static void builder_note_source(struct builder *b, size_t row, const struct prof_frame *f)
+void hs_builder_note_source(struct hs_builder *b, size_t row, const struct prof_frame *f)
 {
     if (!f->source_file || !f->source_file[0])
         return;
@@ -160,19 +147,20 @@ static void builder_note_source(struct builder *b, size_t row, const struct prof
     }
 }
 
-static void builder_free_rows(struct builder *b)
+static void builder_free_rows(struct hs_builder *b)
 {
     for (size_t i = 0; i < b->nrows; i++) {
         free(b->rows[i].name);
         free(b->rows[i].module);
         free(b->rows[i].source);
+        free(b->rows[i].detail);
     }
     free(b->rows);
     b->rows = NULL;
     b->nrows = 0;
 }
 
-static void builder_free_index(struct builder *b)
+static void builder_free_index(struct hs_builder *b)
 {
     free(b->gen);
     free(b->src_file);
@@ -186,7 +174,7 @@ static void builder_free_index(struct builder *b)
 
 /* Hands the rows to out (formatting the source of each row) and releases the
  * index. Returns -1 (and frees everything) on out of memory. */
-static int builder_finish(struct builder *b, const struct profile *p, uint64_t counted_weight,
+int hs_builder_finish(struct hs_builder *b, const struct profile *p, uint64_t counted_weight,
                           struct hotspot_table *out)
 {
     for (size_t i = 0; i < b->nrows; i++) {
@@ -216,7 +204,7 @@ static int builder_finish(struct builder *b, const struct profile *p, uint64_t c
     return 0;
 }
 
-static void builder_abort(struct builder *b)
+void hs_builder_abort(struct hs_builder *b)
 {
     builder_free_rows(b);
     builder_free_index(b);
@@ -229,7 +217,7 @@ static void builder_abort(struct builder *b)
 /* Folds the samples into weight and count per stack index. Samples with an
  * out-of-range stack index are folded into the extra slot at nstacks, which
  * callers treat as an empty stack, so the self column still adds up. */
-static int fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count)
+int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count)
 {
     *weight = calloc(p->nstacks + 1, sizeof **weight);
     *count = calloc(p->nstacks + 1, sizeof **count);
@@ -274,7 +262,7 @@ static int fold_by_thread(const struct profile *p, uint64_t **weight, uint64_t *
 static int compute_by_frames(const struct profile *p, bool by_module, struct hotspot_table *out)
 {
     uint64_t *sw, *sc;
-    if (fold_by_stack(p, &sw, &sc) != 0)
+    if (hs_fold_by_stack(p, &sw, &sc) != 0)
         return -1;
     /* frame index -> row index + 1 (0: not mapped yet) */
     uint32_t *frame_row = calloc(p->nframes + 1, sizeof *frame_row);
@@ -283,7 +271,7 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
         free(sc);
         return -1;
     }
-    struct builder b = {0};
+    struct hs_builder b = {0};
     uint64_t counted = 0;
     for (size_t s = 0; s <= p->nstacks; s++) {
         uint64_t w = sw[s], n = sc[s];
@@ -300,13 +288,13 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
                 continue;
             if (!frame_row[f]) {
                 const struct prof_frame *fr = &p->frames[f];
-                long r = by_module ? builder_row(&b, fr->module, NULL)
-                                   : builder_row(&b, fr->name, fr->module);
+                long r = by_module ? hs_builder_row(&b, fr->module, NULL)
+                                   : hs_builder_row(&b, fr->name, fr->module);
                 if (r < 0)
                     goto oom;
                 frame_row[f] = (uint32_t)r + 1;
                 if (!by_module)
-                    builder_note_source(&b, (size_t)r, fr);
+                    hs_builder_note_source(&b, (size_t)r, fr);
             }
             size_t r = frame_row[f] - 1;
             if (!any) {
@@ -321,8 +309,8 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
         }
         if (!any) {
             /* No frame at all: a row of its own, so self still sums to the total. */
-            long r = by_module ? builder_row(&b, NO_MODULE_NAME, NULL)
-                               : builder_row(&b, NO_STACK_NAME, NO_MODULE_NAME);
+            long r = by_module ? hs_builder_row(&b, NO_MODULE_NAME, NULL)
+                               : hs_builder_row(&b, NO_STACK_NAME, NO_MODULE_NAME);
             if (r < 0)
                 goto oom;
             b.rows[r].self += w;
@@ -333,12 +321,12 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
     free(sw);
     free(sc);
     free(frame_row);
-    return builder_finish(&b, p, counted, out);
+    return hs_builder_finish(&b, p, counted, out);
 oom:
     free(sw);
     free(sc);
     free(frame_row);
-    builder_abort(&b);
+    hs_builder_abort(&b);
     return -1;
 }
 
@@ -368,7 +356,7 @@ static int compute_by_thread(const struct profile *p, bool by_process, struct ho
     uint64_t *tw, *tc;
     if (fold_by_thread(p, &tw, &tc) != 0)
         return -1;
-    struct builder b = {0};
+    struct hs_builder b = {0};
     uint64_t counted = 0;
     char key[256];
     for (size_t t = 0; t < p->nthreads; t++) {
@@ -390,11 +378,11 @@ static int compute_by_thread(const struct profile *p, bool by_process, struct ho
             else
                 snprintf(key, sizeof key, "tid %" PRIu32 " pid %" PRIu32, th->tid, th->pid);
         }
-        long r = builder_row(&b, key, NULL);
+        long r = hs_builder_row(&b, key, NULL);
         if (r < 0) {
             free(tw);
             free(tc);
-            builder_abort(&b);
+            hs_builder_abort(&b);
             return -1;
         }
         b.rows[r].self += tw[t];
@@ -404,7 +392,7 @@ static int compute_by_thread(const struct profile *p, bool by_process, struct ho
     }
     free(tw);
     free(tc);
-    return builder_finish(&b, p, counted, out);
+    return hs_builder_finish(&b, p, counted, out);
 }
 
 int hotspots_compute(const struct profile *p, enum group_by by, struct hotspot_table *out)
@@ -419,6 +407,11 @@ int hotspots_compute(const struct profile *p, enum group_by by, struct hotspot_t
         return compute_by_thread(p, false, out);
     case GROUP_PROCESS:
         return compute_by_thread(p, true, out);
+    case GROUP_OP:
+    case GROUP_LINE:
+    case GROUP_PYTHON:
+    case GROUP_KERNEL:
+        return hotspots_compute_torch(p, by, out);
     }
     return -1;
 }
@@ -454,7 +447,7 @@ static size_t match_frames(const struct profile *p, const char *name, bool *matc
 
 /* Counts the neighbour row r for one distinct stack: total once per sample
  * (generation marker), self when the edge ends at the leaf. */
-static void count_edge(struct builder *b, size_t r, uint32_t gen, bool at_leaf, uint64_t w,
+static void count_edge(struct hs_builder *b, size_t r, uint32_t gen, bool at_leaf, uint64_t w,
                        uint64_t n, uint32_t *self_gen)
 {
     if (b->gen[r] != gen) {
@@ -486,6 +479,14 @@ int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
                         struct hotspot_table *out)
 {
     memset(out, 0, sizeof *out);
+    /* A function named exactly name wins; else an operator ("bmm"); else the
+     * functions whose name contains it. */
+    char op[256];
+    bool exact = false;
+    for (size_t f = 0; f < p->nframes && !exact; f++)
+        exact = strcmp(p->frames[f].name, name) == 0;
+    if (!exact && hotspots_find_operator(p, name, op, sizeof op))
+        return hotspots_op_neighbours(p, op, callees, out);
     bool *match = calloc(p->nframes + 1, sizeof *match);
     if (!match)
         return -1;
@@ -497,9 +498,9 @@ int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
     uint32_t *frame_row = calloc(p->nframes + 1, sizeof *frame_row);
     uint32_t *self_gen = NULL;
     size_t self_gen_cap = 0;
-    struct builder b = {0};
+    struct hs_builder b = {0};
     long special = -1; /* the [root] or [self] row, made on first use */
-    if (!frame_row || fold_by_stack(p, &sw, &sc) != 0)
+    if (!frame_row || hs_fold_by_stack(p, &sw, &sc) != 0)
         goto oom;
     for (size_t s = 0; s < p->nstacks; s++) {
         if (sc[s] == 0)
@@ -516,7 +517,7 @@ int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
             long r;
             if (j < 0 || j >= (long)st->nframes || st->frames[j] >= p->nframes) {
                 if (special < 0)
-                    special = builder_row(&b, callees ? SELF_NAME : ROOT_NAME, NULL);
+                    special = hs_builder_row(&b, callees ? SELF_NAME : ROOT_NAME, NULL);
                 r = special;
                 if (callees)
                     edge_at_leaf = true; /* [self] is the function's own time */
@@ -524,10 +525,10 @@ int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
                 uint32_t g = st->frames[j];
                 if (!frame_row[g]) {
                     const struct prof_frame *fr = &p->frames[g];
-                    r = builder_row(&b, fr->name, fr->module);
+                    r = hs_builder_row(&b, fr->name, fr->module);
                     if (r >= 0) {
                         frame_row[g] = (uint32_t)r + 1;
-                        builder_note_source(&b, (size_t)r, fr);
+                        hs_builder_note_source(&b, (size_t)r, fr);
                     }
                 } else {
                     r = (long)frame_row[g] - 1;
@@ -552,14 +553,14 @@ int hotspots_neighbours(const struct profile *p, const char *name, bool callees,
     free(sc);
     free(frame_row);
     free(self_gen);
-    return builder_finish(&b, p, p->total_weight, out);
+    return hs_builder_finish(&b, p, p->total_weight, out);
 oom:
     free(match);
     free(sw);
     free(sc);
     free(frame_row);
     free(self_gen);
-    builder_abort(&b);
+    hs_builder_abort(&b);
     return -1;
 }
 
@@ -579,8 +580,12 @@ static int cmp_name_module(const struct hotspot_row *a, const struct hotspot_row
     if (c)
         return c;
     if (!a->module || !b->module)
-        return (a->module != NULL) - (b->module != NULL);
-    return strcmp(a->module, b->module);
+        c = (a->module != NULL) - (b->module != NULL);
+    else
+        c = strcmp(a->module, b->module);
+    if (c || !a->detail || !b->detail)
+        return c ? c : (a->detail != NULL) - (b->detail != NULL);
+    return strcmp(a->detail, b->detail);
 }
 
 static int cmp_self(const void *x, const void *y)
@@ -636,6 +641,7 @@ void hotspots_free(struct hotspot_table *t)
         free(t->rows[i].name);
         free(t->rows[i].module);
         free(t->rows[i].source);
+        free(t->rows[i].detail);
     }
     free(t->rows);
     t->rows = NULL;
@@ -654,8 +660,11 @@ static const struct {
 } group_names[] = {
     {"function", GROUP_FUNCTION}, {"module", GROUP_MODULE},
     {"thread", GROUP_THREAD},     {"process", GROUP_PROCESS},
+    {"op", GROUP_OP},             {"line", GROUP_LINE},
+    {"python", GROUP_PYTHON},     {"kernel", GROUP_KERNEL},
     {"symbol", GROUP_FUNCTION},   {"dso", GROUP_MODULE},
     {"tid", GROUP_THREAD},        {"pid", GROUP_PROCESS},
+    {"operator", GROUP_OP},
 };
 
 int group_by_parse(const char *text, enum group_by *out)

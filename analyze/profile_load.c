@@ -233,8 +233,12 @@ static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct
         const char *module = f.module ? f.module : "[unknown]";
         enum frame_kind kind = FRAME_NATIVE;
         if (found != 0 || !f.function) {
+            /* All PCs of one unnamed function share its start (from .eh_frame
+             * when the symbol table does not cover it), so they merge into
+             * one row; without a start, the PC's own offset. */
             if (f.module)
-                snprintf(name, sizeof name, "%s+0x%" PRIx64, f.module, f.module_offset);
+                snprintf(name, sizeof name, "%s+0x%" PRIx64, f.module,
+                         f.function_start ? f.function_start : f.module_offset);
             else
                 snprintf(name, sizeof name, "[unknown] 0x%" PRIx64, pc);
             kind = FRAME_UNKNOWN;

@@ -7,5 +7,7 @@
 
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -21,6 +21,8 @@ static void record_usage(FILE *out)
           "  -g, --call-graph MODE      dwarf (CFI, default; works without frame pointers),\n"
           "                             fp (frame pointers), none (leaf function only)\n"
           "  -q, --quiet                no live status line and no summary\n"
+          "  -e, --event EVENTS         sampling leader (and counted members), as opprof stat -e;\n"
+          "                             without a PMU: one line, then the task-clock timer\n"
           "\n"
           "The exit status is the workload's (128+N when it was killed by signal N).\n",
           out);
@@ -33,6 +35,7 @@ int cmd_record(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"call-graph", required_argument, NULL, 'g'},
         {"quiet", no_argument, NULL, 'q'},
+        {"event", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -41,7 +44,7 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     opterr = 0;
     /* '+': stop at the first non-option, which is the workload's command. */
-    while ((c = getopt_long(argc, argv, "+F:o:g:qh", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+F:o:g:qe:h", options, NULL)) != -1) {
         switch (c) {
         case 'F': {
             char *end;
@@ -70,6 +73,9 @@ int cmd_record(int argc, char **argv)
             break;
         case 'q':
             o.quiet = true;
+            break;
+        case 'e':
+            o.events = optarg;
             break;
         case 'h':
             record_usage(stdout);

@@ -16,6 +16,11 @@ static void usage(FILE *out)
           "  report [DIR] [--sort self|total|samples|name] [--group-by function|module|thread|process]\n"
           "         [--limit N] [--format text|csv|json] [--callers NAME] [--callees NAME]\n"
           "         hotspot tables from a result directory (the newest opprof.NNN by default)\n"
+          "  export [DIR...] [--flamegraph F.svg] [--inverted] [--folded F] [--speedscope F.json]\n"
+          "         [--chrome-trace F.json] [--pstats F.pstats] [--html F.html]\n"
+          "         write a result directory for other viewers (several DIRs: one Chrome trace)\n"
+          "  stat [-e EVENTS] [--metrics cpi|memory|cache] [-o FILE] -- CMD [ARGS]\n"
+          "         count events over the whole run (software events always; PMU where present)\n"
           "\n"
           "  opprof COMMAND --help   options of one command\n"
           "  opprof --version\n",
@@ -33,6 +38,10 @@ int main(int argc, char **argv)
         return cmd_record(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
         return cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "stat") == 0)
+        return cmd_stat(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -41,6 +50,6 @@ int main(int argc, char **argv)
         printf("opprof %s\n", PACKAGE_VERSION);
         return 0;
     }
-    fprintf(stderr, "opprof: unknown command '%s' (commands: record, report; see opprof --help)\n", cmd);
+    fprintf(stderr, "opprof: unknown command '%s' (commands: record, report, stat, export; see opprof --help)\n", cmd);
     return 2;
 }

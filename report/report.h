@@ -32,4 +32,39 @@ void report_print_header(FILE *out, const struct profile *p);
 int report_print_table(FILE *out, const struct profile *p, const struct hotspot_table *t,
                        const struct report_options *opts, const char *title);
 
+
+/* ------------------------------------------------------------------------- */
+/* opprof stat (report/stat_table.c)                                         */
+/* ------------------------------------------------------------------------- */
+/* perf-stat-like table of a counting run: counted events (scaled ones marked
+ * with their running %), derived metrics, elapsed/user/sys, exit status. */
+void report_print_stat(FILE *out, const struct stat_result *r, const char *command);
+/* --- end of opprof stat ---------------------------------------------------- */
+
+/* --- exports (report/export_*.c, `opprof export`) -------------------------- */
+/* Each writes one file format to out and returns 0, or -1 on out of memory.
+ * Weights are sample weights (timer periods), so every figure adds up to the
+ * report's total_weight. */
+struct export_options {
+    bool inverted;         /* flame graph as an icicle (root at the top) */
+    const char *title;     /* flame graph / page title; NULL: from the command */
+    unsigned online_cpus;  /* from the result's info file; 0: unknown */
+};
+/* Brendan Gregg's folded stacks: "root;...;leaf count\n", sorted. */
+int export_folded(FILE *out, const struct profile *p);
+/* Self-contained interactive SVG flame graph (embedded: no XML prolog, for
+ * inlining into HTML). */
+int export_flamegraph(FILE *out, const struct profile *p, const struct export_options *o, bool embedded);
+/* speedscope's file format: one sampled profile per thread. */
+int export_speedscope(FILE *out, const struct profile *p);
+/* Chrome Trace Event JSON of one or more profiles on one clock; o[i] per profile. */
+int export_chrome_trace(FILE *out, const struct profile *const *profiles, const struct export_options *o,
+                        size_t nprofiles);
+/* cProfile-compatible marshal data for pstats. -2 (with a sentence in err)
+ * when the profile has no samples: pstats refuses an empty dict. */
+int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen);
+/* One self-contained HTML page: summary, hotspots, flame graph, threads over time. */
+int export_html(FILE *out, const struct profile *p, const struct export_options *o);
+/* --- end of exports -------------------------------------------------------- */
+
 #endif

@@ -375,6 +375,10 @@ int record_run(const struct record_options *o)
         fprintf(stderr, "opprof record: %s\n", msg);
         return 2;
     }
+    /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
+     * one line from pmu.c and the task-clock timer samples instead. */
+    if (o->events && pmu_record_check_events(o->events) != 0)
+        return 2;
     char dir[PATH_MAX];
     if (make_result_dir(o, dir, sizeof dir) != 0)
         return 2;

@@ -171,6 +171,79 @@ struct opr_live {
 };
 #define OPR_LIVE_MAGIC "OPLIVE01"
 
+/* --- threading and OpenMP records (ompt/, sampler/agent_threads.c) -------- */
+/* Types 40-49 are reserved for this block (docs/format.md, "Threads and
+ * OpenMP"). All are optional: a stream without them reports no Threading. */
+#define OPR_REC_OMP_REGION 40  /* struct opr_omp_region: a region a sample was taken in */
+#define OPR_REC_OMP_TICK 41    /* struct opr_omp_tick: OpenMP activity over one writer period */
+#define OPR_REC_OMP_CONTEXT 42 /* struct opr_omp_context: opener's stack at a region's begin */
+#define OPR_REC_OMP_INFO 43    /* struct opr_omp_info + runtime version text */
+#define OPR_REC_SCHED_TICK 44  /* struct opr_sched_tick + struct opr_sched_thread[nthreads] */
+
+/* Optional second tail of a SAMPLE record (body >= 40 bytes), after
+ * struct opr_sample_python. */
+struct opr_sample_openmp {
+    uint64_t omp_region; /* the sampled thread's current parallel region id (0: none) */
+};
+
+struct opr_omp_region {
+    uint64_t region_id;   /* unique within the stream, counts up from 1 */
+    uint64_t parent_id;   /* enclosing region of the opener (0: outermost) */
+    uint64_t begin_ns, end_ns; /* end_ns 0: still open when written */
+    uint32_t opener_tid;  /* the thread that opened it (team member 0) */
+    uint32_t requested;   /* requested team size */
+    uint32_t actual;      /* actual team size (0: unknown) */
+    uint32_t flags;       /* OPR_OMP_REGION_* */
+};
+#define OPR_OMP_REGION_NESTED 1u /* opened inside another region */
+
+struct opr_omp_tick {
+    uint64_t time_ns;       /* end of the period */
+    uint64_t interval_ns;   /* length of the period */
+    uint64_t work_ns;       /* thread time in region bodies (task begin to barrier arrival) */
+    uint64_t team_ns;       /* sum of duration x team size of regions ended in the period */
+    uint64_t region_ns;     /* sum of durations of regions ended in the period */
+    uint32_t regions_begun, regions_ended;
+    uint32_t max_team;      /* largest actual team of regions ended in the period */
+    uint32_t max_requested; /* largest requested team */
+    uint32_t nested;        /* nested regions begun in the period */
+    uint32_t omp_threads;   /* OpenMP threads alive (thread_begin minus thread_end) */
+};
+
+struct opr_omp_context {
+    uint64_t region_id;
+    uint64_t time_ns;
+    uint32_t tid;
+    uint32_t stack_id;          /* STACK record: the opener's native chain at region begin */
+    uint32_t py_stack_id_plus1; /* 0: no Python frames */
+    uint32_t pad;
+};
+
+struct opr_omp_info {
+    uint64_t time_ns;
+    uint32_t omp_version; /* OMPT interface version the runtime announced */
+    uint32_t text_len;    /* runtime version string that follows */
+};
+
+/* OS-level view, polled by the writer thread from /proc/self/task/<tid>. */
+struct opr_sched_tick {
+    uint64_t time_ns;
+    uint32_t nthreads;        /* struct opr_sched_thread entries that follow */
+    uint32_t online_cpus;
+    uint32_t affinity_cpus;   /* CPUs in sched_getaffinity's mask */
+    uint32_t cpu_limit_milli; /* cgroup CPU limit x 1000 (0: none) */
+};
+struct opr_sched_thread {
+    uint32_t tid;
+    uint32_t flags;           /* reserved */
+    uint64_t run_ns;          /* schedstat: time on a CPU (cumulative) */
+    uint64_t wait_ns;         /* schedstat: time runnable, waiting on the runqueue */
+    uint64_t timeslices;
+    uint64_t nonvoluntary_csw;/* /proc/.../status nonvoluntary_ctxt_switches (last read) */
+};
+#define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures */
+/* --- end of threading and OpenMP records ----------------------------------- */
+
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"
 #define OPR_ENV_PERIOD "OPPROF_PERIOD_NS"
@@ -192,6 +265,7 @@ struct record_options {
     enum call_graph_mode call_graph;
     char *const *argv;      /* the workload's command, argv[0] looked up in PATH */
     bool quiet;             /* no live status line, no summary */
+    const char *events;     /* -e EVENTS as given (NULL: task-clock); see pmu.c */
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should
@@ -204,5 +278,145 @@ int record_run(const struct record_options *opts);
 int record_next_result_dir(const char *dir_of, char *out, size_t outlen);
 
 const char *call_graph_mode_name(enum call_graph_mode mode);
+
+
+/* ------------------------------------------------------------------------- */
+/* PMU events and counting mode (pmu.c, pmu_presets.c, stat.c)                */
+/* ------------------------------------------------------------------------- */
+#include <linux/perf_event.h>
+#include <sys/types.h>
+
+/* What an event measures, so derived metrics find their inputs whatever the
+ * vendor calls the event. */
+enum pmu_role {
+    PMU_ROLE_NONE = 0,
+    PMU_ROLE_CYCLES,
+    PMU_ROLE_INSTRUCTIONS,
+    PMU_ROLE_L2_REFS,
+    PMU_ROLE_L2_MISSES,
+    PMU_ROLE_LLC_REFS,
+    PMU_ROLE_LLC_MISSES,  /* last-level misses, or AMD data-cache fills from DRAM */
+    PMU_ROLE_IMC_READS,   /* uncore memory-controller CAS reads (socket-wide) */
+    PMU_ROLE_IMC_WRITES,
+    PMU_ROLE_TASK_CLOCK,
+    PMU_ROLE_CPU_CLOCK,
+    PMU_ROLE_CONTEXT_SWITCHES,
+    PMU_ROLE_CPU_MIGRATIONS,
+    PMU_ROLE_PAGE_FAULTS,
+    PMU_ROLE_MINOR_FAULTS,
+    PMU_ROLE_MAJOR_FAULTS,
+};
+
+struct pmu_event {
+    char name[256];              /* as the user (or the preset) wrote it */
+    struct perf_event_attr attr; /* libpfm4's encoding (or ours for rNNNN) */
+    enum pmu_role role;
+    int group;                   /* index of the {...} group; equal = scheduled together */
+    bool leader;                 /* first event of its group */
+    bool hardware;               /* needs a PMU (anything not PERF_TYPE_SOFTWARE) */
+    bool uncore;                 /* socket-wide: opened on one CPU, not on the task */
+    int cpu;                     /* CPU to open an uncore event on, -1 otherwise */
+};
+
+struct pmu_event_list {
+    struct pmu_event *ev;
+    size_t n, cap;
+    int ngroups;
+};
+
+/* pfm_initialize once (LIBPFM_* variables must be set before). 0 or -1. */
+int pmu_init(void);
+/* One name (libpfm4 name with optional pmu:: prefix, generic perf name,
+ * software event, or rNNNN raw hex) -> encoding; user-mode only by default.
+ * On an unknown name err gets one sentence with the closest known names. */
+int pmu_encode(const char *name, struct pmu_event *out, char *err, size_t errlen);
+/* "a,b,{c,d},e" -> list (appended). 0, or -1 with err set. */
+int pmu_parse_events(const char *spec, struct pmu_event_list *list, char *err, size_t errlen);
+int pmu_event_list_add(struct pmu_event_list *list, const struct pmu_event *ev);
+void pmu_event_list_free(struct pmu_event_list *list);
+/* Up to max names closest (edit distance) to name among the events of pmu
+ * (libpfm name; NULL: every PMU present plus the generic perf ones),
+ * ", "-joined into out. Returns how many. */
+size_t pmu_close_matches(const char *name, const char *pmu, size_t max, char *out, size_t outlen);
+/* The host's core PMU as libpfm4 names it ("skl", "amd64_fam19h_zen3"), or
+ * NULL when libpfm4 knows no core PMU here (virtual machine, unknown CPU). */
+const char *pmu_core_pmu_name(void);
+/* Why hardware counting is impossible, as one sentence: err is the errno of
+ * perf_event_open (0: libpfm4 found no core PMU), hypervisor is the
+ * /proc/cpuinfo flag, paranoid kernel.perf_event_paranoid. */
+void pmu_unavailable_reason(int err, bool hypervisor, int paranoid, char *out, size_t outlen);
+bool pmu_cpu_has_hypervisor_flag(void);
+int pmu_read_paranoid(void);
+
+/* Presets: events named for what the user wants to know. */
+enum metric_set {
+    METRICS_NONE = 0,
+    METRICS_CPI,    /* cycles, instructions */
+    METRICS_MEMORY, /* + memory bandwidth (uncore CAS, else LLC misses x 64 estimate) */
+    METRICS_CACHE,  /* + L2 and LLC misses and references */
+};
+int metric_set_parse(const char *text, enum metric_set *out);
+const char *metric_set_name(enum metric_set set);
+struct pmu_preset_event {
+    char event[256];   /* PMU-prefixed libpfm4 name, or a generic perf name */
+    bool grouped;      /* scheduled with the previous event ({cycles,instructions}) */
+    enum pmu_role role;
+};
+/* The preset's core events for the core PMU core_pmu (NULL or unknown: the
+ * generic perf names). Returns how many were written (<= max). */
+size_t pmu_preset_events(enum metric_set set, const char *core_pmu, struct pmu_preset_event *out,
+                         size_t max);
+/* Memory-controller CAS events from the names of the PMUs present: writes
+ * "box::UNC_M_CAS_COUNT:RD"/":WR" pairs into out (each outlen bytes) and
+ * roles. Returns how many; 0 means bandwidth must be estimated. */
+size_t pmu_imc_events(const char *const *present, size_t npresent, char (*out)[64],
+                      enum pmu_role *roles, size_t max);
+/* Adds the preset's events for this host to list; note gets a sentence when
+ * the bandwidth is an estimate. 0 or -1 (err). */
+int pmu_preset_add(enum metric_set set, struct pmu_event_list *list, char *note, size_t notelen,
+                   char *err, size_t errlen);
+
+/* record -e: checks the leader can be opened; prints one line and returns 0
+ * when it cannot (record then samples task-clock); -1 on a bad name. */
+int pmu_record_check_events(const char *events);
+
+/* Counting mode (opprof stat). */
+struct stat_count {
+    char name[256];
+    enum pmu_role role;
+    bool hardware, uncore;
+    bool user_only;        /* exclude_kernel was needed */
+    bool from_rusage;      /* value taken from wait4's rusage (see stat.c) */
+    uint64_t value;        /* raw count */
+    uint64_t time_enabled, time_running;
+};
+
+struct stat_result {
+    struct stat_count *counts; /* only events that were really counted */
+    size_t ncounts;
+    uint64_t wall_ns;          /* from exec to exit */
+    uint64_t utime_ns, stime_ns; /* rusage of the workload and its waited-for children */
+    long minflt, majflt, nvcsw, nivcsw, maxrss_kb;
+    int exit_status;           /* what opprof exits with */
+    int exit_signal;
+    pid_t pid;
+    char no_pmu_reason[320];   /* "" when every hardware event was counted */
+    char note[256];            /* e.g. bandwidth estimate label */
+    long online_cpus;
+};
+
+struct stat_options {
+    const char *events;        /* -e (NULL: defaults) */
+    enum metric_set metrics;
+    char *const *argv;
+    bool no_default_hw;        /* do not add cycles,instructions */
+};
+
+/* Runs argv with counters (fork, open on the waiting child with inherit and
+ * enable_on_exec, release, wait). Returns the workload's exit status (127/126
+ * when it could not be run, 2 when counting could not start). */
+int stat_run(const struct stat_options *o, struct stat_result *r);
+void stat_result_free(struct stat_result *r);
+/* --- end of PMU section --------------------------------------------------- */
 
 #endif

@@ -54,6 +54,9 @@ struct elf_module {
     bool use_aranges;        /* .debug_aranges present: dwarf_addrdie answers */
     struct cu_range *cu_ranges; /* otherwise our own sorted CU address table */
     size_t ncu_ranges;
+
+    bool cfi_tried;          /* eh_frame_open attempted (first unknown PC) */
+    struct eh_frame *cfi;    /* FDE table of path, or NULL */
 };
 
 struct cu_range {
@@ -544,6 +547,7 @@ void elf_module_free(struct elf_module *m)
         free(m->display);
     }
     free(m->cu_ranges);
+    eh_frame_free(m->cfi);
     if (m->dwarf)
         dwarf_end(m->dwarf);
     close_elf(m->dwarf_elf, m->dwarf_fd);
@@ -632,6 +636,16 @@ const char *elf_module_symbol_name(struct elf_module *m, size_t idx)
         m->display[idx] = dem ? dem : raw;
     }
     return m->display[idx];
+}
+
+bool elf_module_cfi_function(struct elf_module *m, uint64_t vaddr, uint64_t *start)
+{
+    if (!m->cfi_tried) { /* only modules with unknown PCs pay for it */
+        m->cfi_tried = true;
+        m->cfi = eh_frame_open(m->path);
+    }
+    uint64_t end;
+    return m->cfi && eh_frame_find(m->cfi, vaddr, start, &end);
 }
 
 const char *elf_module_debug_file(const struct elf_module *m)

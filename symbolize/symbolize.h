@@ -10,7 +10,8 @@
  *
  * Rules it keeps:
  *  - A PC beyond a symbol's st_size is never given that symbol's name; it is
- *    reported as unknown with module + offset ("libfoo.so+0x1234").
+ *    reported as unknown with module + offset ("libfoo.so+0x1234"), and with
+ *    the start of its function when the module's .eh_frame has an FDE for it.
  *  - .symtab is preferred; .dynsym is used otherwise; a separate debug file is
  *    found through build-id (/usr/lib/debug/.build-id/xx/yyyy.debug) or
  *    .gnu_debuglink, and its symbols and line tables are used when present.
@@ -37,6 +38,14 @@ struct sym_frame {
     const char *module_path; /* full path as recorded, NULL if no mapping */
     uint64_t module_offset;  /* address relative to the module's ELF base (what addr2line takes) */
     uint64_t symbol_offset;  /* pc - symbol start, when function != NULL */
+    /* Module offset (same space as module_offset) where the enclosing
+     * function starts: the symbol's address when function != NULL; otherwise,
+     * when no symbol covers the PC (stripped static functions), the start of
+     * the .eh_frame FDE that covers it, with function still NULL. 0 when
+     * unknown. All PCs of one unknown function share it, so callers can
+     * name the frame "<module>+0x<function_start>" instead of by PC. */
+    uint64_t function_start;
+    bool function_start_from_cfi; /* function_start came from .eh_frame, not a symbol */
     const char *source_file; /* NULL when no line info */
     int line;                /* 0 when no line info */
 };

@@ -2,7 +2,8 @@
  * symbolize/symbolize_internal.h — private interface between the symbolizer
  * front end (symbolizer.c: processes, mappings, caches, stats) and the ELF
  * reader (elf_symbols.c: build-ids, PT_LOADs, symbol tables, debug files,
- * line tables). Not installed, not used outside symbolize/.
+ * line tables; eh_frame.c: function ranges from .eh_frame_hdr/.eh_frame).
+ * Not installed, not used outside symbolize/.
  */
 #ifndef OPPROF_SYMBOLIZE_INTERNAL_H
 #define OPPROF_SYMBOLIZE_INTERNAL_H
@@ -70,6 +71,12 @@ const char *elf_module_symbol_name(struct elf_module *m, size_t idx);
  * Dwarf handle is opened on first use and kept. */
 int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **file, int *line);
 
+/* Start (ELF vaddr) of the function containing vaddr according to the
+ * module's unwind tables (.eh_frame_hdr + .eh_frame FDEs), for PCs no symbol
+ * covers. The file is mapped on first use and kept. Returns false when no FDE
+ * covers vaddr or the module has no usable .eh_frame_hdr table. */
+bool elf_module_cfi_function(struct elf_module *m, uint64_t vaddr, uint64_t *start);
+
 /* Whether a separate debug file was found and used (for tests/diagnostics). */
 const char *elf_module_debug_file(const struct elf_module *m);
 
@@ -79,5 +86,14 @@ void elf_set_debug_root(const char *dir);
 
 /* CRC32 as used by .gnu_debuglink (zlib polynomial); exposed for tests. */
 uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len);
+
+/* eh_frame.c: one module file's FDE lookup table. eh_frame_open returns NULL
+ * when the file has no PT_GNU_EH_FRAME, or its table is missing, of an
+ * encoding we do not binary-search, or corrupt. eh_frame_find gives the
+ * [start, end) ELF vaddrs of the FDE covering vaddr. */
+struct eh_frame;
+struct eh_frame *eh_frame_open(const char *path);
+bool eh_frame_find(const struct eh_frame *ef, uint64_t vaddr, uint64_t *start, uint64_t *end);
+void eh_frame_free(struct eh_frame *ef);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * symbolize/symbolizer.c — the symbolizer front end: processes and their
  * mappings, the module cache, the (pid, pc) result cache, problems and stats.
- * The ELF work itself is in elf_symbols.c.
+ * The ELF work itself is in elf_symbols.c (and eh_frame.c for the function
+ * starts of PCs without a symbol).
  *
  * Module files are resolved lazily, at the first lookup that lands in one of
  * their mappings: a process maps hundreds of libraries and samples usually hit
@@ -586,14 +587,25 @@ static int resolve_frame(struct symbolizer *s, uint32_t pid, uint64_t addr, stru
         return -1;
     struct elf_module *em = m->elf;
     uint64_t vaddr;
-    if (elf_module_translate(em, off, &vaddr))
+    bool translated = elf_module_translate(em, off, &vaddr);
+    if (translated)
         f->module_offset = vaddr;
     elf_module_source_line(em, f->module_offset, &f->source_file, &f->line);
     long idx = elf_module_find_symbol(em, f->module_offset);
-    if (idx < 0)
+    if (idx < 0) {
+        /* No symbol (stripped static function): its FDE still gives where the
+         * function starts, so all its PCs can be shown as one. FDEs are in
+         * ELF vaddrs, hence only for a translated offset. */
+        uint64_t start;
+        if (translated && elf_module_cfi_function(em, f->module_offset, &start)) {
+            f->function_start = start;
+            f->function_start_from_cfi = true;
+        }
         return -1;
+    }
     f->function = elf_module_symbol_name(em, (size_t)idx);
-    f->symbol_offset = f->module_offset - elf_module_symbol(em, (size_t)idx)->addr;
+    f->function_start = elf_module_symbol(em, (size_t)idx)->addr;
+    f->symbol_offset = f->module_offset - f->function_start;
     return f->function ? 0 : -1;
 }
 
@@ -613,7 +625,7 @@ int symbolizer_lookup(struct symbolizer *s, uint32_t pid, uint64_t pc, bool is_r
         rc = e->rc;
     } else {
         rc = resolve_frame(s, pid, addr, out);
-        if (rc != 0)
+        if (rc != 0) /* function_start (from CFI) may still be known */
             out->function = NULL, out->symbol_offset = 0;
         cache_store(s, pid, addr, out, rc);
     }

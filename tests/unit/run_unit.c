@@ -13,6 +13,9 @@ int main(void)
     register_hotspots_tests();
     register_profile_load_tests();
     register_report_tests();
+    register_pmu_tests();
+    register_metrics_tests();
+    register_export_tests();
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

@@ -11,6 +11,9 @@ void register_symbolize_tests(void);
 void register_hotspots_tests(void);
 void register_profile_load_tests(void);
 void register_report_tests(void);
+void register_pmu_tests(void);
+void register_metrics_tests(void);
+void register_export_tests(void);
 
 /* Absolute paths of the build and source trees (set by Makefile.am). */
 #ifndef OPPROF_TEST_BUILDDIR

@@ -1,0 +1,256 @@
+/*
+ * cli/cmd_export.c — `opprof export`: load one result directory (several for
+ * --chrome-trace) and write it in the formats of the viewers users already
+ * trust: flame graph SVG, folded stacks, speedscope, Chrome trace, pstats,
+ * one HTML page. Several outputs may be given in one command; the profile is
+ * loaded once.
+ *
+ * Thin on purpose: the formats are report/export_*.c. What lives here is the
+ * contract: option spelling, "-" for standard output, a file is either written
+ * whole or removed, exit status 0 ok, 1 empty profile (nothing measured: pstats
+ * refuses it, other files are written but scripts must not take them for a
+ * measurement), 2 usage, load or write error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "cli/cli.h"
+#include "report/report.h"
+
+static void export_usage(FILE *out)
+{
+    fputs("usage: opprof export [DIR...] OUTPUT... [options]\n"
+          "\n"
+          "Writes a result directory (default: the newest opprof.NNN in the current\n"
+          "directory) in formats other tools read. Give one or more outputs; FILE may be\n"
+          "- for standard output.\n"
+          "\n"
+          "outputs:\n"
+          "  --flamegraph FILE    interactive flame graph, one self-contained SVG\n"
+          "                       (click to zoom, Search / Ctrl-F, tooltips)\n"
+          "  --folded FILE        folded stacks (flamegraph.pl, inferno, speedscope)\n"
+          "  --speedscope FILE    speedscope JSON, one profile per thread\n"
+          "  --chrome-trace FILE  Chrome Trace Event JSON (chrome://tracing, Perfetto):\n"
+          "                       per-thread time slices and active threads; with several\n"
+          "                       DIRs, one trace with a lane per process on one clock\n"
+          "  --pstats FILE        cProfile-compatible stats (python -m pstats, gprof2dot)\n"
+          "  --html FILE          one self-contained page: summary, hotspots, flame graph,\n"
+          "                       threads over time\n"
+          "options:\n"
+          "  --inverted           draw the flame graph as an icicle (root at the top)\n"
+          "  --title TEXT         flame graph title\n"
+          "  -h, --help           show this help\n",
+          out);
+}
+
+enum output_kind { OUT_FLAMEGRAPH, OUT_FOLDED, OUT_SPEEDSCOPE, OUT_CHROME, OUT_PSTATS, OUT_HTML, OUT_KINDS };
+
+static const char *const kind_option[OUT_KINDS] = {"--flamegraph", "--folded", "--speedscope",
+                                                   "--chrome-trace", "--pstats", "--html"};
+
+enum { OPT_INVERTED = 256, OPT_TITLE };
+
+static const struct option export_long_options[] = {
+    {"flamegraph", required_argument, NULL, OUT_FLAMEGRAPH + 300},
+    {"folded", required_argument, NULL, OUT_FOLDED + 300},
+    {"speedscope", required_argument, NULL, OUT_SPEEDSCOPE + 300},
+    {"chrome-trace", required_argument, NULL, OUT_CHROME + 300},
+    {"pstats", required_argument, NULL, OUT_PSTATS + 300},
+    {"html", required_argument, NULL, OUT_HTML + 300},
+    {"inverted", no_argument, NULL, OPT_INVERTED},
+    {"title", required_argument, NULL, OPT_TITLE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* online_cpus from the result's info file (0 when absent): the renderers
+ * never read the result directory themselves. */
+static unsigned read_online_cpus(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/info", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[512];
+    unsigned n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "online_cpus=", 12) == 0)
+            n = (unsigned)strtoul(line + 12, NULL, 10);
+    fclose(f);
+    return n;
+}
+
+/* Writes one output. Returns 0, 1 (pstats of an empty profile), 2 (error). */
+static int write_output(enum output_kind kind, const char *path, struct profile *const *profiles,
+                        const struct export_options *opts, size_t nprofiles)
+{
+    bool to_stdout = strcmp(path, "-") == 0;
+    FILE *out = to_stdout ? stdout : fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "opprof export: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    const struct profile *p = profiles[0];
+    char err[512] = "";
+    int rc;
+    switch (kind) {
+    case OUT_FLAMEGRAPH: rc = export_flamegraph(out, p, &opts[0], false); break;
+    case OUT_FOLDED: rc = export_folded(out, p); break;
+    case OUT_SPEEDSCOPE: rc = export_speedscope(out, p); break;
+    case OUT_CHROME: rc = export_chrome_trace(out, (const struct profile *const *)profiles, opts, nprofiles); break;
+    case OUT_PSTATS: rc = export_pstats(out, p, err, sizeof err); break;
+    case OUT_HTML: rc = export_html(out, p, &opts[0]); break;
+    default: rc = -1; break;
+    }
+    errno = 0;
+    bool write_failed = ferror(out) != 0;
+    write_failed = (to_stdout ? fflush(out) != 0 : fclose(out) != 0) || write_failed;
+    int status = 0;
+    if (rc == -2) {
+        fprintf(stderr, "opprof export: %s %s: %s\n", kind_option[kind], path, err);
+        status = 1;
+    } else if (rc != 0) {
+        fprintf(stderr, "opprof export: out of memory while writing %s\n", path);
+        status = 2;
+    } else if (write_failed) {
+        fprintf(stderr, "opprof export: cannot write %s: %s\n", path, errno ? strerror(errno) : "write error");
+        status = 2;
+    }
+    if (status != 0) {
+        if (!to_stdout)
+            unlink(path); /* never leave a half file a viewer would choke on */
+        return status;
+    }
+    if (!to_stdout) {
+        struct stat st;
+        double kb = stat(path, &st) == 0 ? (double)st.st_size / 1024.0 : 0;
+        fprintf(stderr, "opprof export: wrote %s (%s, %.1f KB)\n", path, kind_option[kind] + 2, kb);
+    }
+    return 0;
+}
+
+int cmd_export(int argc, char **argv)
+{
+    const char *outputs[OUT_KINDS] = {NULL};
+    struct export_options base = {0};
+
+    optind = 0; /* getopt keeps state across calls */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", export_long_options, NULL)) != -1) {
+        if (c >= 300 && c < 300 + OUT_KINDS) {
+            if (!optarg[0]) {
+                fprintf(stderr, "opprof export: %s needs a file name\n", kind_option[c - 300]);
+                return 2;
+            }
+            outputs[c - 300] = optarg;
+            continue;
+        }
+        switch (c) {
+        case OPT_INVERTED: base.inverted = true; break;
+        case OPT_TITLE: base.title = optarg; break;
+        case 'h': export_usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "opprof export: option '%s' needs a value (see opprof export --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        default: {
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            fprintf(stderr,
+                    "opprof export: unknown option '%s'; accepted: --flamegraph, --folded, --speedscope, "
+                    "--chrome-trace, --pstats, --html, --inverted, --title, --help\n",
+                    optopt ? shortopt : argv[optind - 1]);
+            return 2;
+        }
+        }
+    }
+    size_t noutputs = 0, nstdout = 0;
+    for (int k = 0; k < OUT_KINDS; k++) {
+        noutputs += outputs[k] != NULL;
+        nstdout += outputs[k] && strcmp(outputs[k], "-") == 0;
+    }
+    if (noutputs == 0) {
+        fputs("opprof export: no output given; add one or more of --flamegraph F.svg, --folded F, "
+              "--speedscope F.json, --chrome-trace F.json, --pstats F.pstats, --html F.html\n",
+              stderr);
+        return 2;
+    }
+    if (nstdout > 1) {
+        fputs("opprof export: only one output can go to standard output (-)\n", stderr);
+        return 2;
+    }
+    size_t ndirs = (size_t)(argc - optind);
+    if (ndirs > 1)
+        for (int k = 0; k < OUT_KINDS; k++)
+            if (outputs[k] && k != OUT_CHROME) {
+                fprintf(stderr, "opprof export: %s takes one result directory; only --chrome-trace merges "
+                                "several (got %zu)\n", kind_option[k], ndirs);
+                return 2;
+            }
+
+    char newest[PATH_MAX];
+    const char *default_dir[1] = {newest};
+    const char *const *dirs = (const char *const *)argv + optind;
+    if (ndirs == 0) {
+        if (profile_find_newest(newest, sizeof newest) != 0) {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof cwd))
+                strcpy(cwd, ".");
+            fprintf(stderr, "opprof export: no result directory given and no opprof.NNN in %s; "
+                            "run `opprof record -- CMD` first or pass DIR\n", cwd);
+            return 2;
+        }
+        dirs = default_dir;
+        ndirs = 1;
+    }
+
+    struct profile **profiles = calloc(ndirs, sizeof *profiles);
+    struct export_options *opts = calloc(ndirs, sizeof *opts);
+    if (!profiles || !opts) {
+        free(profiles);
+        free(opts);
+        fputs("opprof export: out of memory\n", stderr);
+        return 2;
+    }
+    int status = 0;
+    bool empty = false;
+    for (size_t i = 0; i < ndirs && status == 0; i++) {
+        char err[1024] = "";
+        if (profile_load(dirs[i], &profiles[i], err, sizeof err) != 0) {
+            fprintf(stderr, "opprof export: %s\n", err[0] ? err : "cannot load the result directory");
+            status = 2;
+            break;
+        }
+        opts[i] = base;
+        opts[i].online_cpus = read_online_cpus(dirs[i]);
+        if (!profiles[i]->complete)
+            fprintf(stderr, "opprof export: warning: %s: recording did not finish (opprof record was "
+                            "interrupted); exporting what was written\n", dirs[i]);
+        if (profiles[i]->nsamples == 0) {
+            fprintf(stderr, "opprof export: %s has no samples\n", dirs[i]);
+            empty = true;
+        }
+    }
+    for (int k = 0; k < OUT_KINDS && status != 2; k++) {
+        if (!outputs[k])
+            continue;
+        int rc = write_output((enum output_kind)k, outputs[k], profiles, opts, ndirs);
+        if (rc > status)
+            status = rc;
+    }
+    if (status == 0 && empty)
+        status = 1;
+    for (size_t i = 0; i < ndirs; i++)
+        profile_free(profiles[i]);
+    free(profiles);
+    free(opts);
+    return status;
+}
