@@ -38,4 +38,33 @@ void hs_builder_abort(struct hs_builder *b);
 /* Weight and count per stack index; index nstacks holds samples with a bad stack. */
 int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count);
 
+/* GROUP_OP, GROUP_LINE, GROUP_PYTHON, GROUP_KERNEL (analyze/hotspots_torch.c). */
+int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hotspot_table *out);
+
+/* ---- operator frames of a profile (analyze/operators.c) ------------------ */
+
+/* Every frame classified once: op id and kind per frame. */
+struct op_index {
+    uint32_t *frame_op;  /* per frame: 0 = no operator, else 1 + index into names */
+    uint8_t *frame_kind; /* enum op_frame_kind per frame */
+    char **names;        /* op names ("aten::mm", "AddmmBackward0") */
+    size_t nnames;
+    bool any_op;         /* some frame is an operator frame */
+    bool any_python;     /* some frame is a Python frame */
+};
+int op_index_build(const struct profile *p, struct op_index *ix);
+void op_index_free(struct op_index *ix);
+/* Whether the stack has no ATen or autograd frame, so that at::native /
+ * at::cpu frames count as its operator frames (the fallback rule). */
+bool op_stack_fallback(const struct op_index *ix, const struct profile *p, const struct prof_stack *st);
+/* 1 + op id of the frame at position i of st (given the stack's fallback
+ * flag), 0 when it is not an operator frame there. */
+uint32_t op_frame_at(const struct op_index *ix, const struct profile *p, const struct prof_stack *st,
+                     size_t i, bool fallback);
+/* Position of the innermost operator frame of st, -1 when there is none. */
+long op_stack_innermost(const struct op_index *ix, const struct profile *p, const struct prof_stack *st);
+/* Position of the first Python frame at or rootward of position from, -1 when none. */
+long python_frame_from(const struct profile *p, const struct prof_stack *st, size_t from);
+long user_python_frame_from(const struct profile *p, const struct prof_stack *st, size_t from);
+
 #endif

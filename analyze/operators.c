@@ -26,9 +26,11 @@
  */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "analyze/hotspots_internal.h"
 
 /* Lowercase words that occur in ATen overload names. Chosen by measurement
  * on libtorch 1.13.1 (see the top comment): each one strips more real
@@ -206,4 +208,142 @@ bool op_name_matches(const char *op, const char *query)
         return true;
     /* "bmm" finds "aten::bmm"; "aten::bmm" is matched exactly above. */
     return strncmp(op, "aten::", 6) == 0 && strcmp(op + 6, query) == 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Operator frames of a whole profile                                         */
+/* ------------------------------------------------------------------------- */
+
+/* Op names are interned through a hotspot row builder (name -> row index =
+ * op id): a profile has many frames per op (one per sampled PC). */
+int op_index_build(const struct profile *p, struct op_index *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    ix->frame_op = calloc(p->nframes + 1, sizeof *ix->frame_op);
+    ix->frame_kind = calloc(p->nframes + 1, sizeof *ix->frame_kind);
+    struct hs_builder names = {0};
+    if (!ix->frame_op || !ix->frame_kind)
+        goto oom;
+    char buf[512];
+    for (size_t f = 0; f < p->nframes; f++) {
+        const struct prof_frame *fr = &p->frames[f];
+        if (fr->kind == FRAME_PYTHON) {
+            ix->any_python = true;
+            continue;
+        }
+        enum op_frame_kind k = op_frame_classify(fr->name, buf, sizeof buf);
+        if (k == OP_FRAME_NONE)
+            continue;
+        long r = hs_builder_row(&names, buf, NULL);
+        if (r < 0)
+            goto oom;
+        ix->frame_op[f] = (uint32_t)r + 1;
+        ix->frame_kind[f] = (uint8_t)k;
+        ix->any_op = true;
+    }
+    struct hotspot_table t;
+    if (hs_builder_finish(&names, p, 0, &t) != 0) {
+        memset(&names, 0, sizeof names);
+        goto oom;
+    }
+    /* Keep the interned names; the rest of the rows is not needed. */
+    ix->names = calloc(t.nrows + 1, sizeof *ix->names);
+    if (!ix->names) {
+        hotspots_free(&t);
+        goto oom;
+    }
+    for (size_t i = 0; i < t.nrows; i++) {
+        ix->names[i] = t.rows[i].name;
+        t.rows[i].name = strdup("");
+        if (!t.rows[i].name) {
+            ix->nnames = i + 1;
+            hotspots_free(&t);
+            goto oom;
+        }
+    }
+    ix->nnames = t.nrows;
+    hotspots_free(&t);
+    return 0;
+oom:
+    hs_builder_abort(&names);
+    op_index_free(ix);
+    return -1;
+}
+
+void op_index_free(struct op_index *ix)
+{
+    if (!ix)
+        return;
+    for (size_t i = 0; i < ix->nnames; i++)
+        free(ix->names[i]);
+    free(ix->names);
+    free(ix->frame_op);
+    free(ix->frame_kind);
+    memset(ix, 0, sizeof *ix);
+}
+
+bool op_stack_fallback(const struct op_index *ix, const struct profile *p, const struct prof_stack *st)
+{
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        uint32_t f = st->frames[i];
+        if (f < p->nframes && (ix->frame_kind[f] == OP_FRAME_ATEN || ix->frame_kind[f] == OP_FRAME_AUTOGRAD))
+            return false;
+    }
+    return true;
+}
+
+uint32_t op_frame_at(const struct op_index *ix, const struct profile *p, const struct prof_stack *st,
+                     size_t i, bool fallback)
+{
+    uint32_t f = st->frames[i];
+    if (f >= p->nframes || !ix->frame_op[f])
+        return 0;
+    if (ix->frame_kind[f] == OP_FRAME_FALLBACK && !fallback)
+        return 0;
+    return ix->frame_op[f];
+}
+
+long op_stack_innermost(const struct op_index *ix, const struct profile *p, const struct prof_stack *st)
+{
+    bool fallback = op_stack_fallback(ix, p, st);
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (op_frame_at(ix, p, st, i, fallback))
+            return (long)i;
+    return -1;
+}
+
+/* True for Python code of the torch package itself (nn.Module machinery,
+ * torch.autograd.backward, optimizers), wherever it is installed. */
+static bool inside_torch_package(const char *file)
+{
+    return file && (strstr(file, "-packages/torch/") || strstr(file, "/site-packages/torch/"));
+}
+
+/* The Python frame a user would call the caller of an operator: the innermost
+ * one outside the torch package (a backward op's caller is the user's
+ * loss.backward() line, not torch/autograd/__init__.py), or the innermost
+ * Python frame when all of them are inside torch. */
+long user_python_frame_from(const struct profile *p, const struct prof_stack *st, size_t from)
+{
+    long first = -1;
+    for (size_t i = from; i < st->nframes; i++) {
+        uint32_t f = st->frames[i];
+        if (f >= p->nframes || p->frames[f].kind != FRAME_PYTHON)
+            continue;
+        if (first < 0)
+            first = (long)i;
+        if (!inside_torch_package(p->frames[f].source_file))
+            return (long)i;
+    }
+    return first;
+}
+
+long python_frame_from(const struct profile *p, const struct prof_stack *st, size_t from)
+{
+    for (size_t i = from; i < st->nframes; i++) {
+        uint32_t f = st->frames[i];
+        if (f < p->nframes && p->frames[f].kind == FRAME_PYTHON)
+            return (long)i;
+    }
+    return -1;
 }

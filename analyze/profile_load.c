@@ -107,6 +107,8 @@ static int load_info(struct profile *p, const char *dir, char *err, size_t errle
             p->complete = atoi(val) == 1;
         } else if (strcmp(key, "user_only") == 0) {
             p->user_only = atoi(val) == 1;
+        } else if (strncmp(key, "openmp_", 7) == 0) {
+            threading_info_kv(p, key, val); /* threads and OpenMP */
         }
     }
     fclose(f);
@@ -205,6 +207,12 @@ static size_t min_body(uint32_t type)
     case OPR_REC_PYCODE: return sizeof(struct opr_pycode);
     case OPR_REC_PYSTACK: return sizeof(struct opr_pystack);
     case OPR_REC_AGENT_COST: return sizeof(struct opr_agent_cost);
+    /* threads and OpenMP (analyze/threading.c) */
+    case OPR_REC_OMP_REGION: return sizeof(struct opr_omp_region);
+    case OPR_REC_OMP_TICK: return sizeof(struct opr_omp_tick);
+    case OPR_REC_OMP_CONTEXT: return sizeof(struct opr_omp_context);
+    case OPR_REC_OMP_INFO: return sizeof(struct opr_omp_info);
+    case OPR_REC_SCHED_TICK: return sizeof(struct opr_sched_tick);
     default: return 0;
     }
 }
@@ -213,6 +221,7 @@ struct pending_sample {
     struct opr_sample s;
     uint32_t thread;
     uint32_t py_stack_plus1;
+    uint64_t omp_region; /* threads and OpenMP: the SAMPLE's optional second tail */
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global
@@ -389,6 +398,11 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     size_t npend = 0, pend_cap = 0;
     uint64_t lost = 0, taken = 0, stream_samples = 0;
     bool ended = false;
+    /* threads and OpenMP: this stream's regions start here; contexts wait
+     * for the maps like samples do */
+    size_t omp_first_region = p->threading ? p->threading->nregions : 0, omp_sorted = 0;
+    struct opr_omp_context *omp_ctx = NULL;
+    size_t omp_nctx = 0, omp_ctx_cap = 0;
 
     size_t off = h.header_size;
     while (off < size) {
@@ -437,6 +451,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             mpath[n] = '\0';
             symbolizer_add_mapping(sym, asid, m.start, m.end, m.pgoff, mpath,
                                    m.build_id_len ? m.build_id : NULL, m.build_id_len);
+            threading_note_module(p, mpath); /* threads and OpenMP: which runtime */
             break;
         }
         case OPR_REC_THREAD: {
@@ -516,6 +531,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             pend[npend].s = s;
             pend[npend].thread = profile_add_thread(p, h.pid, s.tid, NULL);
             pend[npend].py_stack_plus1 = spy.py_stack_id_plus1;
+            pend[npend].omp_region = 0; /* threads and OpenMP: optional second tail */
+            if (body_len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
+                memcpy(&pend[npend].omp_region, body + sizeof s + sizeof spy, sizeof(uint64_t));
             npend++;
             stream_samples++;
             break;
@@ -555,6 +573,16 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             proc->notes[proc->nnotes++] = join_argv(body + sizeof n, n.text_len);
             break;
         }
+        case OPR_REC_OMP_CONTEXT: /* threads and OpenMP: resolved below */
+            omp_ctx = profile_grow(omp_ctx, &omp_ctx_cap, omp_nctx + 1, sizeof *omp_ctx);
+            memcpy(&omp_ctx[omp_nctx++], body, sizeof *omp_ctx);
+            break;
+        case OPR_REC_OMP_REGION:
+        case OPR_REC_OMP_TICK:
+        case OPR_REC_OMP_INFO:
+        case OPR_REC_SCHED_TICK:
+            threading_load_record(p, h.pid, rh.type, body, body_len);
+            break;
         default:
             break; /* a newer record type: skip */
         }
@@ -567,6 +595,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
                                               scratch_cap);
         profile_add_sample(p, s->time_ns, pend[i].thread, stack, s->weight ? s->weight : 1);
         p->samples[p->nsamples - 1].flags = s->flags;
+        if (pend[i].omp_region) /* threads and OpenMP */
+            p->samples[p->nsamples - 1].omp_region =
+                threading_region_lookup(p, omp_first_region, &omp_sorted, h.pid, pend[i].omp_region);
         if (s->flags & OPR_SAMPLE_TRUNCATED) {
             proc->truncated++;
             p->truncated_samples++;
@@ -579,6 +610,15 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     p->lost_samples += lost;
     /* A generation that exec'ed has no END; only the last one speaks for the pid. */
     proc->ended_cleanly = ended;
+    /* threads and OpenMP: the openers' stacks at region begin */
+    for (size_t i = 0; i < omp_nctx; i++) {
+        struct opr_omp_context *c = &omp_ctx[i];
+        if (c->stack_id >= st.nstacks || st.stacks[c->stack_id].pcs == NULL)
+            continue;
+        uint32_t stack = resolve_sample_stack(p, sym, &st, c->stack_id, c->py_stack_id_plus1, scratch, scratch_cap);
+        threading_add_context(p, h.pid, c->tid, c->region_id, c->time_ns, stack);
+    }
+    free(omp_ctx);
     free(pend);
     free(st.stacks);
     free(st.pycodes);
@@ -681,6 +721,7 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
                  "figures cover what was written");
     if (p->nsamples > 1)
         qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    threading_attribute(p); /* threads and OpenMP: worker samples to their opener's context */
     *out = p;
     return 0;
 }

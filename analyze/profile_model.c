@@ -287,6 +287,7 @@ void profile_free(struct profile *p)
     for (size_t i = 0; i < p->nwarnings; i++)
         free(p->warnings[i]);
     free(p->warnings);
+    threading_free(p->threading); /* threads and OpenMP (analyze/threading.c) */
     free(p->dir);
     free(p->command);
     free(p->event);

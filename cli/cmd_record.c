@@ -23,6 +23,10 @@ static void record_usage(FILE *out)
           "  -q, --quiet                no live status line and no summary\n"
           "  -e, --event EVENTS         sampling leader (and counted members), as opprof stat -e;\n"
           "                             without a PMU: one line, then the task-clock timer\n"
+          "  --openmp-runtime MODE      auto (default): preload an LLVM libomp found on this machine\n"
+          "                             so GNU libgomp programs report OpenMP regions (OMPT);\n"
+          "                             keep: leave the runtime alone; or the path of a libomp\n"
+          "  --no-omp-swap              same as --openmp-runtime keep\n"
           "\n"
           "The exit status is the workload's (128+N when it was killed by signal N).\n",
           out);
@@ -37,6 +41,8 @@ int cmd_record(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"event", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},
+        {"openmp-runtime", required_argument, NULL, 256}, /* threading/OpenMP */
+        {"no-omp-swap", no_argument, NULL, 257},
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -76,6 +82,17 @@ int cmd_record(int argc, char **argv)
             break;
         case 'e':
             o.events = optarg;
+            break;
+        case 256: /* threading/OpenMP: --openmp-runtime auto|keep|PATH */
+            if (strcmp(optarg, "auto") && strcmp(optarg, "keep") && optarg[0] != '/') {
+                fprintf(stderr, "opprof record: --openmp-runtime %s: use auto, keep or an absolute path to libomp.so\n",
+                        optarg);
+                return 2;
+            }
+            o.openmp_runtime = optarg;
+            break;
+        case 257:
+            o.openmp_runtime = "keep";
             break;
         case 'h':
             record_usage(stdout);

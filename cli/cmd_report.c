@@ -3,7 +3,8 @@
  * directory, print the header and a hotspot (or callers/callees) table.
  *
  * Thin on purpose: loading is analyze/profile_load.c, numbers are
- * analyze/hotspots.c, rendering is report/table.c. What lives here is the
+ * analyze/hotspots.c (hotspots_torch.c for op/line/python/kernel, phases.c,
+ * findings.c), rendering is report/table.c and report/summary.c. What lives here is the
  * user-facing contract: option spelling (both --opt=value and --opt value),
  * defaults (newest opprof.NNN, top 20 rows in text), and exit statuses
  * (0 ok, 1 no such function for --callers/--callees, 2 usage or load error).
@@ -32,16 +33,26 @@ static void report_usage(FILE *out)
           "\n"
           "options:\n"
           "  --sort KEY          self (default), total, samples or name\n"
-          "  --group-by KEY      function (default), module, thread or process\n"
+          "  --group-by KEY      function (default), module, thread, process, or for\n"
+          "                      PyTorch: op (operators), line (Python file:line),\n"
+          "                      python (Python function), kernel (innermost native\n"
+          "                      function per operator)\n"
           "  --limit N           rows to print (text default 20; csv/json: all; 0: all)\n"
           "  --format FORMAT     text (default), csv or json\n"
-          "  --callers NAME      who calls function NAME (exact name, else substring)\n"
-          "  --callees NAME      what function NAME calls ([self]: time in NAME itself)\n"
+          "  --callers NAME      who calls function NAME (exact name, else operator, else\n"
+          "                      substring); for an operator (bmm, aten::bmm): its\n"
+          "                      Python lines, with their share of its total time\n"
+          "  --callees NAME      what function NAME calls ([self]: time in NAME itself);\n"
+          "                      for an operator: the kernels it runs\n"
+          "  --threading         only the Threading section (CPUs, runnable threads,\n"
+          "                      runqueue wait, OpenMP regions; json: with its timeline)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
           "Self: samples whose innermost frame is the row; total: samples with the row\n"
-          "anywhere on the stack (once per sample). Percentages are of all samples.\n",
+          "anywhere on the stack (once per sample). Percentages are of all samples.\n"
+          "For profiles with operator or Python frames, the text report starts with\n"
+          "Findings (hints backed by figures) and Phases (forward, backward, ...).\n",
           out);
 }
 
@@ -66,6 +77,7 @@ enum {
     OPT_FORMAT,
     OPT_CALLERS,
     OPT_CALLEES,
+    OPT_THREADING, /* threads and OpenMP */
 };
 
 static const struct option report_long_options[] = {
@@ -75,22 +87,28 @@ static const struct option report_long_options[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"callers", required_argument, NULL, OPT_CALLERS},
     {"callees", required_argument, NULL, OPT_CALLEES},
+    {"threading", no_argument, NULL, OPT_THREADING},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
-/* Whether any frame is named name (*exact), or else contains it: the rule
- * hotspots_neighbours applies. Checked before anything is printed, so that
- * "no such function" (exit 1) is one line, not a header then an error. */
-static bool function_matches(const struct profile *p, const char *name, bool *exact)
+/* Whether any frame is named name (*exact), or an operator is (*op gets its
+ * name), or else a frame contains it: the rule hotspots_neighbours applies.
+ * Checked before anything is printed, so that "no such function" (exit 1) is
+ * one line, not a header then an error. */
+static bool function_matches(const struct profile *p, const char *name, bool *exact, char *op,
+                             size_t oplen)
 {
     bool partial = false;
     *exact = false;
+    op[0] = '\0';
     for (size_t i = 0; i < p->nframes && !*exact; i++) {
         *exact = strcmp(p->frames[i].name, name) == 0;
         partial = partial || (name[0] && strstr(p->frames[i].name, name));
     }
+    if (!*exact && hotspots_find_operator(p, name, op, oplen))
+        return true;
     return *exact || partial;
 }
 
@@ -100,7 +118,8 @@ static int print_neighbours(FILE *out, const struct profile *p, const char *name
                             const struct report_options *opts)
 {
     bool exact;
-    (void)function_matches(p, name, &exact);
+    char op[256];
+    (void)function_matches(p, name, &exact, op, sizeof op);
     struct hotspot_table t;
     if (hotspots_neighbours(p, name, callees, &t) != 0) {
         fputs("opprof report: out of memory while aggregating samples\n", stderr);
@@ -108,8 +127,13 @@ static int print_neighbours(FILE *out, const struct profile *p, const char *name
     }
     hotspots_sort(&t, opts->sort);
     char title[512];
-    snprintf(title, sizeof title, "%s of %s%s%s", callees ? "Callees" : "Callers",
-             exact ? "" : "functions containing \"", name, exact ? "" : "\"");
+    if (op[0])
+        snprintf(title, sizeof title, callees ? "Kernels under %s (Share: of its self time)"
+                                              : "Python callers of %s (Share: of its total time)",
+                 op);
+    else
+        snprintf(title, sizeof title, "%s of %s%s%s", callees ? "Callees" : "Callers",
+                 exact ? "" : "functions containing \"", name, exact ? "" : "\"");
     int rc = report_print_table(out, p, &t, opts, title);
     hotspots_free(&t);
     return rc == 0 ? 0 : 2;
@@ -124,6 +148,7 @@ int cmd_report(int argc, char **argv)
         .limit = 0,
     };
     bool limit_given = false;
+    bool threading_only = false; /* threads and OpenMP: --threading */
     const char *output = NULL;
 
     /* getopt keeps state across calls; cmd_report may run after other parsers. */
@@ -142,7 +167,8 @@ int cmd_report(int argc, char **argv)
         case OPT_GROUP_BY:
             if (group_by_parse(optarg, &opts.group_by) != 0) {
                 fprintf(stderr,
-                        "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, process\n",
+                        "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, "
+                        "process, op, line, python, kernel\n",
                         optarg);
                 return 2;
             }
@@ -161,6 +187,9 @@ int cmd_report(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            break;
+        case OPT_THREADING:
+            threading_only = true;
             break;
         case OPT_CALLERS:
         case OPT_CALLEES:
@@ -235,8 +264,9 @@ int cmd_report(int argc, char **argv)
     const char *names[2] = {opts.callers_of, opts.callees_of};
     for (int i = 0; i < 2; i++) {
         bool exact;
-        if (names[i] && !function_matches(p, names[i], &exact)) {
-            fprintf(stderr, "opprof report: no function named %s in this profile\n", names[i]);
+        char op[256];
+        if (names[i] && !function_matches(p, names[i], &exact, op, sizeof op)) {
+            fprintf(stderr, "opprof report: no function or operator named %s in this profile\n", names[i]);
             profile_free(p);
             return 1;
         }
@@ -252,10 +282,29 @@ int cmd_report(int argc, char **argv)
         }
     }
 
+    /* Findings and phases head the hotspot view (not the callers/callees
+     * drill-downs): text after the header, JSON as keys of the object. */
+    struct phase_summary phases;
+    struct findings findings = {0};
+    bool summary = !opts.callers_of && !opts.callees_of && opts.format != FORMAT_CSV;
+    if (summary && (phases_compute(p, &phases) != 0 || findings_compute(p, &findings) != 0)) {
+        fputs("opprof report: out of memory while aggregating samples\n", stderr);
+        if (out != stdout)
+            fclose(out);
+        profile_free(p);
+        return 2;
+    }
+    if (summary) {
+        opts.phases = &phases;
+        opts.findings = &findings;
+    }
+
     int rc = 0;
     if (opts.format == FORMAT_TEXT) {
         report_print_header(out, p);
         fputc('\n', out);
+        if (summary)
+            report_print_summary(out, &phases, &findings, p->period_ns);
     } else if (!p->complete) {
         /* csv/json carry no header: the caveat goes to stderr so it is not lost. */
         fputs("opprof report: warning: recording did not finish (opprof record was interrupted); "
@@ -263,7 +312,10 @@ int cmd_report(int argc, char **argv)
               stderr);
     }
 
-    if (opts.callers_of || opts.callees_of) {
+    if (threading_only) { /* threads and OpenMP */
+        if (report_print_threading(out, p, opts.format) != 0)
+            rc = 2;
+    } else if (opts.callers_of || opts.callees_of) {
         if (opts.callers_of)
             rc = print_neighbours(out, p, opts.callers_of, false, &opts);
         if (rc == 0 && opts.callees_of) {
@@ -285,6 +337,12 @@ int cmd_report(int argc, char **argv)
             hotspots_free(&t);
         }
     }
+    /* threads and OpenMP: the Threading section closes the text report */
+    if (rc == 0 && !threading_only && opts.format == FORMAT_TEXT && !opts.callers_of && !opts.callees_of &&
+        p->threading) {
+        fputc('\n', out);
+        report_print_threading(out, p, FORMAT_TEXT);
+    }
 
     /* Write errors (full disk, closed pipe) surface here, once. */
     bool write_failed = ferror(out) != 0;
@@ -304,6 +362,7 @@ int cmd_report(int argc, char **argv)
                 p->nwarnings ? " (see the warnings above)" : "");
         rc = 1;
     }
+    findings_free(&findings);
     profile_free(p);
     return rc;
 }

@@ -157,7 +157,11 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     slot->flags = AGENT_SLOT_OMP_CONTEXT;
     slot->omp_region = id;
     int n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
-    slot->nframes = (uint16_t)(n > 0 ? n : 0);
+    if (n <= 0) {
+        slot->pcs[0] = 0;
+        n = 1;
+    }
+    slot->nframes = (uint16_t)n;
     slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, s->tid);
     agent_queue_commit(slot);
 }

@@ -153,6 +153,7 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
 
     /* Slices. */
     for (size_t t = 0; t < p->nthreads; t++) {
+        int64_t prev_end = INT64_MIN;
         for (size_t i = start[t]; i < start[t + 1];) {
             const struct prof_sample *a = &p->samples[order[i]];
             uint32_t k = key[a->stack];
@@ -167,6 +168,11 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
             }
             int64_t ts = (int64_t)(a->time_ns - origin) - (int64_t)(period * a->weight);
             int64_t end = (int64_t)(last - origin);
+            /* Samples come with jitter: a slice never starts before the
+             * previous one of its thread ended (viewers require nesting). */
+            if (ts < prev_end)
+                ts = prev_end;
+            prev_end = end;
             const struct export_func *g = &fn.funcs[k];
             fputs(",\n{\"ph\":\"X\",\"name\":", out);
             export_json_string(out, g->name);

@@ -21,6 +21,9 @@ struct report_options {
     size_t limit;           /* 0: no limit */
     const char *callers_of; /* --callers NAME */
     const char *callees_of; /* --callees NAME */
+    /* JSON only: the "phases" and "findings" keys (NULL: omitted). */
+    const struct phase_summary *phases;
+    const struct findings *findings;
 };
 
 int report_format_parse(const char *text, enum report_format *out);
@@ -31,6 +34,18 @@ void report_print_header(FILE *out, const struct profile *p);
 /* Prints the hotspot table (or the callers/callees table) in opts->format. */
 int report_print_table(FILE *out, const struct profile *p, const struct hotspot_table *t,
                        const struct report_options *opts, const char *title);
+
+/* --- summary of a PyTorch profile (report/summary.c) ----------------------- */
+/* Text: a "Findings" section (when there are any) and a "Phases" section
+ * (only when ph->pytorch: a plain native program has no phases), each
+ * followed by a blank line; prints nothing when neither applies. ph or f may
+ * be NULL. */
+void report_print_summary(FILE *out, const struct phase_summary *ph, const struct findings *f,
+                          uint64_t period_ns);
+/* JSON: appends ,"phases":{...} (when ph->pytorch) and ,"findings":[...] to
+ * the object being written; nothing for NULL arguments. */
+void report_json_summary(FILE *out, const struct phase_summary *ph, const struct findings *f);
+/* --- end of summary -------------------------------------------------------- */
 
 
 /* ------------------------------------------------------------------------- */
@@ -66,5 +81,11 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen);
 /* One self-contained HTML page: summary, hotspots, flame graph, threads over time. */
 int export_html(FILE *out, const struct profile *p, const struct export_options *o);
 /* --- end of exports -------------------------------------------------------- */
+
+/* --- threads and OpenMP (report/threading_section.c) ----------------------- */
+/* The "Threading" section: text, or one JSON object {"threading": {...}} with
+ * the 10 ms timeline. 0, or -1 on out of memory. */
+int report_print_threading(FILE *out, const struct profile *p, enum report_format format);
+/* --- end of threads and OpenMP --------------------------------------------- */
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "report/report.h"
+#include "report/report_internal.h"
 
 int report_format_parse(const char *text, enum report_format *out)
 {
@@ -164,6 +165,16 @@ static void json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
+void report_json_string(FILE *out, const char *s)
+{
+    json_string(out, s);
+}
+
+void report_format_time(char *buf, size_t len, uint64_t ns)
+{
+    format_time(buf, len, ns);
+}
+
 /* Writes one CSV field, quoted (RFC 4180) only when it has to be. */
 static void csv_field(FILE *out, const char *s)
 {
@@ -286,6 +297,30 @@ void report_print_header(FILE *out, const struct profile *p)
  * are long, and a table wider than a terminal is read by nobody. */
 #define NAME_MAX_WIDTH 60
 #define MODULE_MAX_WIDTH 40
+#define DETAIL_MAX_WIDTH 60
+
+/* The default title of a hotspot table: torch.profiler's words for the
+ * operator view, "Hotspots by KEY" for the others. */
+static void print_default_title(FILE *out, const struct report_options *opts)
+{
+    const char *what = NULL;
+    switch (opts->group_by) {
+    case GROUP_OP: what = "Operators"; break;
+    case GROUP_LINE: what = "Python lines"; break;
+    case GROUP_PYTHON: what = "Python functions"; break;
+    case GROUP_KERNEL: what = "Kernels (innermost native function, per operator)"; break;
+    default: break;
+    }
+    if (!what) {
+        fprintf(out, "Hotspots by %s, sorted by %s", group_by_name(opts->group_by),
+                sort_key_name(opts->sort));
+        return;
+    }
+    if (opts->sort == SORT_SELF || opts->sort == SORT_TOTAL)
+        fprintf(out, "%s by %s time", what, sort_key_name(opts->sort));
+    else
+        fprintf(out, "%s, sorted by %s", what, sort_key_name(opts->sort));
+}
 
 static size_t rows_to_print(const struct hotspot_table *t, const struct report_options *opts)
 {
@@ -299,8 +334,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     if (title)
         fputs(title, out);
     else
-        fprintf(out, "Hotspots by %s, sorted by %s", group_by_name(opts->group_by),
-                sort_key_name(opts->sort));
+        print_default_title(out, opts);
     if (n < t->nrows)
         fprintf(out, " (top %zu of %zu)\n", n, t->nrows);
     else
@@ -311,8 +345,10 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     }
 
     /* Column widths follow the rows actually printed. */
-    size_t name_w = 4, module_w = 6;
-    bool have_module = false, have_source = false;
+    const char *module_title = t->module_title ? t->module_title : "Module";
+    const char *detail_title = t->detail_title ? t->detail_title : "Detail";
+    size_t name_w = 4, module_w = text_width(module_title), detail_w = text_width(detail_title);
+    bool have_module = false, have_source = false, have_detail = false;
     for (size_t i = 0; i < n; i++) {
         size_t w = text_width(t->rows[i].name);
         if (w > name_w)
@@ -325,17 +361,32 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         }
         if (t->rows[i].source)
             have_source = true;
+        if (t->rows[i].detail) {
+            have_detail = true;
+            w = text_width(t->rows[i].detail);
+            if (w > detail_w)
+                detail_w = w;
+        }
     }
     if (name_w > NAME_MAX_WIDTH)
         name_w = NAME_MAX_WIDTH;
     if (module_w > MODULE_MAX_WIDTH)
         module_w = MODULE_MAX_WIDTH;
+    if (detail_w > DETAIL_MAX_WIDTH)
+        detail_w = DETAIL_MAX_WIDTH;
+    bool have_share = t->share_denominator != 0;
 
     fprintf(out, "%8s%12s%9s%12s%9s  ", "Self %", "Self time", "Total %", "Total time", "Samples");
-    print_text_cell(out, "Name", name_w, have_module ? name_w : 0);
+    if (have_share)
+        fprintf(out, "%7s  ", "Share");
+    print_text_cell(out, "Name", name_w, have_module || have_detail || have_source ? name_w : 0);
     if (have_module) {
         fputs("  ", out);
-        print_text_cell(out, "Module", module_w, have_source ? module_w : 0);
+        print_text_cell(out, module_title, module_w, have_detail || have_source ? module_w : 0);
+    }
+    if (have_detail) {
+        fputs("  ", out);
+        print_text_cell(out, detail_title, detail_w, have_source ? detail_w : 0);
     }
     if (have_source)
         fputs("  Source", out);
@@ -355,14 +406,28 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         }
         fprintf(out, "%8s%12s%9s%12s%9" PRIu64 "  ", self_pct, self_time, total_pct, total_time,
                 r->samples);
-        bool more = have_module && ((r->module && r->module[0]) || r->source);
-        print_text_cell(out, r->name, name_w, more ? name_w : 0);
-        if (more) {
-            fputs("  ", out);
-            /* Pad only when a source follows: no trailing blanks. */
-            print_text_cell(out, r->module ? r->module : "", module_w, r->source ? module_w : 0);
+        if (have_share) {
+            char share[32];
+            snprintf(share, sizeof share, "%.1f %%", percent(r->total, t->share_denominator));
+            fprintf(out, "%7s  ", share);
         }
-        if (have_source && r->source) {
+        /* Pad a cell only when something follows it: no trailing blanks. */
+        bool has_module = r->module && r->module[0];
+        bool has_detail = have_detail && r->detail && r->detail[0];
+        bool has_source = have_source && r->source;
+        bool module_cell = have_module && (has_module || has_detail || has_source);
+        bool detail_cell = have_detail && (has_detail || has_source);
+        print_text_cell(out, r->name, name_w, module_cell || detail_cell || has_source ? name_w : 0);
+        if (module_cell) {
+            fputs("  ", out);
+            print_text_cell(out, r->module ? r->module : "", module_w,
+                            has_detail || has_source ? module_w : 0);
+        }
+        if (detail_cell) {
+            fputs("  ", out);
+            print_text_cell(out, r->detail ? r->detail : "", detail_w, has_source ? detail_w : 0);
+        }
+        if (has_source) {
             fputs("  ", out);
             print_text_cell(out, r->source, 200, 0);
         }
@@ -381,15 +446,27 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
 static void print_csv(FILE *out, const struct hotspot_table *t, const struct report_options *opts)
 {
     size_t n = rows_to_print(t, opts);
-    fputs("name,module,self_pct,self_ns,total_pct,total_ns,samples\n", out);
+    fputs("name,module,self_pct,self_ns,total_pct,total_ns,samples", out);
+    if (t->share_denominator)
+        fputs(",share_pct", out);
+    if (t->detail_key)
+        fprintf(out, ",%s", t->detail_key);
+    fputc('\n', out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];
         csv_field(out, r->name);
         fputc(',', out);
         csv_field(out, r->module);
-        fprintf(out, ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64 "\n",
+        fprintf(out, ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64,
                 percent(r->self, t->total_weight), r->self * t->period_ns,
                 percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
+        if (t->share_denominator)
+            fprintf(out, ",%.3f", percent(r->total, t->share_denominator));
+        if (t->detail_key) {
+            fputc(',', out);
+            csv_field(out, r->detail);
+        }
+        fputc('\n', out);
     }
 }
 
@@ -421,7 +498,9 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
             fputc(',', out);
         json_string(out, p->warnings[i]);
     }
-    fputs("],\"rows\":[", out);
+    fputc(']', out);
+    report_json_summary(out, opts->phases, opts->findings);
+    fputs(",\"rows\":[", out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];
         fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
@@ -432,6 +511,12 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
             fputs(",\"source\":", out);
             json_string(out, r->source);
         }
+        if (t->detail_key && r->detail) {
+            fprintf(out, ",\"%s\":", t->detail_key);
+            json_string(out, r->detail);
+        }
+        if (t->share_denominator)
+            fprintf(out, ",\"share_pct\":%.3f", percent(r->total, t->share_denominator));
         fprintf(out, ",\"self_pct\":%.3f,\"self_ns\":%" PRIu64 ",\"total_pct\":%.3f,\"total_ns\":%" PRIu64
                 ",\"samples\":%" PRIu64 "}",
                 percent(r->self, t->total_weight), r->self * t->period_ns,

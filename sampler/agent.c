@@ -168,6 +168,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
         break;
     }
     slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, slot->tid);
+    slot->omp_region = agent_omp_region; /* threading: OpenMP region (initial-exec TLS, ompt/ompt.h) */
     agent_queue_commit(slot);
     /* Our own cost, so that overhead is measured, not guessed (two vDSO
      * clock reads: ~40 ns). */

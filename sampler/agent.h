@@ -19,6 +19,12 @@
 #include <stdint.h>
 
 #include "sampler/sampler.h"
+/* --- threading/OpenMP: the OMPT tool and the schedstat poller ------------ */
+#include "ompt/ompt.h"
+/* A queue slot that is not a sample but an OpenMP opener's calling context
+ * (ompt_tool.c captures it at parallel begin; the writer emits OMP_CONTEXT). */
+#define AGENT_SLOT_OMP_CONTEXT 0x8000u
+/* --- end threading/OpenMP ------------------------------------------------ */
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
 
@@ -39,6 +45,9 @@ struct agent_slot {
     uint16_t flags;       /* OPR_SAMPLE_* */
     uint32_t npy;         /* Python frames, 0 when the thread runs no Python */
     uint32_t pad;
+    /* --- threading/OpenMP (ompt/ompt.h) --- */
+    uint64_t omp_region;  /* sampled thread's parallel region id (0: none) */
+    /* --- end threading/OpenMP --- */
     uint64_t pcs[OPR_MAX_FRAMES];
     struct agent_pyframe py[OPR_MAX_PYFRAMES];
 };

@@ -453,11 +453,22 @@ static void drain_locked(void)
         if (n > OPR_MAX_FRAMES)
             n = OPR_MAX_FRAMES;
         int64_t id = stack_id_for(slot->pcs, n);
-        if (id >= 0) {
+        if (id >= 0 && (slot->flags & AGENT_SLOT_OMP_CONTEXT)) {
+            /* threading/OpenMP: an opener's stack at region begin, not a sample */
+            struct opr_omp_context c = {slot->omp_region, slot->time_ns, slot->tid, (uint32_t)id,
+                                        python_stack_for(slot), 0};
+            emit(OPR_REC_OMP_CONTEXT, &c, sizeof c, NULL, 0);
+        } else if (id >= 0) {
             note_thread(slot->tid);
             struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags, 1};
             struct opr_sample_python py = {python_stack_for(slot), 0};
-            emit(OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
+            /* threading/OpenMP: the region tail only when the thread was in one */
+            struct { struct opr_sample_python py; struct opr_sample_openmp omp; } tails = {py, {slot->omp_region}};
+            if (slot->omp_region) {
+                ompt_writer_note_sample_region(slot->omp_region, emit);
+                emit(OPR_REC_SAMPLE, &s, sizeof s, &tails, sizeof tails);
+            } else
+                emit(OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
             drained++;
         } else {
             atomic_fetch_add(&agent_samples_lost, 1); /* out of memory: counted, not hidden */
@@ -467,6 +478,9 @@ static void drain_locked(void)
     const char *note = agent_python_take_note();
     if (note)
         emit_note(note);
+    /* threading/OpenMP: schedstat poll and OMPT rings (ompt/ompt.h) */
+    agent_threads_poll(emit, false);
+    ompt_writer_drain(emit, false);
     samples_written += drained;
     if (live && drained)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
@@ -606,6 +620,10 @@ void agent_writer_stop(bool clean)
         return;
     atomic_store(&writer_stop, 1);
     drain_locked();
+    /* threading/OpenMP: last schedstat read (with context switches) and
+     * regions still open that samples were taken in */
+    agent_threads_poll(emit, true);
+    ompt_writer_drain(emit, true);
     /* Names may have been set after a thread's first sample. */
     for (size_t i = 0; i < tids_count; i++)
         emit_thread(tids[i]);
@@ -642,6 +660,8 @@ void agent_writer_atfork_child(void)
         close(stream_fd); /* the parent's file: never write to it from here */
     stream_fd = -1;
     clear_tables();
+    ompt_atfork_child();         /* threading/OpenMP: the parent's rings are not ours */
+    agent_threads_atfork_child();
     maps_count = 0;
     tids_count = 0;
     samples_written = last_lost_reported = last_taken_reported = 0;

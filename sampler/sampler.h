@@ -266,6 +266,9 @@ struct record_options {
     char *const *argv;      /* the workload's command, argv[0] looked up in PATH */
     bool quiet;             /* no live status line, no summary */
     const char *events;     /* -e EVENTS as given (NULL: task-clock); see pmu.c */
+    /* threading/OpenMP: NULL or "auto" (preload an LLVM libomp found on this
+     * machine so GNU libgomp programs get OMPT), "keep" (never), or a path */
+    const char *openmp_runtime;
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should

@@ -10,12 +10,15 @@ int main(void)
         return 2;
     }
     register_symbolize_tests();
+    register_symbolize_cfi_tests();
     register_hotspots_tests();
     register_profile_load_tests();
     register_report_tests();
     register_pmu_tests();
     register_metrics_tests();
+    register_operators_tests();
     register_export_tests();
+    register_threading_tests();
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

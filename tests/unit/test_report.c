@@ -59,6 +59,7 @@ static void set_row(struct hotspot_row *r, const char *name, const char *module,
 
 static void new_table(struct hotspot_table *t, size_t nrows, uint64_t total_weight, uint64_t period_ns)
 {
+    memset(t, 0, sizeof *t);
     t->rows = calloc(nrows, sizeof *t->rows);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t->rows);
     t->nrows = nrows;

@@ -8,12 +8,15 @@
 #include <CUnit/CUnit.h>
 
 void register_symbolize_tests(void);
+void register_symbolize_cfi_tests(void);
 void register_hotspots_tests(void);
 void register_profile_load_tests(void);
 void register_report_tests(void);
 void register_pmu_tests(void);
 void register_metrics_tests(void);
+void register_operators_tests(void);
 void register_export_tests(void);
+void register_threading_tests(void);
 
 /* Absolute paths of the build and source trees (set by Makefile.am). */
 #ifndef OPPROF_TEST_BUILDDIR

@@ -1,0 +1,224 @@
+/*
+ * analyze/findings.c — one-line hints at the top of `opprof report`, each
+ * emitted only when the samples show it and each quoting the figures it rests
+ * on (design.md: every figure traceable to samples):
+ *
+ *   reference_blas      time in the netlib reference BLAS (Debian's default
+ *                       libblas.so.3): the fix is a library, not user code
+ *   interpreter_bound   most time in the Python interpreter outside operators
+ *   dominant_operator   one operator takes most of the self time
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/hotspots_internal.h"
+
+/* Thresholds (shares of all samples' weight). */
+
+/* Reference BLAS: 10 % of CPU time in one library whose fix is an apt
+ * install is worth a line even when it is not the top item; below that the
+ * gain from OpenBLAS/MKL is small next to everything else. */
+#define REFERENCE_BLAS_MIN_SHARE 0.10
+/* Interpreter-bound: only when the interpreter is the majority of the time
+ * does "write fewer, larger tensor operations" beat tuning any operator. */
+#define INTERPRETER_MIN_SHARE 0.50
+/* Dominant operator: at 40 % self one operator is the obvious first target
+ * (halving it saves a fifth of the run); below that the table says enough. */
+#define DOMINANT_OP_MIN_SHARE 0.40
+
+static int add_finding(struct findings *out, enum finding_kind kind, const char *id, double share,
+                       const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    struct finding *items = realloc(out->items, (out->n + 1) * sizeof *items);
+    if (!items)
+        return -1;
+    out->items = items;
+    char *copy = strdup(text);
+    if (!copy)
+        return -1;
+    items[out->n++] = (struct finding){.kind = kind, .id = id, .share = share, .text = copy};
+    return 0;
+}
+
+/* The netlib reference BLAS names its routines with a short lowercase name
+ * and one trailing underscore (sgemm_, dgemv_, saxpy_, isamax_, lsame_,
+ * xerbla_). OpenBLAS installed as libblas.so.3 spends its time in kernels
+ * with other names (sgemm_kernel_*, *_oncopy, unexported: module+0x...), so
+ * this tells the two apart although both are called libblas.so.3. */
+static bool is_netlib_routine(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 3 || n > 8 || name[n - 1] != '_')
+        return false;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
+            return false;
+    return true;
+}
+
+static bool is_blas_module(const char *module)
+{
+    return strncmp(module, "libblas.so", 10) == 0;
+}
+
+static bool is_interpreter_module(const char *module)
+{
+    return strncmp(module, "python3", 7) == 0 || strncmp(module, "libpython", 9) == 0;
+}
+
+static double share_of(uint64_t part, uint64_t whole)
+{
+    return whole ? (double)part / (double)whole : 0.0;
+}
+
+/* Leaf frame of a stack, NULL when it has none. */
+static const struct prof_frame *leaf_of(const struct profile *p, const struct prof_stack *st)
+{
+    return st->nframes && st->frames[0] < p->nframes ? &p->frames[st->frames[0]] : NULL;
+}
+
+/* (1) Reference BLAS and (2) interpreter-bound: one pass over the stacks. */
+static int leaf_findings(const struct profile *p, uint64_t total, struct findings *out)
+{
+    struct op_index ix;
+    uint64_t *sw, *sc;
+    if (op_index_build(p, &ix) != 0)
+        return -1;
+    if (hs_fold_by_stack(p, &sw, &sc) != 0) {
+        op_index_free(&ix);
+        return -1;
+    }
+    struct hs_builder blas_fn = {0}, interp_line = {0};
+    uint64_t blas_w = 0, netlib_w = 0, interp_w = 0;
+    const char *blas_module = NULL;
+    int rc = -1;
+    for (size_t s = 0; s < p->nstacks; s++) {
+        if (!sc[s])
+            continue;
+        const struct prof_stack *st = &p->stacks[s];
+        const struct prof_frame *leaf = leaf_of(p, st);
+        if (!leaf)
+            continue;
+        if (leaf->kind != FRAME_PYTHON && is_blas_module(leaf->module)) {
+            blas_w += sw[s];
+            if (!blas_module)
+                blas_module = leaf->module;
+            if (is_netlib_routine(leaf->name)) {
+                netlib_w += sw[s];
+                long r = hs_builder_row(&blas_fn, leaf->name, NULL);
+                if (r < 0)
+                    goto done;
+                blas_fn.rows[r].self += sw[s];
+            }
+        }
+        if (leaf->kind != FRAME_PYTHON && is_interpreter_module(leaf->module) &&
+            op_stack_innermost(&ix, p, st) < 0) {
+            interp_w += sw[s];
+            long py = python_frame_from(p, st, 0);
+            if (py >= 0) {
+                const struct prof_frame *f = &p->frames[st->frames[py]];
+                char key[4096];
+                snprintf(key, sizeof key, "%s:%d", f->module, f->line);
+                long r = hs_builder_row(&interp_line, key, f->name);
+                if (r < 0)
+                    goto done;
+                interp_line.rows[r].self += sw[s];
+            }
+        }
+    }
+    if (share_of(netlib_w, total) >= REFERENCE_BLAS_MIN_SHARE) {
+        const struct hotspot_row *top = NULL;
+        for (size_t i = 0; i < blas_fn.nrows; i++)
+            if (!top || blas_fn.rows[i].self > top->self)
+                top = &blas_fn.rows[i];
+        if (add_finding(out, FINDING_REFERENCE_BLAS, "reference_blas", share_of(blas_w, total),
+                        "Reference BLAS in use: %.1f %% of CPU time is in %s (%s %.1f %%); it is "
+                        "single-threaded and unoptimized: install OpenBLAS or MKL "
+                        "(update-alternatives --config libblas.so.3-x86_64-linux-gnu) or use a "
+                        "PyTorch build with MKL",
+                        100.0 * share_of(blas_w, total), blas_module, top->name,
+                        100.0 * share_of(top->self, total)) != 0)
+            goto done;
+    }
+    if (share_of(interp_w, total) >= INTERPRETER_MIN_SHARE) {
+        const struct hotspot_row *top = NULL;
+        for (size_t i = 0; i < interp_line.nrows; i++)
+            if (!top || interp_line.rows[i].self > top->self)
+                top = &interp_line.rows[i];
+        char where[1024] = "";
+        if (top)
+            snprintf(where, sizeof where, "; the busiest line is %s in %s (%.1f %%)", top->name,
+                     top->module, 100.0 * share_of(top->self, total));
+        if (add_finding(out, FINDING_INTERPRETER, "interpreter_bound", share_of(interp_w, total),
+                        "Most CPU time (%.1f %%) is in the Python interpreter, not in operators%s: "
+                        "replace per-element Python work with fewer, larger tensor operations",
+                        100.0 * share_of(interp_w, total), where) != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    hs_builder_abort(&blas_fn);
+    hs_builder_abort(&interp_line);
+    free(sw);
+    free(sc);
+    op_index_free(&ix);
+    return rc;
+}
+
+/* (3) One operator dominates the self time. */
+static int dominant_op_finding(const struct profile *p, uint64_t total, struct findings *out)
+{
+    struct hotspot_table t;
+    if (hotspots_compute(p, GROUP_OP, &t) != 0)
+        return -1;
+    const struct hotspot_row *top = NULL;
+    for (size_t i = 0; i < t.nrows; i++)
+        if (strcmp(t.rows[i].name, NO_OPERATOR_NAME) != 0 && (!top || t.rows[i].self > top->self))
+            top = &t.rows[i];
+    int rc = 0;
+    if (top && share_of(top->self, total) >= DOMINANT_OP_MIN_SHARE) {
+        char caller[600] = "";
+        if (top->detail)
+            snprintf(caller, sizeof caller, "; its top Python caller is %s", top->detail);
+        rc = add_finding(out, FINDING_DOMINANT_OP, "dominant_operator", share_of(top->self, total),
+                         "%s takes %.1f %% of CPU time (self): start there%s", top->name,
+                         100.0 * share_of(top->self, total), caller);
+    }
+    hotspots_free(&t);
+    return rc;
+}
+
+int findings_compute(const struct profile *p, struct findings *out)
+{
+    memset(out, 0, sizeof *out);
+    /* The denominator of the report's tables, so the figures agree. */
+    uint64_t total = p->total_weight;
+    for (size_t i = 0; !p->total_weight && i < p->nsamples; i++)
+        total += p->samples[i].weight;
+    if (total == 0)
+        return 0;
+    if (leaf_findings(p, total, out) != 0 || dominant_op_finding(p, total, out) != 0) {
+        findings_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void findings_free(struct findings *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++)
+        free(f->items[i].text);
+    free(f->items);
+    f->items = NULL;
+    f->n = 0;
+}

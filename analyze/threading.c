@@ -1,0 +1,785 @@
+/*
+ * analyze/threading.c — threads and OpenMP: how many threads were really
+ * active, was the machine oversubscribed, and which operator's parallel
+ * regions it was.
+ *
+ * Inputs (kept by the loader, profile_load.c): SCHED_TICK records (the
+ * OS-level view: per-thread run and runqueue-wait time from schedstat, any
+ * runtime, no OMPT needed), OMP_TICK / OMP_REGION / OMP_CONTEXT records (the
+ * OMPT view) and each sample's parallel region.
+ *
+ * threading_attribute() charges OpenMP worker samples to the calling context
+ * of the thread that opened their region (HPCToolkit's approach with OMPT):
+ * worker frames from the leaf down to the runtime, then the opener's stack
+ * from the caller of the runtime's fork entry (GOMP_parallel, __kmpc_fork_call)
+ * to the root, Python frames included.
+ *
+ * threading_analyze() is a pure function of the profile: a 10 ms timeline
+ * (active OpenMP threads, runnable threads summed over all processes, usable
+ * CPUs), the summary figures of the report's Threading section, and findings.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+
+#define OVERSUB_RATIO 1.2      /* runnable / usable CPUs above this: oversubscribed bucket */
+#define NEAR_NS 50000000ull    /* approximate attribution window */
+
+struct prof_threading *threading_get(struct profile *p)
+{
+    if (!p->threading)
+        p->threading = calloc(1, sizeof *p->threading);
+    return p->threading;
+}
+
+void threading_free(struct prof_threading *t)
+{
+    if (!t)
+        return;
+    free(t->regions);
+    free(t->contexts);
+    free(t->omp_ticks);
+    free(t->sched_ticks);
+    free(t->sched_threads);
+    free(t->runtime_version);
+    free(t->openmp_runtime);
+    free(t->openmp_setup);
+    free(t->openmp_libomp);
+    free(t);
+}
+
+void threading_info_kv(struct profile *p, const char *key, const char *val)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    char **slot = strcmp(key, "openmp_runtime") == 0 ? &t->openmp_runtime
+                  : strcmp(key, "openmp_setup") == 0 ? &t->openmp_setup
+                  : strcmp(key, "openmp_libomp") == 0 ? &t->openmp_libomp
+                                                      : NULL;
+    if (slot) {
+        free(*slot);
+        *slot = strdup(val);
+    }
+}
+
+void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    switch (type) {
+    case OPR_REC_OMP_REGION: {
+        struct opr_omp_region r;
+        memcpy(&r, body, sizeof r);
+        t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+        t->regions[t->nregions++] = (struct prof_omp_region){pid, r.opener_tid, r.region_id, r.parent_id,
+                                                             r.begin_ns, r.end_ns, r.requested, r.actual, r.flags};
+        break;
+    }
+    case OPR_REC_OMP_TICK: {
+        t->omp_ticks = profile_grow(t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks);
+        struct prof_omp_tick *k = &t->omp_ticks[t->nomp_ticks++];
+        k->pid = pid;
+        memcpy(&k->t, body, sizeof k->t);
+        if (k->t.interval_ns > k->t.time_ns)
+            k->t.interval_ns = 0;
+        break;
+    }
+    case OPR_REC_OMP_INFO: {
+        struct opr_omp_info info;
+        memcpy(&info, body, sizeof info);
+        t->ompt_processes++;
+        if (!t->runtime_version && info.text_len <= len - sizeof info) {
+            t->runtime_version = malloc(info.text_len + 1);
+            if (t->runtime_version) {
+                memcpy(t->runtime_version, body + sizeof info, info.text_len);
+                t->runtime_version[info.text_len] = '\0';
+            }
+        }
+        break;
+    }
+    case OPR_REC_SCHED_TICK: {
+        struct opr_sched_tick k;
+        memcpy(&k, body, sizeof k);
+        if (k.nthreads > (len - sizeof k) / sizeof(struct opr_sched_thread))
+            break;
+        t->sched_ticks = profile_grow(t->sched_ticks, &t->sched_ticks_cap, t->nsched_ticks + 1,
+                                      sizeof *t->sched_ticks);
+        t->sched_threads = profile_grow(t->sched_threads, &t->sched_threads_cap, t->nsched_threads + k.nthreads + 1,
+                                        sizeof *t->sched_threads);
+        t->sched_ticks[t->nsched_ticks++] = (struct prof_sched_tick){pid, k.time_ns, k.online_cpus, k.affinity_cpus,
+                                                                     k.cpu_limit_milli, t->nsched_threads, k.nthreads};
+        for (uint32_t i = 0; i < k.nthreads; i++) {
+            struct opr_sched_thread e;
+            memcpy(&e, body + sizeof k + i * sizeof e, sizeof e);
+            t->sched_threads[t->nsched_threads++] =
+                (struct prof_sched_thread){e.tid, e.run_ns, e.wait_ns, e.timeslices, e.nonvoluntary_csw};
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
+                           uint32_t stack)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    t->contexts = profile_grow(t->contexts, &t->contexts_cap, t->ncontexts + 1, sizeof *t->contexts);
+    t->contexts[t->ncontexts++] = (struct prof_omp_context){pid, tid, region_id, time_ns, stack};
+}
+
+void threading_note_module(struct profile *p, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!threading_is_omp_runtime(base))
+        return;
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    if (strncmp(base, "libgomp", 7) == 0)
+        t->saw_libgomp = true;
+    else if (strncmp(base, "libiomp", 7) == 0)
+        t->saw_libiomp = true;
+    else
+        t->saw_libomp = true;
+}
+
+static int cmp_region_id(const void *a, const void *b)
+{
+    const struct prof_omp_region *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t || id == 0)
+        return 0;
+    if (*nsorted == 0 && t->nregions > first) {
+        qsort(t->regions + first, t->nregions - first, sizeof *t->regions, cmp_region_id);
+        *nsorted = t->nregions - first;
+    }
+    size_t lo = first, hi = first + *nsorted;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->regions[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < first + *nsorted && t->regions[lo].id == id)
+        return (uint32_t)lo + 1;
+    for (size_t i = first + *nsorted; i < t->nregions; i++) /* stubs */
+        if (t->regions[i].id == id)
+            return (uint32_t)i + 1;
+    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+    t->regions[t->nregions] = (struct prof_omp_region){.pid = pid, .id = id};
+    return (uint32_t)++t->nregions;
+}
+
+bool threading_is_omp_runtime(const char *m)
+{
+    return m && (strncmp(m, "libgomp", 7) == 0 || strncmp(m, "libomp", 6) == 0 || strncmp(m, "libiomp", 7) == 0);
+}
+
+static bool is_runtime_or_agent(const struct prof_frame *f)
+{
+    return threading_is_omp_runtime(f->module) || strncmp(f->module, "libopprof_agent", 15) == 0;
+}
+
+static bool stack_has_python(const struct profile *p, const struct prof_stack *st)
+{
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (p->frames[st->frames[i]].kind == FRAME_PYTHON)
+            return true;
+    return false;
+}
+
+/* ---- attribution --------------------------------------------------------- */
+
+struct key_idx {
+    uint64_t key;
+    uint64_t time;
+    uint32_t idx;
+};
+
+static int cmp_key_time(const void *a, const void *b)
+{
+    const struct key_idx *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+/* First entry with (key, time >= t) in a sorted array; n when none. */
+static size_t lower_bound(const struct key_idx *a, size_t n, uint64_t key, uint64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a[mid].key < key || (a[mid].key == key && a[mid].time < t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Nearest entry of key to time t (within window ns); pred filters. */
+static long nearest(const struct key_idx *a, size_t n, uint64_t key, uint64_t t, uint64_t window,
+                    bool (*pred)(uint32_t idx, const void *arg), const void *arg, int max_scan)
+{
+    size_t at = lower_bound(a, n, key, t);
+    long best = -1;
+    uint64_t best_d = window + 1;
+    for (size_t i = at, k = 0; i < n && a[i].key == key && k < (size_t)max_scan; i++, k++) {
+        uint64_t d = a[i].time - t;
+        if (d > best_d)
+            break;
+        if (!pred || pred(a[i].idx, arg)) {
+            best = (long)a[i].idx, best_d = d;
+            break;
+        }
+    }
+    for (size_t i = at, k = 0; i-- > 0 && a[i].key == key && k < (size_t)max_scan; k++) {
+        uint64_t d = t - a[i].time;
+        if (d >= best_d)
+            break;
+        if (!pred || pred(a[i].idx, arg)) {
+            best = (long)a[i].idx, best_d = d;
+            break;
+        }
+    }
+    return best_d <= window ? best : -1;
+}
+
+struct in_region {
+    const struct profile *p;
+    uint32_t region; /* index + 1 */
+};
+
+static bool sample_in_region(uint32_t idx, const void *arg)
+{
+    const struct in_region *r = arg;
+    return r->p->samples[idx].omp_region == r->region;
+}
+
+/* Worker part + opener context -> a new stack. */
+static uint32_t graft(struct profile *p, uint32_t worker, uint32_t context, uint32_t **buf, size_t *cap)
+{
+    const struct prof_stack *ws = &p->stacks[worker], *cs = &p->stacks[context];
+    size_t j = 0;
+    if (ws->nframes && is_runtime_or_agent(&p->frames[ws->frames[0]]))
+        j = 1; /* spinning in the runtime: keep the leaf */
+    else
+        while (j < ws->nframes && !is_runtime_or_agent(&p->frames[ws->frames[j]]))
+            j++;
+    /* Caller of the runtime's fork entry: after the rootmost runtime frame. */
+    size_t k = 0;
+    for (size_t i = 0; i < cs->nframes; i++)
+        if (is_runtime_or_agent(&p->frames[cs->frames[i]]))
+            k = i + 1;
+    size_t n = j + (cs->nframes - k);
+    *buf = profile_grow(*buf, cap, n + 1, sizeof **buf);
+    memcpy(*buf, ws->frames, j * sizeof **buf);
+    memcpy(*buf + j, cs->frames + k, (cs->nframes - k) * sizeof **buf);
+    return profile_add_stack(p, *buf, (uint32_t)n);
+}
+
+static uint64_t pid_tid_key(uint32_t pid, uint32_t tid) { return ((uint64_t)pid << 32) | tid; }
+
+size_t threading_attribute(struct profile *p)
+{
+    struct prof_threading *t = p->threading;
+    if (!t || t->nregions == 0 || p->nsamples == 0)
+        return 0;
+    /* Samples per (pid, tid) by time; contexts per (pid, tid) by time and per
+     * (pid, region) for the exact match. */
+    struct key_idx *by_thread = malloc(p->nsamples * sizeof *by_thread);
+    struct key_idx *ctx_thread = malloc((t->ncontexts + 1) * sizeof *ctx_thread);
+    struct key_idx *ctx_region = malloc((t->ncontexts + 1) * sizeof *ctx_region);
+    if (!by_thread || !ctx_thread || !ctx_region) {
+        free(by_thread), free(ctx_thread), free(ctx_region);
+        return 0;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_thread *th = &p->threads[p->samples[i].thread];
+        by_thread[i] = (struct key_idx){pid_tid_key(th->pid, th->tid), p->samples[i].time_ns, (uint32_t)i};
+    }
+    qsort(by_thread, p->nsamples, sizeof *by_thread, cmp_key_time);
+    for (size_t i = 0; i < t->ncontexts; i++) {
+        const struct prof_omp_context *c = &t->contexts[i];
+        ctx_thread[i] = (struct key_idx){pid_tid_key(c->pid, c->tid), c->time_ns, (uint32_t)i};
+        ctx_region[i] = (struct key_idx){c->region_id ^ ((uint64_t)c->pid << 40), 0, (uint32_t)i};
+    }
+    qsort(ctx_thread, t->ncontexts, sizeof *ctx_thread, cmp_key_time);
+    qsort(ctx_region, t->ncontexts, sizeof *ctx_region, cmp_key_time);
+
+    uint32_t *buf = NULL;
+    size_t cap = 0, charged = 0;
+    t->attributed_exact = t->attributed_near = t->unattributed = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        struct prof_sample *s = &p->samples[i];
+        if (!s->omp_region || s->omp_region > t->nregions)
+            continue;
+        const struct prof_omp_region *r = &t->regions[s->omp_region - 1];
+        const struct prof_thread *th = &p->threads[s->thread];
+        if (r->opener_tid == 0 || th->tid == r->opener_tid || stack_has_python(p, &p->stacks[s->stack]))
+            continue;
+        uint64_t okey = pid_tid_key(r->pid, r->opener_tid);
+        struct in_region ir = {p, s->omp_region};
+        long ctx_stack = -1;
+        bool exact = true;
+        long os = nearest(by_thread, p->nsamples, okey, s->time_ns, UINT64_MAX / 2, sample_in_region, &ir, 256);
+        if (os >= 0) {
+            ctx_stack = p->samples[os].stack;
+        } else {
+            size_t at = lower_bound(ctx_region, t->ncontexts, r->id ^ ((uint64_t)r->pid << 40), 0);
+            if (at < t->ncontexts && ctx_region[at].key == (r->id ^ ((uint64_t)r->pid << 40)))
+                ctx_stack = t->contexts[ctx_region[at].idx].stack;
+        }
+        if (ctx_stack < 0) {
+            exact = false;
+            long ns = nearest(by_thread, p->nsamples, okey, s->time_ns, NEAR_NS, NULL, NULL, 1);
+            long nc = nearest(ctx_thread, t->ncontexts, okey, s->time_ns, NEAR_NS, NULL, NULL, 1);
+            uint64_t ds = ns >= 0 ? (uint64_t)llabs((long long)(p->samples[ns].time_ns - s->time_ns)) : UINT64_MAX;
+            uint64_t dc = nc >= 0 ? (uint64_t)llabs((long long)(t->contexts[nc].time_ns - s->time_ns)) : UINT64_MAX;
+            if (nc >= 0 && dc <= ds)
+                ctx_stack = t->contexts[nc].stack;
+            else if (ns >= 0)
+                ctx_stack = p->samples[ns].stack;
+        }
+        if (ctx_stack < 0) {
+            t->unattributed++;
+            continue;
+        }
+        s->stack = graft(p, s->stack, (uint32_t)ctx_stack, &buf, &cap);
+        if (exact)
+            t->attributed_exact++;
+        else
+            t->attributed_near++;
+        charged++;
+    }
+    free(buf);
+    free(by_thread);
+    free(ctx_thread);
+    free(ctx_region);
+    return charged;
+}
+
+/* ---- the timeline ------------------------------------------------------- */
+
+/* Adds amount (thread-ns) spread evenly over [from, to) to field of the
+ * buckets, as average threads per bucket. */
+static void spread(struct threading_bucket *b, size_t nb, uint64_t t0, uint64_t bns, uint64_t from, uint64_t to,
+                   double amount, size_t field_off)
+{
+    if (to <= from || amount <= 0)
+        return;
+    if (from < t0)
+        from = t0;
+    if (to <= from)
+        return;
+    double rate = amount / (double)(to - from); /* threads */
+    for (uint64_t x = from; x < to;) {
+        size_t i = (size_t)((x - t0) / bns);
+        if (i >= nb)
+            break;
+        uint64_t end = t0 + (uint64_t)(i + 1) * bns;
+        if (end > to)
+            end = to;
+        double *f = (double *)((char *)&b[i] + field_off);
+        *f += rate * (double)(end - x) / (double)bns;
+        x = end;
+    }
+}
+
+struct last_val {
+    uint64_t key, run, wait;
+};
+
+static struct last_val *last_for(struct last_val *tab, size_t cap, uint64_t key, bool *fresh)
+{
+    size_t j = (key * 0x9e3779b97f4a7c15ull) & (cap - 1);
+    while (tab[j].key && tab[j].key != key)
+        j = (j + 1) & (cap - 1);
+    *fresh = tab[j].key == 0;
+    tab[j].key = key;
+    return &tab[j];
+}
+
+static bool is_spin_name(const char *n)
+{
+    static const char *const words[] = {"wait", "barrier", "yield", "spin", "sleep", "futex", "flag", "suspend"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcasestr(n, words[i]))
+            return true;
+    return false;
+}
+
+static bool is_outlined(const char *n)
+{
+    return strstr(n, "._omp_fn.") || strstr(n, "omp_outlined");
+}
+
+/* Operator (or plain function) and Python line a region sample belongs to. */
+static void op_of(const struct profile *p, const struct prof_stack *st, char *name, size_t nlen, char *py, size_t plen)
+{
+    name[0] = py[0] = '\0';
+    char buf[160];
+    const char *fallback = NULL;
+    bool py_is_lib = false;
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        const struct prof_frame *f = &p->frames[st->frames[i]];
+        if (f->kind == FRAME_PYTHON) {
+            /* The innermost line of the user's code: past torch's own
+             * Python (functional.py) when there is such a frame. */
+            bool lib = f->source_file && strstr(f->source_file, "/torch/");
+            if (!py[0] || (py_is_lib && !lib)) {
+                snprintf(py, plen, "%s:%d", f->module, f->line);
+                py_is_lib = lib;
+            }
+            continue;
+        }
+        if (name[0])
+            continue;
+        enum op_frame_kind k = op_frame_classify(f->name, buf, sizeof buf);
+        if (k == OP_FRAME_ATEN || k == OP_FRAME_AUTOGRAD)
+            snprintf(name, nlen, "%s", buf);
+        else if (k == OP_FRAME_FALLBACK && !fallback)
+            fallback = f->name;
+    }
+    if (name[0])
+        return;
+    if (fallback) {
+        snprintf(name, nlen, "%s", op_name_from_frame(fallback, buf, sizeof buf) ? buf : fallback);
+        return;
+    }
+    /* No operator: the function containing the parallel construct. On the
+     * opener, the caller of the runtime's fork entry (the frame after the
+     * rootmost runtime or agent frame); on a grafted worker stack, the frame
+     * after the outlined body; else the leaf. */
+    size_t k = 0;
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (is_runtime_or_agent(&p->frames[st->frames[i]]))
+            k = i + 1;
+    if (k > 0 && k < st->nframes && p->frames[st->frames[k]].kind != FRAME_PYTHON) {
+        snprintf(name, nlen, "%s", p->frames[st->frames[k]].name);
+        return;
+    }
+    for (uint32_t i = 0; i + 1 < st->nframes; i++) {
+        if (is_outlined(p->frames[st->frames[i]].name)) {
+            snprintf(name, nlen, "%s", p->frames[st->frames[i + 1]].name);
+            return;
+        }
+    }
+    snprintf(name, nlen, "%s", st->nframes ? p->frames[st->frames[0]].name : "[no frame]");
+}
+
+static int cmp_ops(const void *a, const void *b)
+{
+    const struct threading_op *x = a, *y = b;
+    return x->samples < y->samples ? 1 : x->samples > y->samples ? -1 : strcmp(x->name, y->name);
+}
+
+static void add_finding(struct threading_summary *s, const char *text)
+{
+    if (s->nfindings < sizeof s->findings / sizeof s->findings[0])
+        snprintf(s->findings[s->nfindings++], sizeof s->findings[0], "%s", text);
+}
+
+static void describe_view(const struct profile *p, struct threading_summary *s)
+{
+    const struct prof_threading *t = p->threading;
+    char rt[200] = "";
+    if (t->saw_libomp || t->saw_libgomp || t->saw_libiomp)
+        snprintf(rt, sizeof rt, " (runtimes loaded: %s%s%s)", t->saw_libomp ? "LLVM libomp " : "",
+                 t->saw_libiomp ? "Intel libiomp5 " : "", t->saw_libgomp ? "GNU libgomp" : "");
+    char swap[600] = "";
+    if (t->openmp_runtime && strcmp(t->openmp_runtime, "keep") == 0)
+        snprintf(swap, sizeof swap, "; runtime kept as the workload has it (--openmp-runtime keep)");
+    else if (t->openmp_libomp)
+        snprintf(swap, sizeof swap, "; record preloaded %s in place of GNU libgomp", t->openmp_libomp);
+    else if (t->openmp_runtime)
+        snprintf(swap, sizeof swap, "; no LLVM libomp found at record time (set OPPROF_LIBOMP)");
+    if (s->has_ompt)
+        snprintf(s->view, sizeof s->view, "OMPT (%s) + OS schedstat%s%s", t->runtime_version ? t->runtime_version : "?",
+                 rt, swap);
+    else
+        snprintf(s->view, sizeof s->view,
+                 "OS-level only (schedstat; no OpenMP runtime started the OMPT tool: GNU libgomp has no OMPT, "
+                 "or no OpenMP at all)%s%s",
+                 rt, swap);
+}
+
+int threading_analyze(const struct profile *p, struct threading_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    const struct prof_threading *t = p->threading;
+    s->total_samples = p->nsamples;
+    if (!t)
+        return 0;
+    s->has_sched = t->nsched_ticks > 0;
+    s->has_ompt = t->ompt_processes > 0;
+    describe_view(p, s);
+
+    /* Time range and CPUs. */
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    for (size_t i = 0; i < t->nsched_ticks; i++) {
+        const struct prof_sched_tick *k = &t->sched_ticks[i];
+        t0 = k->time_ns < t0 ? k->time_ns : t0;
+        t1 = k->time_ns > t1 ? k->time_ns : t1;
+        if (k->online > s->online)
+            s->online = k->online;
+        if (k->affinity > s->affinity)
+            s->affinity = k->affinity;
+        double lim = k->limit_milli / 1000.0;
+        if (lim > 0 && (s->cgroup_limit == 0 || lim > s->cgroup_limit))
+            s->cgroup_limit = lim;
+    }
+    for (size_t i = 0; i < t->nomp_ticks; i++) {
+        const struct opr_omp_tick *k = &t->omp_ticks[i].t;
+        uint64_t from = k->time_ns - k->interval_ns;
+        t0 = from < t0 ? from : t0;
+        t1 = k->time_ns > t1 ? k->time_ns : t1;
+    }
+    s->usable_cpus = s->online;
+    if (s->affinity && s->affinity < s->usable_cpus)
+        s->usable_cpus = s->affinity;
+    if (s->cgroup_limit > 0 && s->cgroup_limit < s->usable_cpus)
+        s->usable_cpus = s->cgroup_limit;
+    if (t1 <= t0) /* no ticks: no timeline, sample figures only */
+        t0 = t1 = 0;
+    uint64_t bns = THREADING_BUCKET_NS;
+    while ((t1 - t0) / bns > 400000)
+        bns *= 2;
+    size_t nb = t1 > t0 ? (size_t)((t1 - t0) / bns) + 1 : 0;
+    struct threading_bucket *b = calloc(nb + 1, sizeof *b);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < nb; i++) {
+        b[i].t_ns = t0 + i * bns;
+        b[i].cpus = s->usable_cpus;
+    }
+    s->timeline = b, s->nbuckets = nb, s->bucket_ns = bns;
+
+    /* OS view: runnable = (delta run + delta wait) / period, per thread. */
+    size_t cap = 1024;
+    while (cap < 2 * (t->nsched_threads + 1) && cap < (1u << 26))
+        cap *= 2;
+    struct last_val *last = calloc(cap, sizeof *last);
+    uint32_t *pids = calloc(t->nsched_ticks + 1, sizeof *pids);
+    uint64_t *prev_time = calloc(t->nsched_ticks + 1, sizeof *prev_time);
+    double *pid_load = calloc(t->nsched_ticks + 1, sizeof *pid_load); /* run + wait per process */
+    size_t npids = 0;
+    if (!last || !pids || !prev_time || !pid_load) {
+        free(last), free(pids), free(prev_time), free(pid_load);
+        return -1;
+    }
+    double run = 0, wait = 0;
+    for (size_t i = 0; i < t->nsched_ticks; i++) {
+        const struct prof_sched_tick *k = &t->sched_ticks[i];
+        size_t pi = 0;
+        while (pi < npids && pids[pi] != k->pid)
+            pi++;
+        if (pi == npids)
+            pids[npids++] = k->pid;
+        uint64_t from = prev_time[pi];
+        for (size_t j = 0; j < k->n; j++) {
+            const struct prof_sched_thread *e = &t->sched_threads[k->first + j];
+            bool fresh;
+            struct last_val *lv = last_for(last, cap, pid_tid_key(k->pid, e->tid), &fresh);
+            if (fresh)
+                s->nthreads++;
+            uint64_t dr = 0, dw = 0;
+            if (!fresh || from) { /* a thread new since the last tick: from 0 */
+                dr = e->run_ns >= lv->run ? e->run_ns - lv->run : 0;
+                dw = e->wait_ns >= lv->wait ? e->wait_ns - lv->wait : 0;
+            }
+            lv->run = e->run_ns, lv->wait = e->wait_ns;
+            if (from) {
+                run += (double)dr, wait += (double)dw;
+                pid_load[pi] += (double)(dr + dw);
+                spread(b, nb, t0, bns, from, k->time_ns, (double)(dr + dw),
+                       offsetof(struct threading_bucket, runnable));
+            }
+        }
+        prev_time[pi] = k->time_ns;
+    }
+    /* Processes that matter: at least 10 % of all runnable thread time (a
+     * shell or launcher that only waits does not count). */
+    for (size_t i = 0; i < npids; i++)
+        if (run + wait > 0 && pid_load[i] >= 0.1 * (run + wait))
+            s->nprocesses++;
+    free(pid_load);
+    /* Involuntary switches: the last value per thread. */
+    for (size_t i = 0; i < cap; i++)
+        last[i].key = 0;
+    for (size_t i = t->nsched_ticks; i-- > 0;) {
+        const struct prof_sched_tick *k = &t->sched_ticks[i];
+        for (size_t j = 0; j < k->n; j++) {
+            bool fresh;
+            const struct prof_sched_thread *e = &t->sched_threads[k->first + j];
+            last_for(last, cap, pid_tid_key(k->pid, e->tid), &fresh);
+            if (fresh)
+                s->nivcsw += e->nivcsw;
+        }
+    }
+    free(last), free(pids), free(prev_time);
+    s->run_s = run / 1e9, s->wait_s = wait / 1e9;
+    s->wait_share = run + wait > 0 ? wait / (run + wait) : 0;
+
+    /* OMPT view. */
+    double work = 0, team = 0, region_ns = 0;
+    for (size_t i = 0; i < t->nomp_ticks; i++) {
+        const struct opr_omp_tick *k = &t->omp_ticks[i].t;
+        spread(b, nb, t0, bns, k->time_ns - k->interval_ns, k->time_ns, (double)k->work_ns,
+               offsetof(struct threading_bucket, active_omp));
+        work += (double)k->work_ns, team += (double)k->team_ns, region_ns += (double)k->region_ns;
+        s->regions += k->regions_ended;
+        s->nested += k->nested;
+        if (k->max_team > s->max_team)
+            s->max_team = k->max_team;
+        if (k->max_requested > s->max_requested)
+            s->max_requested = k->max_requested;
+    }
+    s->region_avg_us = s->regions ? region_ns / (double)s->regions / 1e3 : 0;
+    s->imbalance = team > 0 ? 1.0 - work / team : 0;
+    if (s->imbalance < 0)
+        s->imbalance = 0;
+
+    /* Bucket statistics over the buckets where something ran. */
+    size_t busy = 0, active_n = 0, over = 0;
+    double rsum = 0, asum = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].runnable >= 0.5) {
+            busy++;
+            rsum += b[i].runnable;
+            if (b[i].runnable > s->runnable_max)
+                s->runnable_max = b[i].runnable;
+            if (s->usable_cpus > 0 && b[i].runnable > s->usable_cpus * OVERSUB_RATIO)
+                over++;
+        }
+        if (b[i].active_omp >= 0.05) {
+            active_n++;
+            asum += b[i].active_omp;
+            if (b[i].active_omp > s->active_max)
+                s->active_max = b[i].active_omp;
+        }
+    }
+    s->runnable_avg = busy ? rsum / (double)busy : 0;
+    s->active_avg = active_n ? asum / (double)active_n : 0;
+    s->oversub_avg = s->usable_cpus > 0 ? s->runnable_avg / s->usable_cpus : 0;
+    s->oversub_max = s->usable_cpus > 0 ? s->runnable_max / s->usable_cpus : 0;
+    s->oversub_time_share = busy ? (double)over / (double)busy : 0;
+    double span_s = (double)(t1 - t0) / 1e9;
+    s->regions_per_s = span_s > 0 ? (double)s->regions / span_s : 0;
+
+    /* Samples: in regions, spinning in the runtime, per operator. */
+    struct threading_op *ops = calloc(256, sizeof *ops);
+    size_t nops = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *sm = &p->samples[i];
+        const struct prof_stack *st = &p->stacks[sm->stack];
+        if (st->nframes) {
+            const struct prof_frame *leaf = &p->frames[st->frames[0]];
+            bool spin = threading_is_omp_runtime(leaf->module) && is_spin_name(leaf->name);
+            if (!spin && st->nframes > 1 && strstr(leaf->name, "sched_yield"))
+                spin = threading_is_omp_runtime(p->frames[st->frames[1]].module);
+            if (spin)
+                s->spin_samples += sm->weight;
+        }
+        if (!sm->omp_region || !ops)
+            continue;
+        s->region_samples += sm->weight;
+        char name[160], py[160];
+        op_of(p, st, name, sizeof name, py, sizeof py);
+        size_t k = 0;
+        while (k < nops && (strcmp(ops[k].name, name) || strcmp(ops[k].python, py)))
+            k++;
+        if (k == nops) {
+            if (nops == 256)
+                continue;
+            snprintf(ops[k].name, sizeof ops[k].name, "%s", name);
+            snprintf(ops[k].python, sizeof ops[k].python, "%s", py);
+            nops++;
+        }
+        ops[k].samples += sm->weight;
+        if (sm->time_ns >= t0) {
+            size_t bi = (size_t)((sm->time_ns - t0) / bns);
+            if (bi < nb && s->usable_cpus > 0 && b[bi].runnable > s->usable_cpus * OVERSUB_RATIO)
+                ops[k].oversub_samples += sm->weight;
+        }
+    }
+    if (ops) {
+        qsort(ops, nops, sizeof *ops, cmp_ops);
+        s->nops = nops < 8 ? nops : 8;
+        memcpy(s->ops, ops, s->nops * sizeof *ops);
+        free(ops);
+    }
+    uint64_t all = p->total_weight ? p->total_weight : 1;
+    s->spin_share = (double)s->spin_samples / (double)all;
+    s->attributed_exact = t->attributed_exact;
+    s->attributed_near = t->attributed_near;
+    s->unattributed = t->unattributed;
+
+    /* Findings. */
+    char text[768];
+    s->oversubscribed = s->has_sched && s->usable_cpus > 0 && s->oversub_avg > 1.25 && s->wait_share > 0.15 &&
+                        s->oversub_time_share > 0.2;
+    s->multi_process_oversub = s->oversubscribed && s->nprocesses > 1;
+    if (s->oversubscribed) {
+        char who[400] = "";
+        if (s->nops && s->ops[0].oversub_samples)
+            snprintf(who, sizeof who, " Most oversubscribed parallel regions: %s%s%s%s (%llu samples).",
+                     s->ops[0].name, s->ops[0].python[0] ? " called from " : "", s->ops[0].python, "",
+                     (unsigned long long)s->ops[0].oversub_samples);
+        unsigned u = (unsigned)(s->usable_cpus + 0.5);
+        if (u == 0)
+            u = 1;
+        unsigned each = s->nprocesses ? u / s->nprocesses : u;
+        if (s->multi_process_oversub)
+            snprintf(text, sizeof text,
+                     "Oversubscription across %u processes: together %.1f runnable threads on %.3g usable CPUs "
+                     "(x%.2f) in %.0f%% of the busy time; threads waited for a CPU %.1f%% of the time.%s Fix: "
+                     "share the %u CPUs: OMP_NUM_THREADS=%u in each process (torch.set_num_threads(%u) per "
+                     "worker), or run fewer worker processes.",
+                     s->nprocesses, s->runnable_avg, s->usable_cpus, s->oversub_avg, 100 * s->oversub_time_share,
+                     100 * s->wait_share, who, u, each ? each : 1, each ? each : 1);
+        else
+            snprintf(text, sizeof text,
+                     "Oversubscription: %.1f runnable threads on %.3g usable CPUs (x%.2f) in %.0f%% of the busy "
+                     "time; threads waited for a CPU %.1f%% of the time.%s Fix: OMP_NUM_THREADS=%u (or "
+                     "torch.set_num_threads(%u)); with several worker processes, divide the CPUs among them.",
+                     s->runnable_avg, s->usable_cpus, s->oversub_avg, 100 * s->oversub_time_share,
+                     100 * s->wait_share, who, u, u);
+        add_finding(s, text);
+    }
+    /* Waiting without oversubscribing: the CPUs were busy with other work. */
+    s->external_contention = !s->oversubscribed && s->wait_share > 0.15 && s->oversub_avg <= 1.25;
+    if (s->nested > 0) {
+        snprintf(text, sizeof text,
+                 "Nested parallelism: %llu parallel regions were opened inside another region; each multiplies "
+                 "the thread count. Fix: OMP_MAX_ACTIVE_LEVELS=1, or OMP_NUM_THREADS=\"%u,1\".",
+                 (unsigned long long)s->nested, s->usable_cpus > 0 ? (unsigned)(s->usable_cpus + 0.5) : 1);
+        add_finding(s, text);
+    }
+    return 0;
+}
+
+void threading_summary_free(struct threading_summary *s)
+{
+    free(s->timeline);
+    s->timeline = NULL;
+    s->nbuckets = 0;
+}

@@ -1,0 +1,92 @@
+#!/bin/sh
+# test_openmp.sh — the Threading section on omp_regions (many short parallel
+# regions), built with gcc (GNU libgomp: OMPT through the libomp swap) and
+# clang (LLVM libomp, when clang was there at build time):
+#   OMP_NUM_THREADS = CPUs      -> nothing flagged
+#   OMP_NUM_THREADS = 4 x CPUs  -> oversubscription flagged with the runqueue
+#                                  wait share and scale_step as the region opener
+#   --no-omp-swap (libgomp)     -> OS-level view only, still flagged, and says so
+#   two processes x CPUs each   -> flagged together (each alone is not)
+. "$(dirname "$0")/lib.sh"
+require_python3
+require_opprof
+GOMP="$OPPROF_BUILDDIR/tests/workloads/omp_regions_gomp"
+LLVM="$OPPROF_BUILDDIR/tests/workloads/bin/omp_regions_llvm"
+[ -x "$GOMP" ] || skip "workload not built ($GOMP missing; run make check)"
+make_workdir
+CPUS=$(nproc)
+OVER=$((CPUS * 4))
+REGIONS="${OPPROF_TEST_OMP_REGIONS:-20000}"
+
+# check DIR EXPECT_FLAG EXPECT_OMPT(1/0/any) [EXPECT_PROCS]
+check() {
+    report_json "$1" "$1.thr.json" --threading || { fail "opprof report --threading on $1 failed"; return; }
+    pycheck '
+d = load(sys.argv[1]).get("threading", {})
+flag, ompt, procs = sys.argv[2] == "1", sys.argv[3], int(sys.argv[4])
+print("  view: %s" % d.get("view"))
+print("  runnable %.2f on %.3g CPUs (x%.2f), wait share %.1f%%, regions %s, active max %.2f, oversubscribed %s, findings %s" % (
+    d.get("runnable_avg", 0), d.get("usable_cpus", 0), d.get("oversubscription_avg", 0), 100 * d.get("wait_share", 0),
+    d.get("regions"), d.get("active_max", 0), d.get("oversubscribed"), d.get("findings")))
+if not d.get("has_sched"):
+    fail("no OS-level thread data (SCHED_TICK records)")
+if d.get("oversubscribed") != flag:
+    fail("oversubscribed is %s, expected %s" % (d.get("oversubscribed"), flag))
+if flag:
+    f = " ".join(d.get("findings", []))
+    if "OMP_NUM_THREADS" not in f or ("%.1f%%" % (100 * d.get("wait_share", 0))) not in f:
+        fail("finding does not name the fix and the measured wait share: %r" % f)
+    if d.get("wait_share", 0) < 0.2:
+        fail("runqueue wait share %.3f is implausibly low for 4x oversubscription" % d.get("wait_share", 0))
+elif d.get("findings"):
+    fail("findings where none were expected: %r" % d.get("findings"))
+if ompt == "1":
+    if not d.get("has_ompt"):
+        fail("no OMPT data although the runtime should speak OMPT (view: %s)" % d.get("view"))
+    elif d.get("regions", 0) < 0.9 * float(sys.argv[5]):
+        fail("%s regions counted, expected about %s" % (d.get("regions"), sys.argv[5]))
+    ops = d.get("operators", [])
+    if not ops or ops[0]["name"] != "scale_step":
+        fail("region samples not charged to scale_step (the opener): %r" % ops[:3])
+    elif flag and ops[0]["oversubscribed_samples"] == 0:
+        fail("scale_step has no samples in oversubscribed time")
+elif ompt == "0":
+    if d.get("has_ompt") or "OS-level only" not in d.get("view", ""):
+        fail("expected the OS-level view only, got: %s" % d.get("view"))
+if procs and d.get("processes") != procs:
+    fail("%s processes in the thread view, expected %d" % (d.get("processes"), procs))
+if procs > 1 and flag and not d.get("multi_process_oversubscription"):
+    fail("oversubscription across processes not named as such")
+' "$1.thr.json" "$2" "$3" "${4:-0}" "$REGIONS"
+}
+
+# OMPT expected from the gcc build only when record found a libomp to swap in.
+variants="gomp"
+[ -x "$LLVM" ] && variants="gomp llvm" || log "note: $LLVM not built (no clang): LLVM libomp variant skipped"
+for v in $variants; do
+    bin=$GOMP
+    [ "$v" = llvm ] && bin=$LLVM
+    for n in "$CPUS" "$OVER"; do
+        log "== $v, OMP_NUM_THREADS=$n"
+        OMP_NUM_THREADS=$n record "$WORK/$v-$n" -- "$bin" --regions "$REGIONS"
+        [ "$RECORD_STATUS" -eq 0 ] || { fail "record $v $n exited $RECORD_STATUS"; continue; }
+        ompt=1
+        if [ "$v" = gomp ] && ! grep -q '^openmp_libomp=' "$WORK/$v-$n/info"; then
+            ompt=any
+            log "note: no libomp found by record: gcc build checked with the OS-level view"
+        fi
+        flag=0
+        [ "$n" -gt "$CPUS" ] && flag=1
+        check "$WORK/$v-$n" "$flag" "$ompt" 1
+    done
+done
+
+log "== gomp, OMP_NUM_THREADS=$OVER, --no-omp-swap (libgomp, no OMPT)"
+OMP_NUM_THREADS=$OVER record "$WORK/keep" --no-omp-swap -- "$GOMP" --regions "$REGIONS"
+grep -q '^openmp_runtime=keep' "$WORK/keep/info" || fail "info file does not say openmp_runtime=keep"
+check "$WORK/keep" 1 0 1
+
+log "== two processes, OMP_NUM_THREADS=$CPUS each"
+OMP_NUM_THREADS=$CPUS record "$WORK/two" -- sh -c "'$GOMP' --regions $REGIONS & '$GOMP' --regions $REGIONS; wait"
+check "$WORK/two" 1 any 2
+finish

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tests/integration/test_torch_ops.sh — PyTorch operators by self time,
+# checked against torch.profiler on the same run, and the Python line that
+# calls bmm.
+#
+# One run of tests/workloads/torch_train.py under `opprof record`, with
+# torch.profiler active around its training loop (--torch-profiler writes
+# key_averages() to JSON). For every operator above 5 % of torch.profiler's
+# self CPU time, opprof's self share (of samples that are inside an operator)
+# must be within 3 percentage points. Every `torch.bmm(` line of the workload
+# must show as a Python caller of aten::bmm.
+. "$(dirname "$0")/lib.sh"
+
+PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
+TORCH_TOL_PP=${OPPROF_TEST_TORCH_TOL_PP:-3}
+WORKLOAD="$OPPROF_SRCDIR/tests/workloads/torch_train.py"
+
+require_python3
+require_opprof
+if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+    # In CI, torch is installed by scripts/test.sh: its absence is a failure.
+    [ "${CI:-}" = true ] && die "$PYTHON cannot import torch (python3-torch should be installed)"
+    skip "$PYTHON cannot import torch (apt-get install python3-torch)"
+fi
+make_workdir
+
+record "$WORK/res" -- "$PYTHON" "$WORKLOAD" --seconds "${OPPROF_TEST_TORCH_SECONDS:-6}" \
+    --torch-profiler "$WORK/torch_profiler.json"
+[ "$RECORD_STATUS" -eq 0 ] || die "the PyTorch workload failed under opprof record (exit $RECORD_STATUS)"
+report_json "$WORK/res" "$WORK/ops.json" --group-by op || die "opprof report --group-by op failed"
+bmm_lines=$(grep -n "torch.bmm(" "$WORKLOAD" | cut -d: -f1 | tr '\n' ' ')
+report_json "$WORK/res" "$WORK/bmm_callers.json" --callers aten::bmm || fail "opprof report --callers aten::bmm failed"
+
+python3 - "$WORK/ops.json" "$WORK/torch_profiler.json" "$TORCH_TOL_PP" "$WORK/bmm_callers.json" "$bmm_lines" <<'EOF'
+import json, sys
+ops = json.load(open(sys.argv[1]))
+tp = json.load(open(sys.argv[2]))
+tol = float(sys.argv[3])
+failures = 0
+
+def norm(name):
+    return name[len("aten::"):] if name.startswith("aten::") else name
+
+# opprof: self weight per operator, over samples that are inside an operator
+# (torch.profiler only sees time inside operators).
+rows = [r for r in ops["rows"] if not r["name"].startswith("[")]
+op_total = sum(r["self_ns"] for r in rows)
+ours = {norm(r["name"]): 100.0 * r["self_ns"] / op_total for r in rows} if op_total else {}
+
+# torch.profiler: self CPU per aten:: event over the sum of all self CPU time.
+events = tp["ops"]
+tp_total = sum(v["self_cpu_us"] for v in events.values())
+theirs = {}
+for key, v in events.items():
+    if key.startswith("aten::"):
+        theirs[norm(key)] = 100.0 * v["self_cpu_us"] / tp_total
+print("steps under torch.profiler: %d; opprof operator samples: %.0f ms" % (tp["steps"], op_total / 1e6))
+print("%-28s %9s %9s %7s" % ("operator (self %)", "opprof", "torch", "diff"))
+checked = 0
+for name, share in sorted(theirs.items(), key=lambda kv: -kv[1]):
+    if share < 5.0:
+        continue
+    mine = ours.get(name, 0.0)
+    diff = mine - share
+    print("%-28s %8.2f%% %8.2f%% %+6.2f" % ("aten::" + name, mine, share, diff))
+    checked += 1
+    if abs(diff) > tol:
+        print("FAIL: aten::%s: opprof %.2f%% vs torch.profiler %.2f%% differ by more than %.1f pp"
+              % (name, mine, share, tol))
+        failures += 1
+if checked == 0:
+    print("FAIL: torch.profiler reported no operator above 5 %: nothing was compared")
+    failures += 1
+
+# The Python lines that call bmm: each `torch.bmm(` line of the script must be
+# a caller, and (callers being the innermost Python frame outside the torch
+# package) the script's own lines must account for nearly all of bmm's time:
+# forward from the bmm lines, backward from the loss.backward() line.
+try:
+    callers = json.load(open(sys.argv[4]))
+    crow = [r for r in callers["rows"] if r.get("name")]
+    print("callers of aten::bmm:", [(r.get("source") or r["name"], round(r["total_pct"], 2)) for r in crow[:6]])
+    def line_of(r):
+        src = r.get("source") or r["name"]
+        return src.rsplit(":", 1)[-1] if src.endswith(tuple("0123456789")) else ""
+    ours_rows = [r for r in crow if (r.get("source") or r["name"]).split(":")[0].endswith("torch_train.py")]
+    for ln in sys.argv[5].split():
+        hit = [r for r in ours_rows if line_of(r) == ln]
+        if hit and hit[0]["total_pct"] > 0:
+            print("ok: torch_train.py:%s (a torch.bmm call) calls aten::bmm: %.2f %% of all samples" % (ln, hit[0]["total_pct"]))
+        else:
+            print("FAIL: torch_train.py:%s calls torch.bmm but is not among the callers of aten::bmm" % ln)
+            failures += 1
+    all_w = sum(r["total_ns"] for r in crow)
+    our_w = sum(r["total_ns"] for r in ours_rows)
+    share = 100.0 * our_w / all_w if all_w else 0.0
+    print("%.1f %% of aten::bmm time is attributed to lines of torch_train.py (expected >= 90 %%)" % share)
+    if share < 90.0:
+        print("FAIL: callers of aten::bmm point outside the user's script")
+        failures += 1
+except Exception as e:
+    print("FAIL: cannot read the callers of aten::bmm: %s" % e)
+    failures += 1
+sys.exit(1 if failures else 0)
+EOF
+[ $? -eq 0 ] || fail "operator shares or bmm caller differ (see above)"
+finish

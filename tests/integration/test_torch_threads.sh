@@ -1,0 +1,49 @@
+#!/bin/sh
+# test_torch_threads.sh — PyTorch (Debian's python3-torch, GNU libgomp) with
+# OMP_NUM_THREADS=8 on a smaller machine, running layer_norm on a large tensor
+# in a loop for ~3 s: the Threading section flags oversubscription and names
+# aten::native_layer_norm, called from the script's line, as the operator whose
+# regions were oversubscribed (worker samples charged to the opener's context
+# through the libomp swap and OMPT).
+. "$(dirname "$0")/lib.sh"
+require_python3
+require_opprof
+PY=/usr/bin/python3
+[ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null || skip "$PY cannot import torch (install python3-torch)"
+make_workdir
+CPUS=$(nproc)
+THREADS=$((CPUS * 4))
+[ "$THREADS" -lt 8 ] && THREADS=8
+cat >"$WORK/ln.py" <<PY
+import time, torch
+x = torch.randn(256, 4096)
+w, b = torch.randn(4096), torch.randn(4096)
+t0 = time.time()
+while time.time() - t0 < $SECONDS_OF_WORK:
+    y = torch.nn.functional.layer_norm(x, (4096,), w, b)
+print("threads", torch.get_num_threads())
+PY
+OMP_NUM_THREADS=$THREADS record "$WORK/res" -- "$PY" "$WORK/ln.py"
+[ "$RECORD_STATUS" -eq 0 ] || die "record exited $RECORD_STATUS"
+report_json "$WORK/res" "$WORK/thr.json" --threading || die "opprof report --threading failed"
+"$OPPROF" report "$WORK/res" --threading | sed 's/^/  /'
+pycheck '
+d = load(sys.argv[1]).get("threading", {})
+if not d.get("oversubscribed"):
+    fail("oversubscription not flagged (runnable %.2f on %.3g CPUs, wait %.1f%%)" % (
+        d.get("runnable_avg", 0), d.get("usable_cpus", 0), 100 * d.get("wait_share", 0)))
+ops = d.get("operators", [])
+if not ops or "layer_norm" not in ops[0]["name"]:
+    fail("top operator in OpenMP regions is not layer_norm: %r" % ops[:3])
+else:
+    ok("top operator in regions: %s from %s (%d samples, %d oversubscribed)" % (
+        ops[0]["name"], ops[0]["python"], ops[0]["samples"], ops[0]["oversubscribed_samples"]))
+    if not ops[0]["python"].startswith("ln.py:"):
+        fail("operator not charged to the script line (python=%r)" % ops[0]["python"])
+f = " ".join(d.get("findings", []))
+if "layer_norm" not in f or "torch.set_num_threads" not in f:
+    fail("finding does not name the operator and the fix: %r" % f)
+if d.get("has_ompt") and d.get("attributed_exact", 0) + d.get("attributed_near", 0) == 0:
+    fail("no worker sample was charged to the opener")
+' "$WORK/thr.json"
+finish

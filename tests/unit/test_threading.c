@@ -1,0 +1,164 @@
+/*
+ * tests/unit/test_threading.c — analyze/threading.c on profiles built in
+ * memory: oversubscription from schedstat ticks (one process, and two that
+ * oversubscribe only together), OMP ticks, worker samples charged to the
+ * opener's calling context, and the loader's region lookup with stubs.
+ */
+#include <CUnit/CUnit.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "tests/unit/unit.h"
+
+#define MS 1000000ull
+
+/* Adds SCHED_TICK records for pid: nthreads threads, each running run_ms and
+ * waiting wait_ms per 10 ms, for ticks ticks. */
+static void add_sched(struct profile *p, uint32_t pid, unsigned nthreads, unsigned run_ms, unsigned wait_ms,
+                      unsigned ticks)
+{
+    for (unsigned k = 0; k <= ticks; k++) {
+        char body[sizeof(struct opr_sched_tick) + 8 * sizeof(struct opr_sched_thread)];
+        struct opr_sched_tick t = {1000 * MS + k * 10 * MS, nthreads, 2, 2, 0};
+        memcpy(body, &t, sizeof t);
+        for (unsigned i = 0; i < nthreads; i++) {
+            struct opr_sched_thread e = {pid + i, 0, (uint64_t)k * run_ms * MS, (uint64_t)k * wait_ms * MS, k, k};
+            memcpy(body + sizeof t + i * sizeof e, &e, sizeof e);
+        }
+        threading_load_record(p, pid, OPR_REC_SCHED_TICK, body, sizeof t + nthreads * sizeof(struct opr_sched_thread));
+    }
+}
+
+static void test_single_process_fits(void)
+{
+    struct profile *p = profile_new_empty();
+    add_sched(p, 100, 2, 9, 1, 50); /* 2 threads ~busy on 2 CPUs */
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_TRUE(s.has_sched);
+    CU_ASSERT_FALSE(s.has_ompt);
+    CU_ASSERT_DOUBLE_EQUAL(s.usable_cpus, 2.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.runnable_avg, 2.0, 0.05);
+    CU_ASSERT_DOUBLE_EQUAL(s.wait_share, 0.1, 0.01);
+    CU_ASSERT_FALSE(s.oversubscribed);
+    CU_ASSERT_EQUAL(s.nfindings, 0);
+    CU_ASSERT_TRUE(strstr(s.view, "OS-level only") != NULL);
+    CU_ASSERT_TRUE(s.nbuckets >= 50);
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
+static void test_two_processes_together(void)
+{
+    struct profile *p = profile_new_empty();
+    add_sched(p, 100, 2, 5, 5, 50); /* each: 2 runnable threads, half waiting */
+    add_sched(p, 200, 2, 5, 5, 50);
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_DOUBLE_EQUAL(s.runnable_avg, 4.0, 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(s.oversub_avg, 2.0, 0.05);
+    CU_ASSERT_DOUBLE_EQUAL(s.wait_share, 0.5, 0.01);
+    CU_ASSERT_TRUE(s.oversubscribed);
+    CU_ASSERT_TRUE(s.multi_process_oversub);
+    CU_ASSERT_EQUAL(s.nprocesses, 2);
+    CU_ASSERT_EQUAL_FATAL(s.nfindings, 1);
+    CU_ASSERT_TRUE(strstr(s.findings[0], "across 2 processes") != NULL);
+    CU_ASSERT_TRUE(strstr(s.findings[0], "OMP_NUM_THREADS=1") != NULL);
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
+static void test_omp_ticks(void)
+{
+    struct profile *p = profile_new_empty();
+    add_sched(p, 100, 4, 5, 5, 10);
+    for (unsigned k = 1; k <= 10; k++) {
+        /* 4 threads in bodies 75 % of each 10 ms; 100 regions of 100 us, team 4 */
+        struct opr_omp_tick t = {1000 * MS + k * 10 * MS, 10 * MS, 30 * MS, 40 * MS, 10 * MS, 100, 100, 4, 4, 1, 4};
+        threading_load_record(p, 100, OPR_REC_OMP_TICK, (const char *)&t, sizeof t);
+    }
+    struct { struct opr_omp_info i; char text[8]; } info = {{0, 201611, 4}, "test"};
+    threading_load_record(p, 100, OPR_REC_OMP_INFO, (const char *)&info, sizeof info.i + 4);
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_TRUE(s.has_ompt);
+    CU_ASSERT_EQUAL(s.regions, 1000);
+    CU_ASSERT_DOUBLE_EQUAL(s.region_avg_us, 100.0, 0.01);
+    CU_ASSERT_DOUBLE_EQUAL(s.active_max, 3.0, 0.01);
+    CU_ASSERT_DOUBLE_EQUAL(s.imbalance, 0.25, 0.001);
+    CU_ASSERT_EQUAL(s.max_team, 4);
+    CU_ASSERT_EQUAL(s.nested, 10);
+    CU_ASSERT_TRUE(strstr(s.view, "OMPT (test)") != NULL);
+    bool nested_finding = false;
+    for (size_t i = 0; i < s.nfindings; i++)
+        nested_finding = nested_finding || strstr(s.findings[i], "Nested parallelism") != NULL;
+    CU_ASSERT_TRUE(nested_finding);
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
+static void test_worker_charged_to_opener(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t body = profile_add_frame(p, "work._omp_fn.0", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t invoke = profile_add_frame(p, "__kmp_invoke_microtask", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t fork = profile_add_frame(p, "GOMP_parallel", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t opener = profile_add_frame(p, "opener_fn", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t mainf = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t start = profile_add_frame(p, "start_thread", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t wait = profile_add_frame(p, "__kmp_wait_template", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t os_frames[] = {body, invoke, fork, opener, mainf};
+    uint32_t ws_frames[] = {body, invoke, start};
+    uint32_t spin_frames[] = {wait, invoke, start};
+    uint32_t os = profile_add_stack(p, os_frames, 5);
+    uint32_t ws = profile_add_stack(p, ws_frames, 3);
+    uint32_t spin = profile_add_stack(p, spin_frames, 3);
+    uint32_t t_open = profile_add_thread(p, 100, 100, "prog");
+    uint32_t t_work = profile_add_thread(p, 100, 101, "prog");
+    struct opr_omp_region r = {7, 0, 1000, 5000, 100, 2, 2, 0};
+    threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r, sizeof r);
+    size_t sorted = 0;
+    uint32_t idx = threading_region_lookup(p, 0, &sorted, 100, 7);
+    CU_ASSERT_EQUAL(idx, 1);
+    uint32_t stub = threading_region_lookup(p, 0, &sorted, 100, 9); /* no REGION record */
+    CU_ASSERT_EQUAL(stub, 2);
+    CU_ASSERT_EQUAL(threading_region_lookup(p, 0, &sorted, 100, 9), 2);
+    profile_add_sample(p, 2000, t_open, os, 1);
+    profile_add_sample(p, 2100, t_work, ws, 1);
+    profile_add_sample(p, 2200, t_work, spin, 1);
+    profile_add_sample(p, 2300, t_work, ws, 1);
+    p->samples[0].omp_region = idx;
+    p->samples[1].omp_region = idx;
+    p->samples[2].omp_region = idx;
+    p->samples[3].omp_region = stub; /* opener unknown: left alone */
+    CU_ASSERT_EQUAL(threading_attribute(p), 2);
+    CU_ASSERT_EQUAL(p->threading->attributed_exact, 2);
+    const struct prof_stack *g = &p->stacks[p->samples[1].stack];
+    CU_ASSERT_EQUAL_FATAL(g->nframes, 3);
+    CU_ASSERT_EQUAL(g->frames[0], body);
+    CU_ASSERT_EQUAL(g->frames[1], opener);
+    CU_ASSERT_EQUAL(g->frames[2], mainf);
+    const struct prof_stack *sp = &p->stacks[p->samples[2].stack];
+    CU_ASSERT_EQUAL_FATAL(sp->nframes, 3);
+    CU_ASSERT_EQUAL(sp->frames[0], wait); /* spinning: the runtime leaf stays */
+    CU_ASSERT_EQUAL(sp->frames[1], opener);
+    CU_ASSERT_EQUAL(p->samples[0].stack, os);
+    CU_ASSERT_EQUAL(p->samples[3].stack, ws);
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_EQUAL(s.region_samples, 4);
+    CU_ASSERT_EQUAL(s.spin_samples, 1);
+    CU_ASSERT_TRUE(s.nops >= 1);
+    CU_ASSERT_STRING_EQUAL(s.ops[0].name, "opener_fn");
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
+void register_threading_tests(void)
+{
+    CU_pSuite s = CU_add_suite("threading", NULL, NULL);
+    CU_add_test(s, "one process on its CPUs: not flagged", test_single_process_fits);
+    CU_add_test(s, "two processes oversubscribe together", test_two_processes_together);
+    CU_add_test(s, "OMP ticks: regions, active threads, imbalance, nesting", test_omp_ticks);
+    CU_add_test(s, "worker samples charged to the opener", test_worker_charged_to_opener);
+}
