@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report/export_internal.h"
+#include "report/report_internal.h"
 
 /* ---- classes ---------------------------------------------------------------- */
 
@@ -89,43 +90,10 @@ size_t export_utf8_len(const unsigned char *u)
     return n;
 }
 
+/* One JSON string writer for every renderer: the table's (report_json_string). */
 void export_json_string(FILE *out, const char *s)
 {
-    if (!s) {
-        fputs("null", out);
-        return;
-    }
-    fputc('"', out);
-    const unsigned char *u = (const unsigned char *)s;
-    while (*u) {
-        unsigned char c = *u;
-        const char *esc = NULL;
-        switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        default: break;
-        }
-        if (esc) {
-            fputs(esc, out);
-            u++;
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(out, "\\u%04x", c);
-            u++;
-        } else {
-            size_t n = export_utf8_len(u);
-            if (n == 0) {
-                fputs("\\ufffd", out);
-                u++;
-            } else {
-                fwrite(u, 1, n, out);
-                u += n;
-            }
-        }
-    }
-    fputc('"', out);
+    report_json_string(out, s);
 }
 
 void export_xml_text(FILE *out, const char *s)

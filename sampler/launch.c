@@ -91,18 +91,6 @@ static int find_agent(char *out, size_t outlen)
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
-static int read_paranoid(void)
-{
-    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-    int v = -99;
-    if (f) {
-        if (fscanf(f, "%d", &v) != 1)
-            v = -99;
-        fclose(f);
-    }
-    return v;
-}
-
 /* Opens (and closes) the same event the agent will open, on ourselves, so that
  * a refusal is explained here. Returns 0 or writes one sentence into msg. */
 static int check_perf_event(uint64_t period_ns, char *msg, size_t msglen)
@@ -125,7 +113,7 @@ static int check_perf_event(uint64_t period_ns, char *msg, size_t msglen)
         return 0;
     }
     int err = errno;
-    int paranoid = read_paranoid();
+    int paranoid = pmu_read_paranoid();
     if (err == EACCES || err == EPERM)
         snprintf(msg, msglen,
                  "the kernel refused perf_event_open (%s; kernel.perf_event_paranoid=%d): "
