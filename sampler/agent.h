@@ -67,6 +67,14 @@ struct agent_dedup {
 AGENT_HIDDEN int64_t agent_dedup_find_or_add(struct agent_dedup *d, const void *key, size_t len, bool *added);
 AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
 
+/* ---- agent_memmap.c: which addresses the handler may read --------------- */
+AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
+AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */
+AGENT_HIDDEN void agent_memmap_end(int table);                /* handler */
+AGENT_HIDDEN void agent_memmap_refresh(void);                 /* writer */
+AGENT_HIDDEN void agent_memmap_maybe_refresh(void);           /* writer */
+AGENT_HIDDEN void agent_memmap_atfork_child(void);
+
 /* ---- agent_python.c: Python frames ---------------------------------------- */
 struct agent_pycode_info {
     char filename[512];

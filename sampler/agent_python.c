@@ -35,6 +35,7 @@ typedef void *(*get_tstate_fn)(void);
 static const struct py_layout *layout;
 static get_tstate_fn get_this_thread_state;
 static uint64_t code_type_addr; /* &PyCode_Type */
+static uint64_t unicode_type_addr; /* &PyUnicode_Type */
 static _Atomic int python_state; /* 0 not found yet, 1 on, -1 off for good */
 static _Atomic int layout_verified; /* 0 unknown, 1 ok, -1 mismatch seen in a handler */
 static char python_note[256];
@@ -65,7 +66,8 @@ int agent_python_probe(void)
         if (py_layouts[i]->major == major && py_layouts[i]->minor == minor)
             layout = py_layouts[i];
     void *code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
-    if (!layout || !code_type) {
+    void *unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    if (!layout || !code_type || !unicode_type) {
         snprintf(python_note, sizeof python_note,
                  "Python %u.%u is not supported for Python frames (supported: 3.11): native stacks only",
                  major, minor);
@@ -73,6 +75,7 @@ int agent_python_probe(void)
         return 0;
     }
     code_type_addr = (uint64_t)code_type;
+    unicode_type_addr = (uint64_t)unicode_type;
     get_this_thread_state = fn;
     atomic_store(&python_state, 1);
     return 1;
@@ -95,15 +98,16 @@ const char *agent_python_take_note(void)
     return NULL;
 }
 
-unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid)
+/* The walk proper; every pointer is checked against readable mappings
+ * (table t, see agent_memmap.c) before it is followed. */
+static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uint32_t tid)
 {
-    if (atomic_load_explicit(&python_state, memory_order_acquire) != 1 ||
-        atomic_load_explicit(&layout_verified, memory_order_relaxed) == -1)
-        return 0;
     const struct py_layout *L = layout;
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
+    if (!agent_memmap_readable(t, ts, (size_t)L->tstate_native_thread_id + 8))
+        return 0;
     /* The first time, check the layout on a value we know: the thread id. */
     if (atomic_load_explicit(&layout_verified, memory_order_relaxed) == 0) {
         uint64_t native_tid = load64(ts + L->tstate_native_thread_id);
@@ -114,16 +118,20 @@ unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t 
         atomic_store(&layout_verified, 1);
     }
     uint64_t cframe = load64(ts + L->tstate_cframe);
-    if (cframe == 0)
+    if (cframe == 0 || (cframe & 7) || !agent_memmap_readable(t, cframe, (size_t)L->cframe_current_frame + 8))
         return 0;
     uint64_t frame = load64(cframe + L->cframe_current_frame);
+    size_t frame_bytes = (size_t)L->iframe_owner + 1;
+    size_t code_bytes = (size_t)L->code_code_adaptive;
     unsigned n = 0;
-    /* Bounded walk; a frame whose f_code is not a code object ends it. */
+    /* Bounded walk; a pointer that is not readable, or an f_code that is
+     * not a code object, ends it (the frames found so far are kept). */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        if (frame & 7)
+        if ((frame & 7) || !agent_memmap_readable(t, frame, frame_bytes))
             break;
         uint64_t code = load64(frame + L->iframe_f_code);
-        if (code == 0 || (code & 7) || load64(code + L->object_type) != code_type_addr)
+        if (code == 0 || (code & 7) || !agent_memmap_readable(t, code, code_bytes) ||
+            load64(code + L->object_type) != code_type_addr)
             break;
         uint64_t prev_instr = load64(frame + L->iframe_prev_instr);
         uint8_t owner = *(const uint8_t *)(frame + L->iframe_owner);
@@ -147,6 +155,19 @@ unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t 
     return n;
 }
 
+unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid)
+{
+    if (atomic_load_explicit(&python_state, memory_order_acquire) != 1 ||
+        atomic_load_explicit(&layout_verified, memory_order_relaxed) == -1)
+        return 0;
+    int t = agent_memmap_begin();
+    if (t < 0)
+        return 0;
+    unsigned n = capture_walk(t, out, max, tid);
+    agent_memmap_end(t);
+    return n;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Writer side: names and lines                                               */
 /* ------------------------------------------------------------------------- */
@@ -164,9 +185,12 @@ static bool read_u64(uint64_t addr, uint64_t *out) { return read_mem(addr, out, 
 static bool read_str(uint64_t obj, char *out, size_t cap)
 {
     const struct py_layout *L = layout;
-    uint64_t length;
+    uint64_t type, length;
     uint32_t state;
-    if (!read_u64(obj + L->ascii_length, &length) || !read_mem(obj + L->ascii_state, &state, sizeof state))
+    /* Only a real str object: a code object freed and reused between the
+     * sample and now could point anywhere. */
+    if (!read_u64(obj + L->object_type, &type) || type != unicode_type_addr ||
+        !read_u64(obj + L->ascii_length, &length) || !read_mem(obj + L->ascii_state, &state, sizeof state))
         return false;
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
     if (!compact || length > 4096)
@@ -175,6 +199,9 @@ static bool read_str(uint64_t obj, char *out, size_t cap)
         size_t n = length < cap - 1 ? length : cap - 1;
         if (!read_mem(obj + L->ascii_data, out, n))
             return false;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)out[i] >= 0x80 || out[i] == '\0')
+                return false; /* not what an ASCII str holds: memory was reused */
         out[n] = '\0';
         return true;
     }

@@ -337,8 +337,8 @@ static int64_t stack_id_for(const uint64_t *pcs, unsigned n)
      * New code may also be a libpython loaded late: look for it again. */
     if (unmapped && agent_now_ns() - last_maps_read_ns > 50000000ull) {
         read_maps();
-        if (!python_on)
-            python_on = agent_python_probe();
+        if (!python_on && (python_on = agent_python_probe()))
+            agent_memmap_refresh();
     }
     struct opr_stack s = {(uint32_t)id, n};
     emit(OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
@@ -448,6 +448,8 @@ static void drain_locked(void)
 {
     uint64_t drained = 0;
     struct agent_slot *slot;
+    if (python_on)
+        agent_memmap_maybe_refresh();
     while ((slot = agent_queue_peek()) != NULL) {
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)
@@ -576,6 +578,8 @@ static int begin_stream(void)
     last_maps_read_ns = 0;
     read_maps();
     python_on = agent_python_probe();
+    if (python_on)
+        agent_memmap_refresh();
     flush_outbuf();
     /* An exec'ed image is the same process: count each pid once. */
     if (live && stream_generation == 0)
@@ -655,6 +659,7 @@ void agent_writer_atfork_child(void)
 {
     pthread_mutex_init(&writer_lock, NULL);
     writer_running = false; /* threads do not survive fork */
+    agent_memmap_atfork_child();
     atomic_store(&agent_handler_ns, 0);
     if (stream_fd >= 0)
         close(stream_fd); /* the parent's file: never write to it from here */
