@@ -1,0 +1,42 @@
+"""Pure-Python workload with a known split: spin_a, spin_b and spin_c run the
+same loop body for iteration counts in the ratio 5:3:2, interleaved in small
+rounds, so their shares of CPU time are 50/30/20 % by construction. Used by
+tests/integration/test_python_split.sh."""
+import sys
+import time
+
+
+def body(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+
+def spin_a(n):
+    return body(n)
+
+
+def spin_b(n):
+    return body(n)
+
+
+def spin_c(n):
+    return body(n)
+
+
+def run_work(seconds):
+    unit = 2000  # iterations per tenth of a round
+    start = time.process_time()
+    rounds = 0
+    while time.process_time() - start < seconds:
+        spin_a(5 * unit)
+        spin_b(3 * unit)
+        spin_c(2 * unit)
+        rounds += 1
+    return rounds
+
+
+if __name__ == "__main__":
+    rounds = run_work(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)
+    print("rounds", rounds, file=sys.stderr)
