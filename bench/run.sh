@@ -164,6 +164,37 @@ echo "report smp/s: samples / wall time of 'opprof report DIR --format text' and
 echo "'perf report --stdio' (default call graphs)."
 echo "runs (wall s): bare $(col 1 bare.t | tr '\n' ' ')| opprof $(col 1 op.t | tr '\n' ' ')$([ "$have_perf" = 1 ] && echo "| perf $(col 1 pf.t | tr '\n' ' ')")"
 
+# --- PyTorch training loop: bare vs opprof record ------------------------------
+# Fixed work (BENCH_TORCH_STEPS steps of tests/workloads/torch_train.py), runs
+# alternated bare / recorded so slow phases of a noisy machine hit both; plus
+# the agent's own measurement of its cost (the report's "overhead" line).
+echo
+TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "== PyTorch: torch_train.py --steps $TORCH_STEPS, $RUNS paired runs, median"
+    for i in $(seq 1 "$RUNS"); do
+        timed torch_bare.t /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS" >/dev/null 2>&1
+        rm -rf "$TMP/torch.$i"
+        timed torch_op.t "$BUILD/opprof" record -q -o "$TMP/torch.$i" -- /usr/bin/python3 \
+            "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS" >/dev/null 2>&1
+    done
+    tb=$(col 1 torch_bare.t | median)
+    to=$(col 1 torch_op.t | median)
+    tbc=$(col 2 torch_bare.t | median)
+    toc=$(col 2 torch_op.t | median)
+    printf "%-8s %8s %9s %8s %9s\n" mode "wall s" "vs bare" "cpu s" "vs bare"
+    printf "%-8s %8.3f %9s %8.3f %9s\n" bare "$tb" 1.000 "$tbc" 1.000
+    printf "%-8s %8.3f %9.3f %8.3f %9.3f\n" opprof "$to" "$(awk -v a="$to" -v b="$tb" 'BEGIN{print a/b}')" "$toc" "$(awk -v a="$toc" -v b="$tbc" 'BEGIN{print a/b}')"
+    bytes=$(dir_bytes "$TMP/torch.1")
+    samples=$("$BUILD/opprof" report "$TMP/torch.1" --format json --limit 1 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["total_weight"])' 2>/dev/null || echo 0)
+    [ "$samples" -gt 0 ] 2>/dev/null && echo "bytes per sample: $((bytes / samples)) ($samples samples, $bytes bytes)"
+    "$BUILD/opprof" report "$TMP/torch.1" --limit 1 2>/dev/null | grep -E "^  overhead" | sed 's/^  /agent-measured /'
+    echo "runs (wall s): bare $(col 1 torch_bare.t | tr '\n' ' ')| opprof $(col 1 torch_op.t | tr '\n' ' ')"
+else
+    echo "(PyTorch not importable by /usr/bin/python3: PyTorch overhead skipped)"
+fi
+
 # --- hotspots_bench ------------------------------------------------------------
 echo
 if [ -f "$SRC/bench/hotspots_bench.c" ]; then
