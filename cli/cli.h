@@ -9,5 +9,7 @@ int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_sweep(int argc, char **argv); /* sweeps and diffs */
+int cmd_diff(int argc, char **argv);
 
 #endif

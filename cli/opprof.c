@@ -21,6 +21,10 @@ static void usage(FILE *out)
           "         write a result directory for other viewers (several DIRs: one Chrome trace)\n"
           "  stat [-e EVENTS] [--metrics cpi|memory|cache] [-o FILE] -- CMD [ARGS]\n"
           "         count events over the whole run (software events always; PMU where present)\n"
+          "  sweep --op OP --shapes S1,S2 [--dtype L] [--threads L] [-o DIR] | --param N=V1,V2 -- CMD\n"
+          "         microbenchmark an operator (or a command) across shapes/values, one profile each\n"
+          "  diff A B [--format text|csv|json]\n"
+          "         per-operator self time and share of two result directories\n"
           "\n"
           "  opprof COMMAND --help   options of one command\n"
           "  opprof --version\n",
@@ -42,6 +46,10 @@ int main(int argc, char **argv)
         return cmd_stat(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0)
         return cmd_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "sweep") == 0) /* sweeps and diffs */
+        return cmd_sweep(argc - 1, argv + 1);
+    if (strcmp(cmd, "diff") == 0)
+        return cmd_diff(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

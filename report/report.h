@@ -88,4 +88,18 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
 int report_print_threading(FILE *out, const struct profile *p, enum report_format format);
 /* --- end of threads and OpenMP --------------------------------------------- */
 
+/* --- sweeps and diffs (report/sweep_table.c) ------------------------------- */
+/* One row per combination; title (may be NULL) heads the text table. Text
+ * ends with the note that no PMU counters were recorded (CPI and bandwidth
+ * columns are n/a). */
+void report_print_sweep(FILE *out, const struct sweep_row *rows, size_t n, enum report_format format,
+                        const char *title);
+/* Self-contained SVG bar chart: GFLOP/s per combination when every ok row
+ * has it, else time per call. */
+void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const char *title);
+/* Per-operator (or function) self time and share in A and B, as sorted. */
+void report_print_diff(FILE *out, const struct diff_table *t, const char *a, const char *b,
+                       enum report_format format, size_t limit);
+/* --- end of sweeps and diffs ----------------------------------------------- */
+
 #endif

@@ -156,7 +156,12 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->flags = 0;
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
+        /* libunwind's dl_iterate_phdr calls are served from a snapshot while
+         * we are in here (agent_phdr.c): the real one takes the loader lock,
+         * which the interrupted thread may hold. */
+        agent_phdr_enter_handler();
         slot->nframes = (uint16_t)cfi_walk(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
+        agent_phdr_leave_handler();
         break;
     case CALL_GRAPH_FP:
         slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);
@@ -253,6 +258,7 @@ __attribute__((constructor)) static void agent_init(void)
     else if (cg && strcmp(cg, "none") == 0)
         agent_config.call_graph = CALL_GRAPH_NONE;
 
+    agent_phdr_refresh();
     /* Warm libunwind up outside any handler: creates its pthread key and
      * per-thread cache now rather than in the first signal. */
     void *warm[8];

@@ -67,6 +67,12 @@ struct agent_dedup {
 AGENT_HIDDEN int64_t agent_dedup_find_or_add(struct agent_dedup *d, const void *key, size_t len, bool *added);
 AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
 
+/* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
+AGENT_HIDDEN void agent_phdr_enter_handler(void);
+AGENT_HIDDEN void agent_phdr_leave_handler(void);
+AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor */
+AGENT_HIDDEN void agent_phdr_atfork_child(void);
+
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
 AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
 AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */

@@ -316,8 +316,10 @@ static void read_maps(void)
         added = true;
     }
     fclose(f);
-    if (added)
+    if (added) {
         qsort(maps, maps_count, sizeof maps[0], compare_ranges);
+        agent_phdr_refresh(); /* new code: the unwinder's snapshot must know it */
+    }
 }
 
 /* ---- stacks ---------------------------------------------------------- */
@@ -660,6 +662,7 @@ void agent_writer_atfork_child(void)
     pthread_mutex_init(&writer_lock, NULL);
     writer_running = false; /* threads do not survive fork */
     agent_memmap_atfork_child();
+    agent_phdr_atfork_child();
     atomic_store(&agent_handler_ns, 0);
     if (stream_fd >= 0)
         close(stream_fd); /* the parent's file: never write to it from here */

@@ -19,6 +19,7 @@ int main(void)
     register_operators_tests();
     register_export_tests();
     register_threading_tests();
+    register_sweep_tests(); /* sweeps and diffs */
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

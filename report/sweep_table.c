@@ -1,0 +1,292 @@
+/*
+ * report/sweep_table.c — renderers of `opprof sweep` (the per-combination
+ * table as text, CSV or JSON, and an SVG bar chart) and of `opprof diff`
+ * (per-operator self time and share in two profiles). Pure: rows in, text out.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report/report.h"
+#include "report/report_internal.h"
+
+static const char *const pmu_note =
+    "CPI and memory bandwidth: n/a (no PMU counters were recorded; GB/s is the "
+    "bytes the operator must move per call over its median time, not a measurement)";
+
+/* A time per call with a readable unit, or "n/a". */
+static void fmt_time(char *buf, size_t len, double s)
+{
+    if (isnan(s))
+        snprintf(buf, len, "n/a");
+    else if (s >= 1)
+        snprintf(buf, len, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, len, "%.3f ms", s * 1e3);
+    else
+        snprintf(buf, len, "%.1f us", s * 1e6);
+}
+
+static void fmt_num(char *buf, size_t len, double v, const char *f)
+{
+    if (isnan(v))
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, f, v);
+}
+
+static void json_num(FILE *out, double v)
+{
+    if (isnan(v) || isinf(v))
+        fputs("null", out);
+    else
+        fprintf(out, "%.9g", v);
+}
+
+static void csv_field(FILE *out, const char *s)
+{
+    if (strpbrk(s, ",\"\n")) {
+        fputc('"', out);
+        for (; *s; s++) {
+            if (*s == '"')
+                fputc('"', out);
+            fputc(*s, out);
+        }
+        fputc('"', out);
+    } else {
+        fputs(s, out);
+    }
+}
+
+static void csv_num(FILE *out, double v)
+{
+    if (!isnan(v))
+        fprintf(out, "%.9g", v);
+}
+
+static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, const char *title)
+{
+    if (title)
+        fprintf(out, "%s\n\n", title);
+    size_t lw = strlen("Combination");
+    for (size_t i = 0; i < n; i++)
+        if (strlen(rows[i].label) > lw)
+            lw = strlen(rows[i].label);
+    fprintf(out, "%-*s  %10s %7s %9s %8s %7s %4s %4s  %s\n", (int)lw, "Combination", "Time/call", "Spread",
+            "GFLOP/s", "GB/s", "Threads", "CPI", "BW", "Hot kernel (share)");
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_row *r = &rows[i];
+        if (!r->ok) {
+            fprintf(out, "%-*s  FAILED: %s\n", (int)lw, r->label, r->reason);
+            continue;
+        }
+        char t[32], sp[32], gf[32], gb[32], th[32];
+        fmt_time(t, sizeof t, r->median_s);
+        fmt_num(sp, sizeof sp, r->spread * 100, "%.1f%%");
+        fmt_num(gf, sizeof gf, r->gflops, "%.2f");
+        fmt_num(gb, sizeof gb, r->gbps, "%.2f");
+        snprintf(th, sizeof th, "%u", r->threads_active);
+        fprintf(out, "%-*s  %10s %7s %9s %8s %7s %4s %4s  ", (int)lw, r->label, t, sp, gf, gb, th, "n/a", "n/a");
+        if (r->kernel[0])
+            fprintf(out, "%s (%.1f%%)\n", r->kernel, r->kernel_share * 100);
+        else
+            fputs("-\n", out);
+    }
+    fprintf(out, "\nTime/call: median of the timed calls; Spread: (max-min)/median. Threads: threads\n"
+                 "with samples. Hot kernel: innermost function of the operator's samples (share of\n"
+                 "its self time), or of the whole run when there is no operator.\n%s.\n",
+            pmu_note);
+}
+
+static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
+{
+    fputs("label,status,median_s,min_s,max_s,spread,gflops,gbps,threads_requested,threads_active,"
+          "hot_kernel,hot_kernel_share,cpi,bandwidth_gbps,result_dir,reason\n",
+          out);
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_row *r = &rows[i];
+        csv_field(out, r->label);
+        fputs(r->ok ? ",ok," : ",failed,", out);
+        double v[] = {r->median_s, r->min_s, r->max_s, r->spread, r->gflops, r->gbps};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            if (r->ok)
+                csv_num(out, v[k]);
+            fputc(',', out);
+        }
+        fprintf(out, "%d,%u,", r->threads, r->threads_active);
+        csv_field(out, r->kernel);
+        fputc(',', out);
+        if (r->kernel[0])
+            fprintf(out, "%.6f", r->kernel_share);
+        fputs(",n/a,n/a,", out);
+        csv_field(out, r->dir);
+        fputc(',', out);
+        csv_field(out, r->ok ? "" : r->reason);
+        fputc('\n', out);
+    }
+}
+
+static void print_sweep_json(FILE *out, const struct sweep_row *rows, size_t n)
+{
+    fputs("{\"rows\":[", out);
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_row *r = &rows[i];
+        fputs(i ? ",\n{" : "\n{", out);
+        fputs("\"label\":", out);
+        report_json_string(out, r->label);
+        fprintf(out, ",\"ok\":%s,\"result_dir\":", r->ok ? "true" : "false");
+        report_json_string(out, r->dir);
+        fputs(",\"reason\":", out);
+        report_json_string(out, r->ok ? NULL : r->reason);
+        const char *keys[] = {"median_s", "min_s", "max_s", "spread", "gflops", "gbps"};
+        double v[] = {r->median_s, r->min_s, r->max_s, r->spread, r->gflops, r->gbps};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            fprintf(out, ",\"%s\":", keys[k]);
+            json_num(out, r->ok ? v[k] : NAN);
+        }
+        fprintf(out, ",\"threads_requested\":%d,\"threads_active\":%u,\"hot_kernel\":", r->threads,
+                r->threads_active);
+        report_json_string(out, r->kernel[0] ? r->kernel : NULL);
+        fputs(",\"hot_kernel_share\":", out);
+        json_num(out, r->kernel[0] ? r->kernel_share : NAN);
+        fputs(",\"cpi\":null,\"bandwidth_gbps\":null}", out);
+    }
+    fputs("\n],\"note\":", out);
+    report_json_string(out, pmu_note);
+    fputs("}\n", out);
+}
+
+void report_print_sweep(FILE *out, const struct sweep_row *rows, size_t n, enum report_format format,
+                        const char *title)
+{
+    if (format == FORMAT_CSV)
+        print_sweep_csv(out, rows, n);
+    else if (format == FORMAT_JSON)
+        print_sweep_json(out, rows, n);
+    else
+        print_sweep_text(out, rows, n, title);
+}
+
+/* XML text: &, <, > and quotes escaped. */
+static void svg_text(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        default: fputc(*s, out);
+        }
+    }
+}
+
+void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const char *title)
+{
+    bool flops = false, all_flops = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].ok)
+            continue;
+        flops = true;
+        all_flops = all_flops && !isnan(rows[i].gflops);
+    }
+    bool use_gflops = flops && all_flops;
+    double max = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = rows[i].ok ? (use_gflops ? rows[i].gflops : rows[i].median_s * 1e3) : 0;
+        if (v > max)
+            max = v;
+    }
+    const int bar_h = 22, gap = 8, left = 260, width = 900, top = 50;
+    int height = top + (int)n * (bar_h + gap) + 40;
+    fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                 "font-family=\"sans-serif\" font-size=\"12\">\n"
+                 "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            width, height);
+    fputs("<text x=\"10\" y=\"22\" font-size=\"15\">", out);
+    svg_text(out, title ? title : "opprof sweep");
+    fprintf(out, " — %s</text>\n", use_gflops ? "GFLOP/s (higher is better)" : "time per call, ms (lower is better)");
+    int plot_w = width - left - 120;
+    for (size_t i = 0; i < n; i++) {
+        const struct sweep_row *r = &rows[i];
+        int y = top + (int)i * (bar_h + gap);
+        fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8, y + bar_h - 6);
+        svg_text(out, r->label);
+        fputs("</text>\n", out);
+        if (!r->ok) {
+            fprintf(out, "<text x=\"%d\" y=\"%d\" fill=\"#b00\">failed: ", left, y + bar_h - 6);
+            svg_text(out, r->reason);
+            fputs("</text>\n", out);
+            continue;
+        }
+        double v = use_gflops ? r->gflops : r->median_s * 1e3;
+        int w = max > 0 ? (int)(v / max * plot_w + 0.5) : 0;
+        if (w < 1)
+            w = 1;
+        fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4a7fb5\"><title>", left, y, w,
+                bar_h);
+        svg_text(out, r->label);
+        fprintf(out, ": %.4g %s</title></rect>\n", v, use_gflops ? "GFLOP/s" : "ms");
+        fprintf(out, "<text x=\"%d\" y=\"%d\">%.4g</text>\n", left + w + 6, y + bar_h - 6, v);
+    }
+    fputs("</svg>\n", out);
+}
+
+void report_print_diff(FILE *out, const struct diff_table *t, const char *a, const char *b,
+                       enum report_format format, size_t limit)
+{
+    size_t n = limit && limit < t->nrows ? limit : t->nrows;
+    if (format == FORMAT_CSV) {
+        fputs("name,a_self_s,a_share,b_self_s,b_share,change_pp,change_s\n", out);
+        for (size_t i = 0; i < n; i++) {
+            const struct diff_row *r = &t->rows[i];
+            csv_field(out, r->name);
+            fprintf(out, ",%.9g,%.6f,%.9g,%.6f,%.3f,%.9g\n", r->a_s, r->a_share, r->b_s, r->b_share,
+                    (r->b_share - r->a_share) * 100, r->b_s - r->a_s);
+        }
+        return;
+    }
+    if (format == FORMAT_JSON) {
+        fputs("{\"a\":", out);
+        report_json_string(out, a);
+        fputs(",\"b\":", out);
+        report_json_string(out, b);
+        fputs(",\"grouping\":", out);
+        report_json_string(out, t->grouping);
+        fputs(",\"rows\":[", out);
+        for (size_t i = 0; i < n; i++) {
+            const struct diff_row *r = &t->rows[i];
+            fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
+            report_json_string(out, r->name);
+            fprintf(out, ",\"a_self_s\":%.9g,\"a_share\":%.6f,\"b_self_s\":%.9g,\"b_share\":%.6f,"
+                         "\"change_pp\":%.3f,\"change_s\":%.9g}",
+                    r->a_s, r->a_share, r->b_s, r->b_share, (r->b_share - r->a_share) * 100, r->b_s - r->a_s);
+        }
+        fputs("\n]}\n", out);
+        return;
+    }
+    fprintf(out, "A: %s\nB: %s\nSelf time per %s, sorted by the change in share\n\n", a, b,
+            t->grouping ? t->grouping : "row");
+    size_t nw = 4;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(t->rows[i].name) > nw)
+            nw = strlen(t->rows[i].name);
+    if (nw > 60)
+        nw = 60;
+    fprintf(out, "%-*s  %10s %7s  %10s %7s  %9s %11s\n", (int)nw, "Name", "A self", "A %", "B self", "B %",
+            "Change pp", "Change time");
+    for (size_t i = 0; i < n; i++) {
+        const struct diff_row *r = &t->rows[i];
+        char at[32], bt[32], ct[32];
+        fmt_time(at, sizeof at, r->a_s);
+        fmt_time(bt, sizeof bt, r->b_s);
+        double d = r->b_s - r->a_s;
+        fmt_time(ct + 1, sizeof ct - 1, fabs(d));
+        ct[0] = d < 0 ? '-' : '+';
+        fprintf(out, "%-*.*s  %10s %6.1f%%  %10s %6.1f%%  %+9.1f %11s\n", (int)nw, (int)nw, r->name, at,
+                r->a_share * 100, bt, r->b_share * 100, (r->b_share - r->a_share) * 100, ct);
+    }
+    if (n < t->nrows)
+        fprintf(out, "(%zu more rows; --limit 0 shows all)\n", t->nrows - n);
+}
