@@ -381,7 +381,7 @@ void threading_info_kv(struct profile *p, const char *key, const char *val);
  * Replaces those samples' stacks; returns how many were charged. */
 size_t threading_attribute(struct profile *p);
 /* Loader: index + 1 of region id of the stream whose regions start at first
- * (sorted on the first call, *nsorted 0 before); a stub when it is missing. */
+ * (sorted on the first call, *nsorted 0 before); a placeholder region (opener unknown) is added when it is missing. */
 uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id);
 /* Loader: OMP_REGION, OMP_TICK, OMP_INFO, SCHED_TICK bodies of process pid. */
 void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len);

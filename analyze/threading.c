@@ -179,7 +179,7 @@ uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorte
     }
     if (lo < first + *nsorted && t->regions[lo].id == id)
         return (uint32_t)lo + 1;
-    for (size_t i = first + *nsorted; i < t->nregions; i++) /* stubs */
+    for (size_t i = first + *nsorted; i < t->nregions; i++) /* placeholders added after sorting */
         if (t->regions[i].id == id)
             return (uint32_t)i + 1;
     t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);

@@ -2,7 +2,7 @@
  * tests/unit/test_threading.c — analyze/threading.c on profiles built in
  * memory: oversubscription from schedstat ticks (one process, and two that
  * oversubscribe only together), OMP ticks, worker samples charged to the
- * opener's calling context, and the loader's region lookup with stubs.
+ * opener's calling context, and the loader's region lookup with placeholder regions.
  */
 #include <CUnit/CUnit.h>
 #include <string.h>
@@ -120,8 +120,8 @@ static void test_worker_charged_to_opener(void)
     size_t sorted = 0;
     uint32_t idx = threading_region_lookup(p, 0, &sorted, 100, 7);
     CU_ASSERT_EQUAL(idx, 1);
-    uint32_t stub = threading_region_lookup(p, 0, &sorted, 100, 9); /* no REGION record */
-    CU_ASSERT_EQUAL(stub, 2);
+    uint32_t placeholder = threading_region_lookup(p, 0, &sorted, 100, 9); /* no REGION record */
+    CU_ASSERT_EQUAL(placeholder, 2);
     CU_ASSERT_EQUAL(threading_region_lookup(p, 0, &sorted, 100, 9), 2);
     profile_add_sample(p, 2000, t_open, os, 1);
     profile_add_sample(p, 2100, t_work, ws, 1);
@@ -130,7 +130,7 @@ static void test_worker_charged_to_opener(void)
     p->samples[0].omp_region = idx;
     p->samples[1].omp_region = idx;
     p->samples[2].omp_region = idx;
-    p->samples[3].omp_region = stub; /* opener unknown: left alone */
+    p->samples[3].omp_region = placeholder; /* opener unknown: left alone */
     CU_ASSERT_EQUAL(threading_attribute(p), 2);
     CU_ASSERT_EQUAL(p->threading->attributed_exact, 2);
     const struct prof_stack *g = &p->stacks[p->samples[1].stack];
