@@ -27,10 +27,17 @@
 #include "sampler/agent.h"
 
 #define PHDR_MAX_OBJECTS 2048
+#define PHDR_MAX_HEADERS 16384 /* program headers of all objects together */
 
+/* The program headers are copied too: an object dlclose'd since the
+ * snapshot has its own headers unmapped, and the unwinder reads them for
+ * every object it is offered while looking for the one that holds a PC. With
+ * our copies it only reads an object's memory (its .eh_frame_hdr) for the
+ * object that holds the PC, which is mapped since code there is running. */
 struct phdr_table {
-    size_t count;
+    size_t count, nheaders;
     struct dl_phdr_info info[PHDR_MAX_OBJECTS];
+    ElfW(Phdr) headers[PHDR_MAX_HEADERS];
 };
 
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
@@ -47,11 +54,14 @@ void agent_phdr_leave_handler(void) { in_sample_handler = 0; }
 static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct phdr_table *t = arg;
-    if (t->count >= PHDR_MAX_OBJECTS)
+    if (t->count >= PHDR_MAX_OBJECTS || t->nheaders + info->dlpi_phnum > PHDR_MAX_HEADERS)
         return 1;
     struct dl_phdr_info *dst = &t->info[t->count++];
     memset(dst, 0, sizeof *dst);
     memcpy(dst, info, size < sizeof *dst ? size : sizeof *dst);
+    memcpy(&t->headers[t->nheaders], info->dlpi_phdr, info->dlpi_phnum * sizeof(ElfW(Phdr)));
+    dst->dlpi_phdr = &t->headers[t->nheaders];
+    t->nheaders += info->dlpi_phnum;
     return 0;
 }
 
@@ -71,6 +81,7 @@ void agent_phdr_refresh(void)
     if (atomic_load(&readers[next]) != 0)
         return;
     tables[next].count = 0;
+    tables[next].nheaders = 0;
     real_iterate(copy_one, &tables[next]);
     atomic_store_explicit(&current, next, memory_order_release);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/test_dlopen.sh — sampling a program that keeps loading and
 # unloading libraries must never hang it (the loader lock held by the sampled
-# thread). Five recordings at 5 kHz, each with a 60 s limit (a run takes ~1 s);
+# thread, or its unloaded libraries). Ten recordings at 5 kHz, 60 s limit each (~1 s);
 # spin() must still be the hottest function, with its full stack.
 . "$(dirname "$0")/lib.sh"
 HAMMER="$OPPROF_BUILDDIR/tests/workloads/dlopen_hammer"
@@ -10,7 +10,7 @@ require_opprof
 [ -x "$HAMMER" ] || die "workload not built ($HAMMER missing; make check builds it)"
 make_workdir
 RECORD_HANG_OK=1
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4 5 6 7 8 9 10; do
     record "$WORK/r$i" -F 5000 -- "$HAMMER"
     [ "$RECORD_STATUS" -eq 0 ] || { fail "run $i: exit status $RECORD_STATUS"; continue; }
     report_json "$WORK/r$i" "$WORK/r$i.json" --sort self || { fail "run $i: report failed"; continue; }
