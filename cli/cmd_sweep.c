@@ -94,23 +94,11 @@ static int find_runner(char *out, size_t outlen)
         snprintf(out, outlen, "%s", env);
         return access(out, R_OK) == 0 ? 0 : -1;
     }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            /* libtool puts the real binary in .libs/ of the build tree */
-            const char *candidates[] = {"/../share/opprof/op_bench.py", "/tools/op_bench.py",
-                                        "/../tools/op_bench.py"};
-            for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-                snprintf(out, outlen, "%s%s", self, candidates[i]);
-                if (access(out, R_OK) == 0)
-                    return 0;
-            }
-        }
-    }
+    /* libtool puts the real binary in .libs/ of the build tree */
+    static const char *const beside[] = {"/../share/opprof/op_bench.py", "/tools/op_bench.py",
+                                         "/../tools/op_bench.py"};
+    if (path_beside_self(beside, sizeof beside / sizeof beside[0], out, outlen) == 0)
+        return 0;
     snprintf(out, outlen, "%s/op_bench.py", OPPROF_SRCDIR_TOOLS);
     if (access(out, R_OK) == 0)
         return 0;

@@ -111,16 +111,7 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
         goto done;
     for (size_t s = 0; s < p->nstacks; s++)
         key[s] = slice_key(p, &fn, (uint32_t)s);
-    for (size_t i = 0; i < p->nsamples; i++)
-        if (p->samples[i].thread < p->nthreads)
-            start[p->samples[i].thread + 1]++;
-    for (size_t t = 0; t < p->nthreads; t++)
-        start[t + 1] += start[t];
-    for (size_t i = 0; i < p->nsamples; i++) {
-        uint32_t t = p->samples[i].thread;
-        if (t < p->nthreads)
-            order[start[t] + fill[t]++] = i;
-    }
+    export_order_by_thread(p, start, fill, order);
 
     /* Names: one process_name per lane, one thread_name per thread. */
     for (size_t t = 0; t < p->nthreads; t++) {

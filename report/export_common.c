@@ -420,3 +420,17 @@ void export_tree_free(struct export_tree *t)
     free(t->slots);
     memset(t, 0, sizeof *t);
 }
+
+void export_order_by_thread(const struct profile *p, size_t *start, size_t *fill, size_t *order)
+{
+    for (size_t i = 0; i < p->nsamples; i++)
+        if (p->samples[i].thread < p->nthreads)
+            start[p->samples[i].thread + 1]++;
+    for (size_t t = 0; t < p->nthreads; t++)
+        start[t + 1] += start[t];
+    for (size_t i = 0; i < p->nsamples; i++) {
+        uint32_t t = p->samples[i].thread;
+        if (t < p->nthreads)
+            order[start[t] + fill[t]++] = i;
+    }
+}

@@ -75,6 +75,11 @@ struct export_funcs {
 int export_funcs_build(const struct profile *p, struct export_funcs *out);
 void export_funcs_free(struct export_funcs *f);
 
+/* Sample indices grouped by thread, in time order within each thread:
+ * thread t's samples are order[start[t] .. start[t+1]). start and fill hold
+ * nthreads + 1 zeroed entries, order nsamples. */
+void export_order_by_thread(const struct profile *p, size_t *start, size_t *fill, size_t *order);
+
 /* ---- call tree by function ------------------------------------------------ */
 
 struct export_node {

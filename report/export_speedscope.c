@@ -45,16 +45,7 @@ int export_speedscope(FILE *out, const struct profile *p)
         export_funcs_free(&fn);
         return -1;
     }
-    for (size_t i = 0; i < p->nsamples; i++)
-        if (p->samples[i].thread < p->nthreads)
-            start[p->samples[i].thread + 1]++;
-    for (size_t t = 0; t < p->nthreads; t++)
-        start[t + 1] += start[t];
-    for (size_t i = 0; i < p->nsamples; i++) {
-        uint32_t t = p->samples[i].thread;
-        if (t < p->nthreads)
-            order[start[t] + fill[t]++] = i;
-    }
+    export_order_by_thread(p, start, fill, order);
     free(fill);
 
     uint64_t period = p->period_ns ? p->period_ns : 1000000;

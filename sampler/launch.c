@@ -62,6 +62,25 @@ int record_next_result_dir(const char *dir_of, char *out, size_t outlen)
     return -1;
 }
 
+int path_beside_self(const char *const *relative, size_t n, char *out, size_t outlen)
+{
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out, outlen, "%s%s", self, relative[i]);
+        if (access(out, R_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 /* Locates libopprof_agent.so: $OPPROF_AGENT, then beside the binary (build
  * tree: .libs/), then the installed pkglibdir. */
 static int find_agent(char *out, size_t outlen)
@@ -71,22 +90,10 @@ static int find_agent(char *out, size_t outlen)
         snprintf(out, outlen, "%s", env);
         return access(out, R_OK) == 0 ? 0 : -1;
     }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            const char *candidates[] = {"/.libs/libopprof_agent.so", "/libopprof_agent.so",
-                                        "/../lib/opprof/libopprof_agent.so"};
-            for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-                snprintf(out, outlen, "%s%s", self, candidates[i]);
-                if (access(out, R_OK) == 0)
-                    return 0;
-            }
-        }
-    }
+    static const char *const beside[] = {"/.libs/libopprof_agent.so", "/libopprof_agent.so",
+                                         "/../lib/opprof/libopprof_agent.so"};
+    if (path_beside_self(beside, sizeof beside / sizeof beside[0], out, outlen) == 0)
+        return 0;
     snprintf(out, outlen, "%s/libopprof_agent.so", OPPROF_PKGLIBDIR);
     return access(out, R_OK) == 0 ? 0 : -1;
 }

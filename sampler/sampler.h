@@ -282,6 +282,11 @@ int record_next_result_dir(const char *dir_of, char *out, size_t outlen);
 
 const char *call_graph_mode_name(enum call_graph_mode mode);
 
+/* Finds the first readable dir-of-/proc/self/exe + relative[i] (each starts
+ * with '/'); 0 and the path in out, or -1. How installed and build-tree
+ * binaries find their agent and data files. */
+int path_beside_self(const char *const *relative, size_t n, char *out, size_t outlen);
+
 
 /* ------------------------------------------------------------------------- */
 /* PMU events and counting mode (pmu.c, pmu_presets.c, stat.c)                */
