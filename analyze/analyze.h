@@ -96,6 +96,10 @@ struct profile {
 
     uint64_t total_weight;   /* sum of sample weights */
     uint64_t lost_samples;
+    /* Collection limits (record --delay/--duration/--max-size): the window
+     * (monotonic, 0 when none), samples it left out, samples the size cap dropped. */
+    uint64_t window_start_ns, window_end_ns, max_size_bytes;
+    uint64_t outside_window_samples, size_cap_dropped_samples, first_size_cap_drop_ns;
     uint64_t truncated_samples;
     uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
     /* The agent's own cost, summed over processes that ended cleanly. */

@@ -105,6 +105,12 @@ static int load_info(struct profile *p, const char *dir, char *err, size_t errle
             p->exit_signal = atoi(val);
         } else if (strcmp(key, "complete") == 0) {
             p->complete = atoi(val) == 1;
+        } else if (strcmp(key, "window_start_ns") == 0) {
+            p->window_start_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "window_end_ns") == 0) {
+            p->window_end_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "max_size_bytes") == 0) {
+            p->max_size_bytes = strtoull(val, NULL, 10);
         } else if (strcmp(key, "user_only") == 0) {
             p->user_only = atoi(val) == 1;
         } else if (strncmp(key, "openmp_", 7) == 0) {
@@ -207,6 +213,7 @@ static size_t min_body(uint32_t type)
     case OPR_REC_PYCODE: return sizeof(struct opr_pycode);
     case OPR_REC_PYSTACK: return sizeof(struct opr_pystack);
     case OPR_REC_AGENT_COST: return sizeof(struct opr_agent_cost);
+    case OPR_REC_LIMITS: return sizeof(struct opr_limits);
     /* threads and OpenMP (analyze/threading.c) */
     case OPR_REC_OMP_REGION: return sizeof(struct opr_omp_region);
     case OPR_REC_OMP_TICK: return sizeof(struct opr_omp_tick);
@@ -397,6 +404,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     struct pending_sample *pend = NULL;
     size_t npend = 0, pend_cap = 0;
     uint64_t lost = 0, taken = 0, stream_samples = 0;
+    struct opr_limits limits = {0}; /* the last LIMITS record: cumulative */
     bool ended = false;
     /* threads and OpenMP: this stream's regions start here; contexts wait
      * for the maps like samples do */
@@ -547,6 +555,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
                 taken = l.total_samples;
             break;
         }
+        case OPR_REC_LIMITS:
+            memcpy(&limits, body, sizeof limits);
+            break;
         case OPR_REC_END: {
             struct opr_end e;
             memcpy(&e, body, sizeof e);
@@ -608,6 +619,10 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     proc->samples += stream_samples;
     proc->lost += lost;
     p->lost_samples += lost;
+    p->outside_window_samples += limits.outside_window;
+    p->size_cap_dropped_samples += limits.dropped_size_cap;
+    if (limits.first_drop_ns && (!p->first_size_cap_drop_ns || limits.first_drop_ns < p->first_size_cap_drop_ns))
+        p->first_size_cap_drop_ns = limits.first_drop_ns;
     /* A generation that exec'ed has no END; only the last one speaks for the pid. */
     proc->ended_cleanly = ended;
     /* threads and OpenMP: the openers' stacks at region begin */

@@ -2,6 +2,7 @@
  * cli/cmd_record.c — `opprof record`: parse options, hand over to sampler/.
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,47 @@ static void record_usage(FILE *out)
           "                             so GNU libgomp programs report OpenMP regions (OMPT);\n"
           "                             keep: leave the runtime alone; or the path of a libomp\n"
           "  --no-omp-swap              same as --openmp-runtime keep\n"
+          "  --delay S                  record samples only from S seconds after the start\n"
+          "  --duration S               ... and for S seconds (the workload keeps running after)\n"
+          "  --max-size SIZE            stop recording samples once the result dir holds SIZE\n"
+          "                             (bytes, or with K, M, G); dropped samples are counted\n"
           "\n"
           "The exit status is the workload's (128+N when it was killed by signal N).\n",
           out);
+}
+
+/* "2", "0.5": seconds > 0, at most a day. */
+static int parse_seconds(const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v > 0) || v > 86400)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "65536", "500K", "20M", "2G" (powers of 1024); at least 64 KiB so the
+ * stream headers and the process's maps always fit. */
+static int parse_size(const char *text, uint64_t *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0))
+        return -1;
+    double unit = 1;
+    if (*end == 'K' || *end == 'k')
+        unit = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        unit = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        unit = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * unit < 65536 || v * unit > 1e15)
+        return -1;
+    *out = (uint64_t)(v * unit);
+    return 0;
 }
 
 int cmd_record(int argc, char **argv)
@@ -43,6 +82,9 @@ int cmd_record(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"openmp-runtime", required_argument, NULL, 256}, /* threading/OpenMP */
         {"no-omp-swap", no_argument, NULL, 257},
+        {"delay", required_argument, NULL, 258},
+        {"duration", required_argument, NULL, 259},
+        {"max-size", required_argument, NULL, 260},
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -93,6 +135,23 @@ int cmd_record(int argc, char **argv)
             break;
         case 257:
             o.openmp_runtime = "keep";
+            break;
+        case 258: /* --delay S */
+        case 259: { /* --duration S */
+            double *target = c == 258 ? &o.delay_s : &o.duration_s;
+            if (parse_seconds(optarg, target) != 0) {
+                fprintf(stderr, "opprof record: --%s %s: give a number of seconds > 0 (e.g. 2 or 0.5)\n",
+                        c == 258 ? "delay" : "duration", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 260:
+            if (parse_size(optarg, &o.max_size_bytes) != 0) {
+                fprintf(stderr, "opprof record: --max-size %s: give a size such as 500M, 2G or 65536 "
+                                "(at least 64K)\n", optarg);
+                return 2;
+            }
             break;
         case 'h':
             record_usage(stdout);

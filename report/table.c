@@ -209,6 +209,29 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* What --delay/--duration/--max-size left out: counted, never hidden. */
+static void print_collection_limits(FILE *out, const struct profile *p)
+{
+    if (p->window_start_ns || p->window_end_ns) {
+        double from = p->window_start_ns > p->start_ns ? (double)(p->window_start_ns - p->start_ns) / 1e9 : 0;
+        fprintf(out, "  window      samples from %.1f s", from);
+        if (p->window_end_ns > p->start_ns)
+            fprintf(out, " to %.1f s", (double)(p->window_end_ns - p->start_ns) / 1e9);
+        else
+            fputs(" to the end", out);
+        fprintf(out, " after the start (%" PRIu64 " samples outside the window were not recorded)\n",
+                p->outside_window_samples);
+    }
+    if (p->size_cap_dropped_samples) {
+        double at = p->first_size_cap_drop_ns > p->start_ns
+                        ? (double)(p->first_size_cap_drop_ns - p->start_ns) / 1e9 : 0;
+        double kib = (double)p->max_size_bytes / 1024.0;
+        fprintf(out, "warning: the result reached --max-size (%.1f %s) %.1f s after the start: %" PRIu64
+                     " later samples were dropped; figures cover the time before\n",
+                kib >= 1024 ? kib / 1024 : kib, kib >= 1024 ? "MiB" : "KiB", at, p->size_cap_dropped_samples);
+    }
+}
+
 static void print_process_warnings(FILE *out, const struct profile *p)
 {
     size_t shown = 0, hidden = 0;
@@ -269,6 +292,7 @@ void report_print_header(FILE *out, const struct profile *p)
         fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
     fprintf(out, ", %s\n", p->user_only ? "user mode only" : "user and kernel mode");
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
+    print_collection_limits(out, p);
     /* Measured inside the workload by the agent itself (AGENT_COST records). */
     if (p->agent_handler_calls && p->process_cpu_ns) {
         double handler_us = (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3;
@@ -480,6 +504,8 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     json_string(out, p ? p->command : NULL);
     fprintf(out, ",\"period_ns\":%" PRIu64 ",\"total_weight\":%" PRIu64 ",\"lost_samples\":%" PRIu64,
             t->period_ns, t->total_weight, p ? p->lost_samples : 0);
+    fprintf(out, ",\"outside_window_samples\":%" PRIu64 ",\"size_cap_dropped_samples\":%" PRIu64,
+            p ? p->outside_window_samples : 0, p ? p->size_cap_dropped_samples : 0);
     fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));

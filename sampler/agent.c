@@ -46,6 +46,7 @@ AGENT_HIDDEN _Atomic uint64_t agent_samples_taken;
 AGENT_HIDDEN _Atomic uint64_t agent_samples_lost;
 AGENT_HIDDEN _Atomic int agent_accepting;
 AGENT_HIDDEN _Atomic uint64_t agent_handler_ns;
+AGENT_HIDDEN _Atomic uint64_t agent_samples_outside_window;
 
 static int perf_fd = -1;
 static pid_t event_owner_pid; /* the process that opened perf_fd */
@@ -144,6 +145,14 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
         return true; /* ours, but not wanted: starting, stopping, or our own writer */
 
     uint64_t entry_ns = agent_now_ns();
+    if (entry_ns < agent_config.window_start_ns ||
+        (agent_config.window_end_ns && entry_ns >= agent_config.window_end_ns)) {
+        /* --delay/--duration: outside the window the signal still arrives
+         * (one inherited event serves every thread and cannot be re-armed per
+         * thread); it is counted and returns at once. */
+        atomic_fetch_add_explicit(&agent_samples_outside_window, 1, memory_order_relaxed);
+        return true;
+    }
     atomic_fetch_add_explicit(&agent_samples_taken, 1, memory_order_relaxed);
     struct agent_slot *slot = agent_queue_claim();
     if (slot == NULL) {
@@ -222,6 +231,7 @@ static void start_after_fork_in_child(void)
     agent_queue_reset();
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
+    atomic_store(&agent_samples_outside_window, 0);
     agent_writer_atfork_child(); /* new stream file, new writer thread */
     atomic_store_explicit(&agent_accepting, 1, memory_order_release);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -257,6 +267,15 @@ __attribute__((constructor)) static void agent_init(void)
         agent_config.call_graph = CALL_GRAPH_FP;
     else if (cg && strcmp(cg, "none") == 0)
         agent_config.call_graph = CALL_GRAPH_NONE;
+    const char *window = getenv(OPR_ENV_WINDOW); /* "start_ns:end_ns" */
+    if (window) {
+        char *end;
+        agent_config.window_start_ns = strtoull(window, &end, 10);
+        if (*end == ':')
+            agent_config.window_end_ns = strtoull(end + 1, NULL, 10);
+    }
+    const char *max_bytes = getenv(OPR_ENV_MAX_BYTES);
+    agent_config.max_bytes = max_bytes ? strtoull(max_bytes, NULL, 10) : 0;
 
     agent_phdr_refresh();
     /* Warm libunwind up outside any handler: creates its pthread key and

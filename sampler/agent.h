@@ -107,6 +107,11 @@ struct agent_config {
     char result_dir[4096];
     uint64_t period_ns;
     enum call_graph_mode call_graph;
+    /* --delay/--duration: only samples taken in [window_start_ns,
+     * window_end_ns) are recorded (CLOCK_MONOTONIC; end 0 = open). Absolute
+     * times, so forked and exec'd processes share the launcher's window. */
+    uint64_t window_start_ns, window_end_ns;
+    uint64_t max_bytes; /* --max-size: samples are dropped once the result dir holds this much (0: no cap) */
 };
 
 AGENT_HIDDEN extern struct agent_config agent_config;
@@ -114,6 +119,7 @@ AGENT_HIDDEN extern _Atomic uint64_t agent_samples_taken; /* handler entries tha
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_lost;  /* queue full */
 AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/stopping */
 AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
 AGENT_HIDDEN uint64_t agent_now_ns(void);
 
 /* The SIGTRAP handler (installed by agent_signals.c). Returns true when the

@@ -68,6 +68,8 @@ static uint32_t *tids;
 static size_t tids_count, tids_cap;
 
 static uint64_t samples_written, last_lost_reported, last_taken_reported;
+/* collection limits (--delay/--duration/--max-size), see emit_limits_if_changed */
+static uint64_t dropped_size_cap, first_drop_ns, last_outside_reported, last_dropped_reported;
 static struct opr_live *live;
 
 bool agent_is_writer_thread(void) { return in_writer_thread != 0; }
@@ -445,6 +447,41 @@ static void emit_lost_if_changed(bool force)
     last_taken_reported = taken;
 }
 
+/* --max-size: true once the streams of the whole result dir (every process
+ * adds to the shared live counter) reach the cap. Checked per sample by the
+ * writer, so the dir overshoots by at most one drain's output per process. */
+static bool size_cap_reached(void)
+{
+    if (agent_config.max_bytes == 0)
+        return false;
+    uint64_t total = live ? __atomic_load_n(&live->bytes, __ATOMIC_RELAXED) : bytes_written;
+    return total + outlen >= agent_config.max_bytes;
+}
+
+static void note_size_cap_drop(uint64_t time_ns)
+{
+    if (dropped_size_cap++ == 0)
+        first_drop_ns = time_ns;
+}
+
+/* One LIMITS record whenever the counts moved (forced at the end when any
+ * limit was set), so the report can say what the window and the cap left out. */
+static void emit_limits_if_changed(bool force)
+{
+    uint64_t outside = atomic_load(&agent_samples_outside_window);
+    bool limited = agent_config.window_start_ns || agent_config.window_end_ns || agent_config.max_bytes;
+    if (!limited || (!force && outside == last_outside_reported && dropped_size_cap == last_dropped_reported))
+        return;
+    struct opr_limits l = {agent_now_ns(), outside, dropped_size_cap, first_drop_ns};
+    emit(OPR_REC_LIMITS, &l, sizeof l, NULL, 0);
+    if (live) {
+        __atomic_fetch_add(&live->outside_window, outside - last_outside_reported, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->dropped_size_cap, dropped_size_cap - last_dropped_reported, __ATOMIC_RELAXED);
+    }
+    last_outside_reported = outside;
+    last_dropped_reported = dropped_size_cap;
+}
+
 /* Caller holds writer_lock. */
 static void drain_locked(void)
 {
@@ -453,6 +490,11 @@ static void drain_locked(void)
     if (python_on)
         agent_memmap_maybe_refresh();
     while ((slot = agent_queue_peek()) != NULL) {
+        if (size_cap_reached()) {
+            note_size_cap_drop(slot->time_ns);
+            agent_queue_release();
+            continue;
+        }
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)
             n = OPR_MAX_FRAMES;
@@ -489,6 +531,7 @@ static void drain_locked(void)
     if (live && drained)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
     emit_lost_if_changed(false);
+    emit_limits_if_changed(false);
     flush_outbuf();
 }
 
@@ -634,6 +677,7 @@ void agent_writer_stop(bool clean)
     for (size_t i = 0; i < tids_count; i++)
         emit_thread(tids[i]);
     emit_lost_if_changed(true);
+    emit_limits_if_changed(true);
     struct timespec pcpu;
     struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
                                   writer_cpu_ns(), 0};
@@ -673,6 +717,7 @@ void agent_writer_atfork_child(void)
     maps_count = 0;
     tids_count = 0;
     samples_written = last_lost_reported = last_taken_reported = 0;
+    dropped_size_cap = first_drop_ns = last_outside_reported = last_dropped_reported = 0;
     bytes_written = 0;
     if (begin_stream() != 0)
         return;

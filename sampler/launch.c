@@ -306,6 +306,18 @@ static void setup_openmp_env(const char *agent)
 }
 /* ---- end threading/OpenMP -------------------------------------------------- */
 
+/* --delay/--duration as absolute CLOCK_MONOTONIC times (end 0: open), the
+ * same for every process of the run. */
+static uint64_t window_start_ns(const struct record_options *o, const struct run_facts *r)
+{
+    return r->start_ns + (uint64_t)(o->delay_s * 1e9);
+}
+
+static uint64_t window_end_ns(const struct record_options *o, const struct run_facts *r)
+{
+    return o->duration_s > 0 ? window_start_ns(o, r) + (uint64_t)(o->duration_s * 1e9) : 0;
+}
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
@@ -335,6 +347,12 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fprintf(f, "openmp_setup=%s\n", omp_view);
     if (omp_libomp[0])
         fprintf(f, "openmp_libomp=%s\n", omp_libomp);
+    if (o->delay_s > 0 || o->duration_s > 0) {
+        fprintf(f, "window_start_ns=%llu\n", (unsigned long long)window_start_ns(o, r));
+        fprintf(f, "window_end_ns=%llu\n", (unsigned long long)window_end_ns(o, r));
+    }
+    if (o->max_size_bytes)
+        fprintf(f, "max_size_bytes=%llu\n", (unsigned long long)o->max_size_bytes);
     if (r->complete) {
         fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
         fprintf(f, "exit_status=%d\n", r->exit_status);
@@ -536,6 +554,16 @@ int record_run(const struct record_options *o)
         setenv(OPR_ENV_DIR, absdir, 1);
         setenv(OPR_ENV_PERIOD, period, 1);
         setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+        char limit[64];
+        if (o->delay_s > 0 || o->duration_s > 0) {
+            snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, &facts),
+                     (unsigned long long)window_end_ns(o, &facts));
+            setenv(OPR_ENV_WINDOW, limit, 1);
+        }
+        if (o->max_size_bytes) {
+            snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
+            setenv(OPR_ENV_MAX_BYTES, limit, 1);
+        }
         prepend_env("LD_PRELOAD", agent);
         setup_openmp_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
         execvp(o->argv[0], o->argv);
@@ -608,6 +636,17 @@ int record_run(const struct record_options *o)
         fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
                 samples, lost, live ? (unsigned long long)live->threads : 0ull,
                 live ? (unsigned long long)live->processes : 0ull, dir, size);
+        if (live && (o->delay_s > 0 || o->duration_s > 0)) {
+            char until[48] = "the end";
+            if (o->duration_s > 0)
+                snprintf(until, sizeof until, "%.1f s", o->delay_s + o->duration_s);
+            fprintf(stderr, "opprof record: sampled from %.1f s to %s after the start; %llu samples outside "
+                            "that window were not recorded\n",
+                    o->delay_s, until, (unsigned long long)live->outside_window);
+        }
+        if (live && live->dropped_size_cap)
+            fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
+                    (unsigned long long)live->dropped_size_cap);
         if (live && live->processes == 0)
             fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                             "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);

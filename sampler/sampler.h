@@ -53,6 +53,7 @@ enum opr_record_type {
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
+    OPR_REC_LIMITS = 20, /* struct opr_limits (cumulative): samples not recorded by --delay/--duration/--max-size */
 };
 
 /* Every record starts with this header. size counts the header and the padding
@@ -147,6 +148,15 @@ struct opr_agent_cost {
     uint64_t process_cpu_ns;  /* CPU time of the whole process (workload + agent) */
 };
 
+/* Collection limits (record --delay/--duration/--max-size). Cumulative per
+ * stream, written when they change and with END; the last one counts. */
+struct opr_limits {
+    uint64_t time_ns;
+    uint64_t outside_window;    /* samples taken before --delay or after --duration ended: not recorded */
+    uint64_t dropped_size_cap;  /* samples dropped because the result dir had reached --max-size */
+    uint64_t first_drop_ns;     /* CLOCK_MONOTONIC of the first size-cap drop in this stream (0: none) */
+};
+
 struct opr_end {
     uint64_t time_ns;
     uint64_t total_samples;
@@ -168,6 +178,8 @@ struct opr_live {
     uint64_t threads;
     uint64_t processes;
     uint64_t bytes;
+    uint64_t outside_window;   /* --delay/--duration: samples not recorded */
+    uint64_t dropped_size_cap; /* --max-size: samples dropped */
 };
 #define OPR_LIVE_MAGIC "OPLIVE01"
 
@@ -248,6 +260,8 @@ struct opr_sched_thread {
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"
 #define OPR_ENV_PERIOD "OPPROF_PERIOD_NS"
 #define OPR_ENV_CALLGRAPH "OPPROF_CALL_GRAPH"
+#define OPR_ENV_WINDOW "OPPROF_WINDOW_NS"    /* "start_ns:end_ns", CLOCK_MONOTONIC; end 0 = open */
+#define OPR_ENV_MAX_BYTES "OPPROF_MAX_BYTES" /* --max-size in bytes */
 
 /* ------------------------------------------------------------------------- */
 /* Launcher (opprof record)                                                   */
@@ -269,6 +283,11 @@ struct record_options {
     /* threading/OpenMP: NULL or "auto" (preload an LLVM libomp found on this
      * machine so GNU libgomp programs get OMPT), "keep" (never), or a path */
     const char *openmp_runtime;
+    /* Collection limits: sample only from delay_s after the start for
+     * duration_s seconds (0: unset); stop recording samples once the result
+     * dir holds max_size_bytes (0: no cap). What they leave out is counted. */
+    double delay_s, duration_s;
+    uint64_t max_size_bytes;
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should
