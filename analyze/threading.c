@@ -510,6 +510,8 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
         snprintf(swap, sizeof swap, "; runtime kept as the workload has it (--openmp-runtime keep)");
     else if (t->openmp_libomp)
         snprintf(swap, sizeof swap, "; record preloaded %s in place of GNU libgomp", t->openmp_libomp);
+    else if (t->openmp_setup && strncmp(t->openmp_setup, "none-needed", 11) == 0)
+        snprintf(swap, sizeof swap, "; record left the runtime alone (the command does not link GNU libgomp)");
     else if (t->openmp_runtime)
         snprintf(swap, sizeof swap, "; no LLVM libomp found at record time (set OPPROF_LIBOMP)");
     if (s->has_ompt)

@@ -27,6 +27,7 @@
 
 #include "config.h"
 #include "sampler/sampler.h"
+#include "sampler/launch_internal.h"
 
 static volatile sig_atomic_t child_pid_for_signals;
 static volatile sig_atomic_t interrupted_by;
@@ -187,124 +188,6 @@ struct run_facts {
     bool complete;
 };
 
-/* ---- threading/OpenMP: which OpenMP runtime the workload gets ------------- */
-/* GNU libgomp has no OMPT. LLVM's libomp implements the GOMP_* ABI and OMPT,
- * so preloading it (unless --openmp-runtime=keep) makes a libgomp program's
- * GOMP_* calls, and a pip wheel's bundled libgomp-<hash>.so.1 ones, bind to
- * libomp first. Searched, never assumed: $OPPROF_LIBOMP, ldconfig's cache,
- * then the usual LLVM install paths (newest version first). */
-#include <glob.h>
-static char omp_libomp[PATH_MAX];   /* the libomp preloaded, "" for none */
-static const char *omp_mode = "auto"; /* auto|keep|path, for the info file */
-static const char *omp_view = "";     /* what record set up, for the info file */
-
-static bool libomp_usable(const char *path)
-{
-    return path && path[0] == '/' && access(path, R_OK) == 0;
-}
-
-static int find_libomp(char *out, size_t outlen)
-{
-    const char *env = getenv("OPPROF_LIBOMP");
-    if (env && env[0]) {
-        if (!libomp_usable(env))
-            return -1;
-        snprintf(out, outlen, "%s", env);
-        return 0;
-    }
-    const char *ldconfig[] = {"/sbin/ldconfig -p 2>/dev/null", "/usr/sbin/ldconfig -p 2>/dev/null",
-                              "ldconfig -p 2>/dev/null"};
-    for (size_t i = 0; i < 3; i++) {
-        FILE *f = popen(ldconfig[i], "r");
-        if (!f)
-            continue;
-        char line[PATH_MAX + 128];
-        bool found = false;
-        while (!found && fgets(line, sizeof line, f)) {
-            /* "\tlibomp.so.5 (libc6,x86-64) => /lib/x86_64-linux-gnu/libomp.so.5" */
-            char *arrow = strstr(line, "=> ");
-            if (!strstr(line, "libomp.so.5 (") || !strstr(line, "x86-64") || !arrow)
-                continue;
-            arrow += 3;
-            arrow[strcspn(arrow, "\n")] = '\0';
-            if (libomp_usable(arrow)) {
-                snprintf(out, outlen, "%s", arrow);
-                found = true;
-            }
-        }
-        int st = pclose(f);
-        if (found)
-            return 0;
-        if (st == 0)
-            break; /* ldconfig ran and knows no libomp */
-    }
-    const char *patterns[] = {"/usr/lib/llvm-*/lib/libomp.so.5", "/usr/lib/x86_64-linux-gnu/libomp.so.5",
-                              "/usr/lib64/libomp.so", "/usr/local/lib/libomp.so", "/opt/*/lib/libomp.so.5"};
-    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
-        glob_t g;
-        if (glob(patterns[i], 0, NULL, &g) != 0)
-            continue;
-        for (size_t j = g.gl_pathc; j-- > 0;) { /* sorted: the last is the newest */
-            if (libomp_usable(g.gl_pathv[j])) {
-                snprintf(out, outlen, "%s", g.gl_pathv[j]);
-                globfree(&g);
-                return 0;
-            }
-        }
-        globfree(&g);
-    }
-    return -1;
-}
-
-/* Decides the OpenMP setup once, before the info file is first written. */
-static void choose_openmp_runtime(const struct record_options *o)
-{
-    omp_libomp[0] = '\0';
-    const char *mode = o->openmp_runtime && o->openmp_runtime[0] ? o->openmp_runtime : "auto";
-    omp_mode = mode;
-    if (strcmp(mode, "keep") == 0) {
-        omp_view = "keep: the workload's own OpenMP runtime (OMPT only if it is libomp or Intel's)";
-        return;
-    }
-    if (strcmp(mode, "auto") != 0) {
-        if (libomp_usable(mode)) {
-            snprintf(omp_libomp, sizeof omp_libomp, "%s", mode);
-        } else {
-            fprintf(stderr, "opprof record: --openmp-runtime %s: not a readable file; "
-                            "OpenMP runtime left as the workload has it\n", mode);
-        }
-    } else if (find_libomp(omp_libomp, sizeof omp_libomp) != 0) {
-        omp_libomp[0] = '\0';
-    }
-    omp_view = omp_libomp[0] ? "swap: LLVM libomp preloaded (GOMP_* calls of libgomp programs bind to it)"
-                             : "none-found: no LLVM libomp on this machine (set OPPROF_LIBOMP, or install "
-                               "libomp); libgomp programs get the OS-level view only";
-}
-
-/* In the child, before exec. */
-static void setup_openmp_env(const char *agent)
-{
-    /* OMPT tool discovery: the agent exports ompt_start_tool; naming it in
-     * OMP_TOOL_LIBRARIES too makes runtimes that look only there find it. */
-    setenv("OMP_TOOL_LIBRARIES", agent, 1);
-    if (omp_libomp[0]) {
-        /* LD_PRELOAD=agent:libomp:...: libomp's GOMP_* come before libgomp's.
-         * The agent was prepended already: insert libomp right after it. */
-        const char *old = getenv("LD_PRELOAD");
-        size_t alen = strlen(agent);
-        const char *rest = old && strncmp(old, agent, alen) == 0 ? old + alen : (old ? old : "");
-        if (rest[0] == ':')
-            rest++;
-        size_t len = alen + strlen(omp_libomp) + strlen(rest) + 3;
-        char *v = malloc(len);
-        if (!v)
-            return;
-        snprintf(v, len, "%s:%s%s%s", agent, omp_libomp, rest[0] ? ":" : "", rest);
-        setenv("LD_PRELOAD", v, 1);
-        free(v);
-    }
-}
-/* ---- end threading/OpenMP -------------------------------------------------- */
 
 /* --delay/--duration as absolute CLOCK_MONOTONIC times (end 0: open), the
  * same for every process of the run. */
@@ -343,10 +226,7 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
     fprintf(f, "online_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     /* threading/OpenMP: the runtime choice (docs/format.md) */
-    fprintf(f, "openmp_runtime=%s\n", omp_mode);
-    fprintf(f, "openmp_setup=%s\n", omp_view);
-    if (omp_libomp[0])
-        fprintf(f, "openmp_libomp=%s\n", omp_libomp);
+    launch_openmp_write_info(f); /* threading/OpenMP */
     if (o->delay_s > 0 || o->duration_s > 0) {
         fprintf(f, "window_start_ns=%llu\n", (unsigned long long)window_start_ns(o, r));
         fprintf(f, "window_end_ns=%llu\n", (unsigned long long)window_end_ns(o, r));
@@ -525,7 +405,7 @@ int record_run(const struct record_options *o)
         return 2;
     }
 
-    choose_openmp_runtime(o); /* threading/OpenMP */
+    launch_openmp_choose(o); /* threading/OpenMP */
     struct run_facts facts = {0};
     facts.start_ns = monotonic_ns();
     facts.start_wall = time(NULL);
@@ -565,7 +445,7 @@ int record_run(const struct record_options *o)
             setenv(OPR_ENV_MAX_BYTES, limit, 1);
         }
         prepend_env("LD_PRELOAD", agent);
-        setup_openmp_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
+        launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
         execvp(o->argv[0], o->argv);
         int err = errno;
         ssize_t w = write(errpipe[1], &err, sizeof err);
