@@ -88,6 +88,34 @@ static bool row_dir_name(const char *name, long *index, char *label, size_t len)
     return true;
 }
 
+/* A row that failed still has a result directory (the command ran, or
+ * record did), but its profile is not of the operator: say so. sweep.json
+ * writes one row per line. */
+static void warn_if_failed(const char *sweepdir, const char *rowname)
+{
+    char path[PATH_MAX], line[8192], key[NAME_MAX + 8];
+    snprintf(path, sizeof path, "%s/sweep.json", sweepdir);
+    snprintf(key, sizeof key, "/%s\"", rowname);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, key) || !strstr(line, "\"ok\":false"))
+            continue;
+        const char *r = strstr(line, "\"reason\":\"");
+        int len = 0;
+        if (r) {
+            r += 10;
+            while (r[len] && !(r[len] == '"' && (len == 0 || r[len - 1] != '\\')))
+                len++;
+        }
+        fprintf(stderr, "opprof diff: warning: row %s failed in the sweep (%.*s): its profile is not the "
+                        "operator's\n", rowname, len, r ? r : "no reason recorded");
+        break;
+    }
+    fclose(f);
+}
+
 /* SWEEPDIR and ROW -> the row's result directory in out. A row that was
  * retried after a hang has two directories: the retry is the one its row
  * reports. 0, or -1 with one sentence in err. */
@@ -138,6 +166,7 @@ static int resolve_row(const char *sweepdir, const char *row, char *out, size_t 
         return -1;
     }
     snprintf(out, outlen, "%s/%s", sweepdir, pick);
+    warn_if_failed(sweepdir, pick);
     return 0;
 }
 
