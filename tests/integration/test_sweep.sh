@@ -33,12 +33,17 @@ make_workdir
 SHAPES="8x64x64x64,8x64x32x64,8x64x13x64"
 
 # Direct timing of the same bmm, same thread count, same method as the
-# runner (per-call perf_counter, median over >= 0.2 s of calls). It runs
-# before and after the sweep and the faster round counts: the machine is
-# shared, and another process on the other CPU can slow a whole round down
-# (one factor-of-2 failure came from a single direct round under load);
-# contention only ever makes a round slower, so the faster one is the
-# better estimate of the uncontended time the sweep is compared with.
+# runner (per-call perf_counter over >= 0.2 s of calls): median and fastest
+# call. It runs before and after the sweep and the faster round counts.
+# The machine is shared (2 CPUs, other builds and tests): contention only
+# ever makes calls slower, and it came in bursts that slowed a whole round
+# (a direct round x2 slower once failed a "median within 2" check; a sweep
+# row whose 143 calls took 1.4 ms of wall time each had its median x1.8).
+# So the check that the runner times the op and nothing else compares the
+# fastest calls (min of >= 20 calls: one uncontended call is enough) within
+# a factor of 2, and the medians, which a burst can move, within a factor of
+# 3: still far from what a wrong timing gives (a unit slip is x1000, timing
+# input creation or the whole loop is x20 and more).
 direct_timing() {
     "$PYTHON" - "$SHAPES" >"$1" <<'PYEOF' || die "direct timing failed"
 import json, statistics, sys, time, torch
@@ -56,7 +61,7 @@ for s in sys.argv[1].split(","):
         t0 = time.perf_counter()
         torch.bmm(x, y)
         t.append(time.perf_counter() - t0)
-    out[s] = statistics.median(t)
+    out[s] = [statistics.median(t), min(t)]
 print(json.dumps(out))
 PYEOF
 }
@@ -86,11 +91,15 @@ for s in shapes:
     want = 2 * b * m * k * n / r["median_s"] / 1e9
     (ok if abs(r["gflops"] - want) <= 0.01 * want else fail)(
         "%s: GFLOP/s %.3f = 2BMKN/median %.3f" % (s, r["gflops"], want))
-    direct = min(d1[s], d2[s])
-    ratio = r["median_s"] / direct
+    direct, fastest = min(d1[s][0], d2[s][0]), min(d1[s][1], d2[s][1])
+    ratio = r["min_s"] / fastest
     (ok if 0.5 <= ratio <= 2.0 else fail)(
-        "%s: median %.1f us over %d calls vs direct %.1f us (rounds %.1f, %.1f): x%.2f, within 2" %
-        (s, r["median_s"] * 1e6, r["calls"], direct * 1e6, d1[s] * 1e6, d2[s] * 1e6, ratio))
+        "%s: fastest call %.1f us of %d vs direct %.1f us: x%.2f, within 2" %
+        (s, r["min_s"] * 1e6, r["calls"], fastest * 1e6, ratio))
+    ratio = r["median_s"] / direct
+    (ok if 1 / 3 <= ratio <= 3.0 else fail)(
+        "%s: median %.1f us vs direct %.1f us (rounds %.1f, %.1f): x%.2f, within 3" %
+        (s, r["median_s"] * 1e6, direct * 1e6, d1[s][0] * 1e6, d2[s][0] * 1e6, ratio))
     (ok if r["calls"] >= 20 and r["p25_s"] <= r["median_s"] <= r["p75_s"] else fail)(
         "%s: %d calls, quartiles %.1f <= %.1f <= %.1f us" %
         (s, r["calls"], r["p25_s"] * 1e6, r["median_s"] * 1e6, r["p75_s"] * 1e6))
