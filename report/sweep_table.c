@@ -85,7 +85,7 @@ static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (strlen(rows[i].label) > lw)
             lw = strlen(rows[i].label);
-    fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %9s %9s  %s\n", (int)lw, "Combination", "Time/call", "Spread",
+    fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %10s %10s  %s\n", (int)lw, "Combination", "Time/call", "Spread",
             "Calls", "GFLOP/s", "GB/s", "Threads", "CPI", "BW", "Hot kernel (share)");
     const char *reasons[4];
     size_t nreasons = 0;
@@ -118,7 +118,7 @@ static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, 
             if (k == nreasons && nreasons < sizeof reasons / sizeof reasons[0])
                 reasons[nreasons++] = r->counters;
         }
-        fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %9s %9s  ", (int)lw, r->label, t, sp, calls, gf, gb, th, cpi, bw);
+        fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %10s %10s  ", (int)lw, r->label, t, sp, calls, gf, gb, th, cpi, bw);
         if (r->kernel[0])
             fprintf(out, "%s (%.1f%%)\n", r->kernel, r->kernel_share * 100);
         else
