@@ -466,6 +466,7 @@ bool sweep_json_number(const char *json, const char *key, double *out);
 struct sweep_row {
     char label[160];
     char x[96];            /* the swept parameter's value (shape, or the first --param) */
+    char x_name[32];       /* that parameter's name ("shape", "threads", a --param name) */
     char series[96];       /* the other parameters ("float32 t1"; "" when none vary) */
     char dir[4096];        /* its result directory */
     bool ok;

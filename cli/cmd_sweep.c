@@ -316,6 +316,13 @@ int cmd_sweep(int argc, char **argv)
             fputs("opprof sweep: out of memory\n", stderr);
             goto out;
         }
+        if (!spec.nshapes || !spec.ndtypes || (threads_text && !spec.nthreads)) {
+            fprintf(stderr, "opprof sweep: --shapes, --dtype and --threads each need at least one value\n");
+            sweep_free_list(spec.shapes, spec.nshapes);
+            sweep_free_list(spec.dtypes, spec.ndtypes);
+            sweep_free_list(spec.threads, spec.nthreads);
+            goto out;
+        }
         snprintf(title, sizeof title,
                  "Sweep of %.200s (%d warm-up calls, then at least %d timed calls and %g s per row) in %.200s",
                  op_text, warmup, repeat, min_time_s, sweepdir);

@@ -266,7 +266,7 @@ static void analyze_row(struct sweep_row *r, enum sweep_op op)
 /* Where a row sits in the plot: x is its value of the first parameter that
  * takes several values, the series its values of the other varying ones. */
 struct row_place {
-    const char *x;
+    const char *x, *x_name;
     char series[96];
 };
 
@@ -289,6 +289,7 @@ static int run_one(struct sweep_ctx *c, const char *label, const struct row_plac
     r->threads = threads;
     snprintf(r->label, sizeof r->label, "%s", label);
     snprintf(r->x, sizeof r->x, "%s", place->x);
+    snprintf(r->x_name, sizeof r->x_name, "%s", place->x_name);
     snprintf(r->series, sizeof r->series, "%s", place->series);
     snprintf(r->counters, sizeof r->counters, "%s", c->counters);
     char safe[160], outp[PATH_MAX + 8], errp[PATH_MAX + 8];
@@ -354,9 +355,10 @@ static int run_one(struct sweep_ctx *c, const char *label, const struct row_plac
 /* ---- the combinations ----------------------------------------------------- */
 
 /* place->x and place->series from the value index idx[k] of each of the np
- * dimensions (names[k] prefixes a value in the series when not NULL). */
+ * dimensions (names[k] prefixes a value in the series when not NULL; titles[k]
+ * names the dimension on the x axis). */
 static void place_row(struct row_place *place, char **const *values, const size_t *nvalues,
-                      const char *const *names, const size_t *idx, size_t np)
+                      const char *const *names, const char *const *titles, const size_t *idx, size_t np)
 {
     size_t xdim = 0;
     while (xdim < np && nvalues[xdim] < 2)
@@ -364,6 +366,7 @@ static void place_row(struct row_place *place, char **const *values, const size_
     if (xdim == np)
         xdim = 0;
     place->x = values[xdim][idx[xdim]];
+    place->x_name = titles[xdim];
     place->series[0] = '\0';
     for (size_t k = 0; k < np; k++) {
         if (k == xdim || nvalues[k] < 2)
@@ -397,7 +400,7 @@ static int run_params_at(struct sweep_ctx *c, struct sweep_param *ps, size_t np,
         names[j] = ps[j].name;
     }
     struct row_place place;
-    place_row(&place, values, nvalues, names, idx, np);
+    place_row(&place, values, nvalues, names, names, idx, np);
     char **argv = calloc(ncmd + 1, sizeof *argv);
     if (!argv)
         return -1;
@@ -439,6 +442,7 @@ int sweep_run_ops(struct sweep_ctx *c, const struct sweep_op_spec *s)
     char **const values[3] = {s->shapes, threads, s->dtypes};
     const size_t nvalues[3] = {s->nshapes, nt, s->ndtypes};
     const char *const names[3] = {NULL, "threads", NULL};
+    const char *const titles[3] = {"shape", "threads", "dtype"};
     for (size_t sh = 0; sh < s->nshapes; sh++)
         for (size_t d = 0; d < s->ndtypes; d++)
             for (size_t t = 0; t < nt; t++) {
@@ -448,7 +452,7 @@ int sweep_run_ops(struct sweep_ctx *c, const struct sweep_op_spec *s)
                          s->nthreads ? " t" : "", s->nthreads ? th : "");
                 size_t idx[3] = {sh, t, d};
                 struct row_place place;
-                place_row(&place, values, nvalues, names, idx, 3);
+                place_row(&place, values, nvalues, names, titles, idx, 3);
                 long dims[SWEEP_MAX_DIMS];
                 int nd = 0;
                 double flops = -1, bytes = 0;

@@ -135,7 +135,7 @@ void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const c
     double step = max > 0 ? tick_step(max) : 1;
     double ymax = max > 0 ? ceil(max / step - 1e-9) * step : 5 * step;
 
-    const bool legend = nseries > 1 || series[0][0];
+    const bool legend = nseries > 1 || (nseries == 1 && series[0][0]);
     const int left = 80, top = 56, plot_h = 300, width = legend ? 900 : 760;
     const int plot_w = width - left - (legend ? 200 : 30);
     const double group_w = (double)plot_w / (double)(ngroups ? ngroups : 1);
@@ -223,6 +223,12 @@ void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const c
         fprintf(out, ": %.4g %s</title></rect>\n", v, ax.unit);
         fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%.3g</text>\n",
                 bx + bar_w * 0.46, base - h - 3, v);
+    }
+    if (n && rows[0].x_name[0]) {
+        fprintf(out, "<text class=\"x-title\" x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">", left + plot_w / 2.0,
+                top + plot_h + bottom - 8);
+        export_xml_text(out, rows[0].x_name);
+        fputs("</text>\n", out);
     }
     if (legend) {
         double lx = left + plot_w + 20;
