@@ -13,7 +13,7 @@
 
 #include "analyze/analyze.h"
 
-static const char *const op_names[] = {"", "bmm", "mm", "addmm", "softmax", "layer_norm"};
+static const char *const op_names[] = {"", "bmm", "mm", "addmm", "softmax", "layer_norm", "linear", "conv2d"};
 
 enum sweep_op sweep_op_parse(const char *name)
 {
@@ -35,7 +35,7 @@ enum sweep_op sweep_op_parse(const char *name)
 
 const char *sweep_op_name(enum sweep_op op)
 {
-    return op > SWEEP_OP_UNKNOWN && op <= SWEEP_OP_LAYER_NORM ? op_names[op] : "unknown";
+    return op > SWEEP_OP_UNKNOWN && op <= SWEEP_OP_CONV2D ? op_names[op] : "unknown";
 }
 
 int sweep_parse_shape(enum sweep_op op, const char *text, long *dims, int *ndims, char *err, size_t errlen)
@@ -69,10 +69,15 @@ int sweep_parse_shape(enum sweep_op op, const char *text, long *dims, int *ndims
         }
         s++;
     }
-    int want = op == SWEEP_OP_BMM ? 4 : (op == SWEEP_OP_MM || op == SWEEP_OP_ADDMM) ? 3 : 0;
+    int want = op == SWEEP_OP_BMM ? 4 : op == SWEEP_OP_CONV2D ? 7
+             : (op == SWEEP_OP_MM || op == SWEEP_OP_ADDMM || op == SWEEP_OP_LINEAR) ? 3 : 0;
     if (want && n != want) {
         snprintf(err, errlen, "malformed shape '%s' for %s: expected %s", text, sweep_op_name(op),
-                 want == 4 ? "BxMxKxN" : "MxKxN");
+                 want == 4 ? "BxMxKxN" : want == 7 ? "NxCxHxWxKxRxS" : "MxKxN");
+        return -1;
+    }
+    if (op == SWEEP_OP_CONV2D && (dims[5] > dims[2] || dims[6] > dims[3])) {
+        snprintf(err, errlen, "malformed shape '%s' for conv2d: the kernel RxS is larger than the image HxW", text);
         return -1;
     }
     *ndims = n;
@@ -99,7 +104,8 @@ int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_s
     switch (op) {
     case SWEEP_OP_BMM:
     case SWEEP_OP_MM:
-    case SWEEP_OP_ADDMM: {
+    case SWEEP_OP_ADDMM:
+    case SWEEP_OP_LINEAR: {
         int need = op == SWEEP_OP_BMM ? 4 : 3;
         if (ndims != need)
             return -1;
@@ -111,7 +117,22 @@ int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_s
         if (op == SWEEP_OP_ADDMM) {
             *flops += m * n;      /* the addition */
             *bytes += e * m * n;  /* reading the added matrix */
+        } else if (op == SWEEP_OP_LINEAR) {
+            *flops += m * n;      /* the bias, added to every row */
+            *bytes += e * n;      /* reading the bias vector */
         }
+        return 0;
+    }
+    case SWEEP_OP_CONV2D: {
+        /* input[N,C,H,W] * weight[K,C,R,S], stride 1, no padding: output
+         * [N,K,H-R+1,W-S+1], each output element a C*R*S multiply-add. */
+        if (ndims != 7 || dims[5] > dims[2] || dims[6] > dims[3])
+            return -1;
+        double n = (double)dims[0], c = (double)dims[1], h = (double)dims[2], w = (double)dims[3];
+        double k = (double)dims[4], r = (double)dims[5], s = (double)dims[6];
+        double ho = h - r + 1, wo = w - s + 1;
+        *flops = 2.0 * n * k * ho * wo * c * r * s;
+        *bytes = e * (n * c * h * w + k * c * r * s + n * k * ho * wo);
         return 0;
     }
     case SWEEP_OP_SOFTMAX:
@@ -121,8 +142,14 @@ int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_s
         double numel = 1;
         for (int i = 0; i < ndims; i++)
             numel *= (double)dims[i];
+        /* softmax: max, subtract, exp, sum, divide; layer_norm: mean,
+         * variance (subtract, square, add), normalize (subtract, multiply),
+         * weight and bias (multiply, add). Both read and write the tensor
+         * once; layer_norm also reads its weight and bias of the last dim. */
         *flops = (op == SWEEP_OP_SOFTMAX ? 5.0 : 8.0) * numel;
         *bytes = 2.0 * e * numel;
+        if (op == SWEEP_OP_LAYER_NORM)
+            *bytes += 2.0 * e * (double)dims[ndims - 1];
         return 0;
     }
     default:
@@ -224,7 +251,12 @@ void sweep_row_derive(struct sweep_row *r, double flops, double bytes)
     r->gflops = r->gbps = NAN;
     if (!(r->median_s > 0))
         return;
-    if (!isnan(r->min_s) && !isnan(r->max_s))
+    /* The interquartile range when the runner gave quartiles: one call hit
+     * by a page fault or a preemption must not make a steady op look noisy.
+     * A plain command has one time: no spread. */
+    if (r->p75_s >= r->p25_s && r->p25_s > 0)
+        r->spread = (r->p75_s - r->p25_s) / r->median_s;
+    else if (!isnan(r->min_s) && !isnan(r->max_s) && r->max_s > r->min_s)
         r->spread = (r->max_s - r->min_s) / r->median_s;
     if (flops >= 0) {
         r->gflops = flops / r->median_s / 1e9;
@@ -233,6 +265,32 @@ void sweep_row_derive(struct sweep_row *r, double flops, double bytes)
 }
 
 /* --- diff ------------------------------------------------------------------ */
+
+size_t profile_keep_samples_under(struct profile *p, const char *python_function)
+{
+    size_t kept = 0;
+    uint64_t weight = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        bool under = false;
+        if (s->stack < p->nstacks) {
+            const struct prof_stack *st = &p->stacks[s->stack];
+            for (uint32_t f = 0; f < st->nframes && !under; f++) {
+                const struct prof_frame *fr = &p->frames[st->frames[f]];
+                under = fr->kind == FRAME_PYTHON && strcmp(fr->name, python_function) == 0;
+            }
+        }
+        if (under) {
+            p->samples[kept++] = *s;
+            weight += s->weight;
+        }
+    }
+    if (kept == 0)
+        return 0; /* nothing under it: the profile is left as it was */
+    p->nsamples = kept;
+    p->total_weight = weight;
+    return kept;
+}
 
 static long find_row(const struct diff_table *t, const char *name)
 {

@@ -88,15 +88,29 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
 int report_print_threading(FILE *out, const struct profile *p, enum report_format format);
 /* --- end of threads and OpenMP --------------------------------------------- */
 
-/* --- sweeps and diffs (report/sweep_table.c) ------------------------------- */
-/* One row per combination; title (may be NULL) heads the text table. Text
- * ends with the note that no PMU counters were recorded (CPI and bandwidth
- * columns are n/a). */
+/* --- sweeps and diffs (report/sweep_table.c, sweep_plot.c, sweep_html.c) -- */
+/* One row per combination; title (may be NULL) heads the text table. CPI and
+ * bandwidth columns show each row's measured value, or in text a short word
+ * and in the note below the table the row's reason (sweep_row.counters); in
+ * CSV/JSON null plus a "counters" field with the reason. */
 void report_print_sweep(FILE *out, const struct sweep_row *rows, size_t n, enum report_format format,
                         const char *title);
-/* Self-contained SVG bar chart: GFLOP/s per combination when every ok row
- * has it, else time per call. */
-void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const char *title);
+/* The metric on the plot's y axis. AUTO: GFLOP/s when every row that ran has
+ * a flop count, else time per call. */
+enum sweep_plot_metric { SWEEP_PLOT_AUTO = 0, SWEEP_PLOT_GFLOPS, SWEEP_PLOT_GBPS, SWEEP_PLOT_TIME };
+int sweep_plot_metric_parse(const char *text, enum sweep_plot_metric *out); /* 0 or -1 */
+/* The metric against the swept parameter as SVG: one group of bars per x
+ * value (sweep_row.x) in row order, one bar per series (sweep_row.series)
+ * with a legend when there are several, a y axis from 0 with ticks, unit and
+ * grid lines, failed rows marked with a cross and their reason as a tooltip.
+ * Bar heights are proportional to the values (each bar carries data-value).
+ * embedded: no XML prolog, for inlining into HTML. what names the swept
+ * thing in the title (the op or the command). */
+void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const char *what,
+                      enum sweep_plot_metric metric, bool embedded);
+/* One self-contained HTML page: the title, the table and the inline plot. */
+void report_sweep_html(FILE *out, const struct sweep_row *rows, size_t n, const char *title, const char *what,
+                       enum sweep_plot_metric metric);
 /* Per-operator (or function) self time and share in A and B, as sorted. */
 void report_print_diff(FILE *out, const struct diff_table *t, const char *a, const char *b,
                        enum report_format format, size_t limit);

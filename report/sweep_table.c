@@ -1,7 +1,8 @@
 /*
  * report/sweep_table.c — renderers of `opprof sweep` (the per-combination
- * table as text, CSV or JSON, and an SVG bar chart) and of `opprof diff`
- * (per-operator self time and share in two profiles). Pure: rows in, text out.
+ * table as text, CSV or JSON; the plot is in sweep_plot.c, the page in
+ * sweep_html.c) and of `opprof diff` (per-operator self time and share in two
+ * profiles). Pure: rows in, text out.
  */
 #include <math.h>
 #include <stdio.h>
@@ -10,9 +11,21 @@
 #include "report/report.h"
 #include "report/report_internal.h"
 
-static const char *const pmu_note =
-    "CPI and memory bandwidth: n/a (no PMU counters were recorded; GB/s is the "
-    "bytes the operator must move per call over its median time, not a measurement)";
+static const char *const gbps_note =
+    "GB/s: the bytes the operator must move per call (its byte formula) over the median "
+    "time, not a measured bandwidth";
+
+/* The reason itself goes below the table (text) or into a tooltip (HTML). */
+const char *report_counters_word(const char *reason)
+{
+    if (strncmp(reason, "no PMU access", 13) == 0)
+        return "no access";
+    if (strncmp(reason, "no PMU", 6) == 0)
+        return "no PMU";
+    if (strncmp(reason, "not requested", 13) == 0)
+        return "not asked";
+    return "n/a";
+}
 
 /* A time per call with a readable unit, or "n/a". */
 static void fmt_time(char *buf, size_t len, double s)
@@ -72,42 +85,68 @@ static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (strlen(rows[i].label) > lw)
             lw = strlen(rows[i].label);
-    fprintf(out, "%-*s  %10s %7s %9s %8s %7s %4s %4s  %s\n", (int)lw, "Combination", "Time/call", "Spread",
-            "GFLOP/s", "GB/s", "Threads", "CPI", "BW", "Hot kernel (share)");
+    fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %10s %10s  %s\n", (int)lw, "Combination", "Time/call", "Spread",
+            "Calls", "GFLOP/s", "GB/s", "Threads", "CPI", "BW", "Hot kernel (share)");
+    const char *reasons[4];
+    size_t nreasons = 0;
     for (size_t i = 0; i < n; i++) {
         const struct sweep_row *r = &rows[i];
         if (!r->ok) {
             fprintf(out, "%-*s  FAILED: %s\n", (int)lw, r->label, r->reason);
             continue;
         }
-        char t[32], sp[32], gf[32], gb[32], th[32];
+        char t[32], sp[32], calls[16], gf[32], gb[32], th[32], cpi[32], bw[32];
         fmt_time(t, sizeof t, r->median_s);
         fmt_num(sp, sizeof sp, r->spread * 100, "%.1f%%");
+        snprintf(calls, sizeof calls, "%u", r->calls);
         fmt_num(gf, sizeof gf, r->gflops, "%.2f");
         fmt_num(gb, sizeof gb, r->gbps, "%.2f");
         snprintf(th, sizeof th, "%u", r->threads_active);
-        fprintf(out, "%-*s  %10s %7s %9s %8s %7s %4s %4s  ", (int)lw, r->label, t, sp, gf, gb, th, "n/a", "n/a");
+        const char *word = report_counters_word(r->counters);
+        if (isnan(r->cpi))
+            snprintf(cpi, sizeof cpi, "%s", word);
+        else
+            snprintf(cpi, sizeof cpi, "%.2f", r->cpi);
+        if (isnan(r->bandwidth_gbps))
+            snprintf(bw, sizeof bw, "%s", word);
+        else
+            snprintf(bw, sizeof bw, "%.2f", r->bandwidth_gbps);
+        if ((isnan(r->cpi) || isnan(r->bandwidth_gbps)) && r->counters[0]) {
+            size_t k = 0;
+            while (k < nreasons && strcmp(reasons[k], r->counters) != 0)
+                k++;
+            if (k == nreasons && nreasons < sizeof reasons / sizeof reasons[0])
+                reasons[nreasons++] = r->counters;
+        }
+        fprintf(out, "%-*s  %10s %7s %6s %9s %8s %7s %10s %10s  ", (int)lw, r->label, t, sp, calls, gf, gb, th, cpi, bw);
         if (r->kernel[0])
             fprintf(out, "%s (%.1f%%)\n", r->kernel, r->kernel_share * 100);
         else
             fputs("-\n", out);
     }
-    fprintf(out, "\nTime/call: median of the timed calls; Spread: (max-min)/median. Threads: threads\n"
-                 "with samples. Hot kernel: innermost function of the operator's samples (share of\n"
-                 "its self time), or of the whole run when there is no operator.\n%s.\n",
-            pmu_note);
+    fprintf(out, "\nTime/call: median of the timed calls; Spread: interquartile range / median. Threads:\n"
+                 "threads with samples. Hot kernel: innermost function of the operator's samples\n"
+                 "(share of its self time), or of the whole run when there is no operator.\n%s.\n",
+            gbps_note);
+    for (size_t k = 0; k < nreasons; k++)
+        fprintf(out, "CPI and BW (measured memory bandwidth): %s.\n", reasons[k]);
 }
 
 static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
 {
-    fputs("label,status,median_s,min_s,max_s,spread,gflops,gbps,threads_requested,threads_active,"
-          "hot_kernel,hot_kernel_share,cpi,bandwidth_gbps,result_dir,reason\n",
+    fputs("label,x,series,status,median_s,min_s,max_s,p25_s,p75_s,spread,calls,gflops,gbps,threads_requested,"
+          "threads_active,hot_kernel,hot_kernel_share,cpi,bandwidth_gbps,counters,result_dir,reason\n",
           out);
     for (size_t i = 0; i < n; i++) {
         const struct sweep_row *r = &rows[i];
         csv_field(out, r->label);
+        fputc(',', out);
+        csv_field(out, r->x);
+        fputc(',', out);
+        csv_field(out, r->series);
         fputs(r->ok ? ",ok," : ",failed,", out);
-        double v[] = {r->median_s, r->min_s, r->max_s, r->spread, r->gflops, r->gbps};
+        double v[] = {r->median_s, r->min_s, r->max_s, r->p25_s > 0 ? r->p25_s : NAN,
+                      r->p75_s > 0 ? r->p75_s : NAN, r->spread, r->calls ? r->calls : NAN, r->gflops, r->gbps};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             if (r->ok)
                 csv_num(out, v[k]);
@@ -118,7 +157,13 @@ static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
         fputc(',', out);
         if (r->kernel[0])
             fprintf(out, "%.6f", r->kernel_share);
-        fputs(",n/a,n/a,", out);
+        fputc(',', out);
+        csv_num(out, r->cpi);
+        fputc(',', out);
+        csv_num(out, r->bandwidth_gbps);
+        fputc(',', out);
+        csv_field(out, r->counters);
+        fputc(',', out);
         csv_field(out, r->dir);
         fputc(',', out);
         csv_field(out, r->ok ? "" : r->reason);
@@ -134,12 +179,17 @@ static void print_sweep_json(FILE *out, const struct sweep_row *rows, size_t n)
         fputs(i ? ",\n{" : "\n{", out);
         fputs("\"label\":", out);
         report_json_string(out, r->label);
+        fputs(",\"x\":", out);
+        report_json_string(out, r->x);
+        fputs(",\"series\":", out);
+        report_json_string(out, r->series);
         fprintf(out, ",\"ok\":%s,\"result_dir\":", r->ok ? "true" : "false");
         report_json_string(out, r->dir);
         fputs(",\"reason\":", out);
         report_json_string(out, r->ok ? NULL : r->reason);
-        const char *keys[] = {"median_s", "min_s", "max_s", "spread", "gflops", "gbps"};
-        double v[] = {r->median_s, r->min_s, r->max_s, r->spread, r->gflops, r->gbps};
+        const char *keys[] = {"median_s", "min_s", "max_s", "p25_s", "p75_s", "spread", "calls", "gflops", "gbps"};
+        double v[] = {r->median_s, r->min_s, r->max_s, r->p25_s > 0 ? r->p25_s : NAN,
+                      r->p75_s > 0 ? r->p75_s : NAN, r->spread, r->calls ? r->calls : NAN, r->gflops, r->gbps};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             fprintf(out, ",\"%s\":", keys[k]);
             json_num(out, r->ok ? v[k] : NAN);
@@ -149,10 +199,16 @@ static void print_sweep_json(FILE *out, const struct sweep_row *rows, size_t n)
         report_json_string(out, r->kernel[0] ? r->kernel : NULL);
         fputs(",\"hot_kernel_share\":", out);
         json_num(out, r->kernel[0] ? r->kernel_share : NAN);
-        fputs(",\"cpi\":null,\"bandwidth_gbps\":null}", out);
+        fputs(",\"cpi\":", out);
+        json_num(out, r->cpi);
+        fputs(",\"bandwidth_gbps\":", out);
+        json_num(out, r->bandwidth_gbps);
+        fputs(",\"counters\":", out);
+        report_json_string(out, r->counters[0] ? r->counters : NULL);
+        fputc('}', out);
     }
-    fputs("\n],\"note\":", out);
-    report_json_string(out, pmu_note);
+    fputs("\n],\"gbps_note\":", out);
+    report_json_string(out, gbps_note);
     fputs("}\n", out);
 }
 
@@ -165,72 +221,6 @@ void report_print_sweep(FILE *out, const struct sweep_row *rows, size_t n, enum 
         print_sweep_json(out, rows, n);
     else
         print_sweep_text(out, rows, n, title);
-}
-
-/* XML text: &, <, > and quotes escaped. */
-static void svg_text(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        default: fputc(*s, out);
-        }
-    }
-}
-
-void report_sweep_svg(FILE *out, const struct sweep_row *rows, size_t n, const char *title)
-{
-    bool flops = false, all_flops = true;
-    for (size_t i = 0; i < n; i++) {
-        if (!rows[i].ok)
-            continue;
-        flops = true;
-        all_flops = all_flops && !isnan(rows[i].gflops);
-    }
-    bool use_gflops = flops && all_flops;
-    double max = 0;
-    for (size_t i = 0; i < n; i++) {
-        double v = rows[i].ok ? (use_gflops ? rows[i].gflops : rows[i].median_s * 1e3) : 0;
-        if (v > max)
-            max = v;
-    }
-    const int bar_h = 22, gap = 8, left = 260, width = 900, top = 50;
-    int height = top + (int)n * (bar_h + gap) + 40;
-    fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                 "font-family=\"sans-serif\" font-size=\"12\">\n"
-                 "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            width, height);
-    fputs("<text x=\"10\" y=\"22\" font-size=\"15\">", out);
-    svg_text(out, title ? title : "opprof sweep");
-    fprintf(out, " — %s</text>\n", use_gflops ? "GFLOP/s (higher is better)" : "time per call, ms (lower is better)");
-    int plot_w = width - left - 120;
-    for (size_t i = 0; i < n; i++) {
-        const struct sweep_row *r = &rows[i];
-        int y = top + (int)i * (bar_h + gap);
-        fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8, y + bar_h - 6);
-        svg_text(out, r->label);
-        fputs("</text>\n", out);
-        if (!r->ok) {
-            fprintf(out, "<text x=\"%d\" y=\"%d\" fill=\"#b00\">failed: ", left, y + bar_h - 6);
-            svg_text(out, r->reason);
-            fputs("</text>\n", out);
-            continue;
-        }
-        double v = use_gflops ? r->gflops : r->median_s * 1e3;
-        int w = max > 0 ? (int)(v / max * plot_w + 0.5) : 0;
-        if (w < 1)
-            w = 1;
-        fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4a7fb5\"><title>", left, y, w,
-                bar_h);
-        svg_text(out, r->label);
-        fprintf(out, ": %.4g %s</title></rect>\n", v, use_gflops ? "GFLOP/s" : "ms");
-        fprintf(out, "<text x=\"%d\" y=\"%d\">%.4g</text>\n", left + w + 6, y + bar_h - 6, v);
-    }
-    fputs("</svg>\n", out);
 }
 
 void report_print_diff(FILE *out, const struct diff_table *t, const char *a, const char *b,
@@ -254,6 +244,8 @@ void report_print_diff(FILE *out, const struct diff_table *t, const char *a, con
         report_json_string(out, b);
         fputs(",\"grouping\":", out);
         report_json_string(out, t->grouping);
+        fputs(",\"compared\":", out);
+        report_json_string(out, t->scope ? t->scope : "all samples");
         fputs(",\"rows\":[", out);
         for (size_t i = 0; i < n; i++) {
             const struct diff_row *r = &t->rows[i];
@@ -266,8 +258,8 @@ void report_print_diff(FILE *out, const struct diff_table *t, const char *a, con
         fputs("\n]}\n", out);
         return;
     }
-    fprintf(out, "A: %s\nB: %s\nSelf time per %s, sorted by the change in share\n\n", a, b,
-            t->grouping ? t->grouping : "row");
+    fprintf(out, "A: %s\nB: %s\nCompared: %s\nSelf time per %s, sorted by the change in share\n\n", a, b,
+            t->scope ? t->scope : "all samples", t->grouping ? t->grouping : "row");
     size_t nw = 4;
     for (size_t i = 0; i < n; i++)
         if (strlen(t->rows[i].name) > nw)

@@ -2,24 +2,33 @@
 # tools/op_bench.py — the microbenchmark runner behind `opprof sweep --op`.
 #
 # Times one PyTorch operator on one input shape, dtype and thread count:
-# creates the inputs (torch.manual_seed(0)), warms up, times --repeat calls
-# one by one with time.perf_counter, and prints one JSON line:
+# creates the inputs (torch.manual_seed(0)), warms up, times calls one by
+# one with time.perf_counter (--repeat calls, more until --min-time seconds
+# of calls have passed), and prints one JSON line:
 #   {"op": ..., "shape": [...], "dtype": ..., "threads": N, "repeat": N,
-#    "median_s": ..., "min_s": ..., "max_s": ...}
+#    "median_s": ..., "min_s": ..., "max_s": ..., "p25_s": ..., "p75_s": ...}
 # Unknown op, malformed shape or unknown dtype: one line on stderr, exit 2.
+#
+# The timed calls run inside the function op_bench_timed_calls and nothing
+# else does: `opprof diff SWEEPDIR:ROW ...` keeps only the samples under that
+# Python frame, so a comparison of two rows is about the operator and not
+# about `import torch` or the warm-up. --min-time gives that loop enough
+# samples at 1 kHz (0.2 s: about 200 per row) whatever the shape.
 #
 # Shapes (dimensions separated by "x"):
 #   bmm         BxMxKxN  A[B,M,K] @ B[B,K,N]
 #   mm          MxKxN    A[M,K] @ B[K,N]
 #   addmm       MxKxN    C[M,N] + A[M,K] @ B[K,N]
 #   softmax     any tensor shape, over dim -1
-#   layer_norm  any tensor shape, normalized over dim -1
+#   layer_norm  any tensor shape, normalized over dim -1, with weight and bias
+#   linear      MxKxN    x[M,K] @ W[N,K]^T + b[N]
+#   conv2d      NxCxHxWxKxRxS  input[N,C,H,W], weight[K,C,R,S], stride 1, no padding
 import argparse
 import json
 import sys
 import time
 
-OPS = {"bmm": 4, "mm": 3, "addmm": 3, "softmax": None, "layer_norm": None}
+OPS = {"bmm": 4, "mm": 3, "addmm": 3, "softmax": None, "layer_norm": None, "linear": 3, "conv2d": 7}
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
@@ -45,8 +54,10 @@ def parse_shape(op, text):
         dims.append(int(p))
     want = OPS[op]
     if want is not None and len(dims) != want:
-        names = {4: "BxMxKxN", 3: "MxKxN"}[want]
+        names = {4: "BxMxKxN", 3: "MxKxN", 7: "NxCxHxWxKxRxS"}[want]
         fail("malformed shape '%s' for %s: expected %s" % (text, op, names))
+    if op == "conv2d" and (dims[5] > dims[2] or dims[6] > dims[3]):
+        fail("malformed shape '%s' for conv2d: the kernel RxS is larger than the image HxW" % text)
     return dims
 
 
@@ -65,10 +76,43 @@ def make_call(torch, op, dims, dtype):
         m, k, n = dims
         c, a, bb = rnd(m, n), rnd(m, k), rnd(k, n)
         return lambda: torch.addmm(c, a, bb)
+    if op == "linear":
+        m, k, n = dims
+        x, w, bias = rnd(m, k), rnd(n, k), rnd(n)
+        return lambda: torch.nn.functional.linear(x, w, bias)
+    if op == "conv2d":
+        n, c, h, w, k, r, s = dims
+        x, wt = rnd(n, c, h, w), rnd(k, c, r, s)
+        return lambda: torch.nn.functional.conv2d(x, wt)
     x = rnd(*dims)
     if op == "softmax":
         return lambda: torch.softmax(x, dim=-1)
-    return lambda: torch.nn.functional.layer_norm(x, (dims[-1],))
+    w, bias = rnd(dims[-1]), rnd(dims[-1])
+    return lambda: torch.nn.functional.layer_norm(x, (dims[-1],), w, bias)
+
+
+def op_bench_warm_up(call, count):
+    for _ in range(count):
+        call()
+
+
+def op_bench_timed_calls(call, repeat, min_time):
+    """Per-call times of at least repeat calls and at least min_time seconds."""
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeat or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def quantile(sorted_times, q):
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    pos = q * (len(sorted_times) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_times) - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
 
 
 def main():
@@ -79,6 +123,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave as is)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--min-time", type=float, default=0.0,
+                    help="keep timing calls until this many seconds have passed")
     args = ap.parse_args()
 
     op = canonical_op(args.op)
@@ -87,8 +133,8 @@ def main():
     dims = parse_shape(op, args.shape)
     if args.dtype not in DTYPES:
         fail("unknown dtype '%s' (known: %s)" % (args.dtype, ", ".join(DTYPES)))
-    if args.repeat < 1 or args.warmup < 0:
-        fail("--repeat must be >= 1 and --warmup >= 0")
+    if args.repeat < 1 or args.warmup < 0 or args.min_time < 0:
+        fail("--repeat must be >= 1, --warmup and --min-time >= 0")
 
     import torch
     torch.manual_seed(0)
@@ -96,19 +142,13 @@ def main():
         torch.set_num_threads(args.threads)
     call = make_call(torch, op, dims, getattr(torch, args.dtype))
     with torch.no_grad():
-        for _ in range(args.warmup):
-            call()
-        times = []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t0)
+        op_bench_warm_up(call, args.warmup)
+        times = op_bench_timed_calls(call, args.repeat, args.min_time)
     times.sort()
-    mid = len(times) // 2
-    median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
     print(json.dumps({"op": "torch." + op, "shape": dims, "dtype": args.dtype,
-                      "threads": torch.get_num_threads(), "repeat": args.repeat,
-                      "median_s": median, "min_s": times[0], "max_s": times[-1]}))
+                      "threads": torch.get_num_threads(), "repeat": len(times),
+                      "median_s": quantile(times, 0.5), "min_s": times[0], "max_s": times[-1],
+                      "p25_s": quantile(times, 0.25), "p75_s": quantile(times, 0.75)}))
     sys.stdout.flush()
 
 
