@@ -306,6 +306,9 @@ static void setup_openmp_env(const char *agent)
 }
 /* ---- end threading/OpenMP -------------------------------------------------- */
 
+/* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
+static char counters_env[4096], counters_names[2048];
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
@@ -330,6 +333,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fprintf(f, "start_ns=%llu\n", (unsigned long long)r->start_ns);
     fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
     fprintf(f, "online_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    if (counters_names[0])
+        fprintf(f, "counters=%s\n", counters_names); /* per-sample counters (-e) */
     /* threading/OpenMP: the runtime choice (docs/format.md) */
     fprintf(f, "openmp_runtime=%s\n", omp_mode);
     fprintf(f, "openmp_setup=%s\n", omp_view);
@@ -495,8 +500,10 @@ int record_run(const struct record_options *o)
         return 2;
     }
     /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
-     * one line from pmu.c and the task-clock timer samples instead. */
-    if (o->events && pmu_record_check_events(o->events) != 0)
+     * one line and is dropped; the rest are counted per sample by the agent
+     * (record_counters.c) while the task-clock timer samples. */
+    if (o->events && pmu_record_counters(o->events, counters_env, sizeof counters_env, counters_names,
+                                         sizeof counters_names) != 0)
         return 2;
     char dir[PATH_MAX];
     if (make_result_dir(o, dir, sizeof dir) != 0)
@@ -536,6 +543,10 @@ int record_run(const struct record_options *o)
         setenv(OPR_ENV_DIR, absdir, 1);
         setenv(OPR_ENV_PERIOD, period, 1);
         setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+        if (counters_env[0])
+            setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
+        else
+            unsetenv(OPR_ENV_COUNTERS);
         prepend_env("LD_PRELOAD", agent);
         setup_openmp_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
         execvp(o->argv[0], o->argv);
