@@ -96,7 +96,7 @@ void agent_counters_init(void)
         s->attr.config = config;
         s->attr.config1 = config1;
         s->attr.exclude_kernel = (flags & OPR_COUNTER_USER_ONLY) != 0;
-        s->attr.exclude_hv = 1;
+        s->attr.exclude_hv = s->attr.exclude_kernel;
         s->attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
         s->role = role;
         s->group = group;

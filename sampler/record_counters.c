@@ -24,14 +24,28 @@
 
 #include "sampler/sampler.h"
 
-/* Whether this process may open ev as a per-thread counter. errno_out gets
- * perf_event_open's errno when it may not. */
-static bool can_count_here(const struct pmu_event *ev, int *errno_out)
+/* Whether this process may open ev as a per-thread counter, in user and
+ * kernel mode when perf_event_paranoid allows (as opprof stat counts:
+ * context switches and the kernel's work for a page fault happen in kernel
+ * mode, a user-only count of them is 0), else in user mode (ev->attr is
+ * updated). errno_out gets perf_event_open's errno when it may not. */
+static bool can_count_here(struct pmu_event *ev, int *errno_out)
 {
     struct perf_event_attr a = ev->attr;
     a.disabled = 1;
     a.inherit = 0;
+    a.exclude_kernel = 0;
+    a.exclude_hv = 0;
     int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        ev->attr.exclude_kernel = 0;
+        ev->attr.exclude_hv = 0;
+    } else if (errno == EACCES || errno == EPERM) {
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        ev->attr.exclude_kernel = 1;
+    }
     if (fd < 0) {
         *errno_out = errno;
         return false;
@@ -70,7 +84,7 @@ int pmu_record_counters(const char *events, char *env, size_t envlen, char *name
     for (size_t i = 0; i < sizeof group_map / sizeof group_map[0]; i++)
         group_map[i] = -1;
     for (size_t i = 0; i < l.n; i++) {
-        const struct pmu_event *ev = &l.ev[i];
+        struct pmu_event *ev = &l.ev[i];
         if (ev->role == PMU_ROLE_TASK_CLOCK)
             continue; /* the sampling timer itself: each sample is one period of it */
         if (ev->uncore) {
