@@ -213,10 +213,7 @@ void agent_counters_fill(struct agent_slot *slot, const struct agent_counter_sna
         return;
     for (unsigned c = 0; c < nspecs; c++)
         for (unsigned k = 0; k < 3; k++) {
-            /* All three are monotonic 64-bit counts; a smaller value can only
-             * mean a counter was reset: count nothing rather than 2^64. */
-            uint64_t now = snap->now[c][k], before = my_counters->base[c][k];
-            slot->ctr[c][k] = now >= before ? now - before : 0;
+            slot->ctr[c][k] = opr_counter_delta(snap->now[c][k], my_counters->base[c][k]);
         }
     slot->nctr = nspecs;
 }

@@ -273,7 +273,15 @@ struct opr_counter_value {
     uint64_t enabled; /* delta of time_enabled (ns) over the same interval */
     uint64_t running; /* delta of time_running: < enabled when multiplexed */
 };
-/* "type:config:role:group:flags:name;..." (launch.c -> agent_counters.c) */
+/* Delta between two reads of a monotonic 64-bit count (value, time enabled or
+ * running). A smaller later value can only mean the counter was reset (never
+ * a wrap: 2^64 ns is 584 years): count nothing rather than 2^64. Pure and
+ * async-signal-safe (the agent's handler uses it). */
+static inline uint64_t opr_counter_delta(uint64_t now, uint64_t before)
+{
+    return now >= before ? now - before : 0;
+}
+/* "type:config:config1:role:group:flags:name;..." (record_counters.c -> agent_counters.c) */
 #define OPR_ENV_COUNTERS "OPPROF_COUNTERS"
 /* --- end of per-sample counters ------------------------------------------- */
 
