@@ -72,6 +72,7 @@ struct prof_sample {
     uint32_t weight;  /* timer periods this sample stands for */
     uint32_t flags;   /* OPR_SAMPLE_* */
     uint32_t omp_region; /* threading: index + 1 into threading->regions (0: none) */
+    uint32_t counters;   /* per-sample counters: 1 + row of profile.counters->values (0: none) */
 };
 
 struct profile {
@@ -109,6 +110,7 @@ struct profile {
 
     void *priv; /* string interning, symbolizer */
     struct prof_threading *threading; /* threads and OpenMP (NULL: none recorded) */
+    struct prof_counters *counters;   /* per-sample counters (NULL: none recorded) */
 };
 
 /* Loads dir. On failure returns -1, prints nothing, and writes one sentence
@@ -160,6 +162,10 @@ struct hotspot_row {
     uint64_t total;        /* weight where the key is anywhere on the stack (once per sample) */
     uint64_t samples;      /* number of samples counted in total */
     char *detail;          /* the table's extra column (detail_title), or NULL */
+    /* Per-sample counters summed over the samples this row is self of:
+     * COUNTER_SUMS per profile counter (raw value, time enabled, time
+     * running); NULL when the profile has no counters. */
+    double *counters;
 };
 
 struct hotspot_table {
@@ -176,6 +182,7 @@ struct hotspot_table {
     /* Nonzero: rows also get a "Share" = total / share_denominator (callers
      * of an operator: the share of that operator's total time). */
     uint64_t share_denominator;
+    const struct prof_counters *counters; /* the profile's counters (NULL: none) */
 };
 
 /* Computes the table for the whole profile. Returns 0, -1 on out of memory. */
@@ -229,6 +236,58 @@ struct stat_metrics {
     bool bandwidth_socket_wide; /* from uncore counters: every process on the socket */
 };
 void stat_metrics_compute(const struct stat_result *r, struct stat_metrics *m);
+
+/* Per-sample counters (analyze/counters.c; COUNTER_DESC / COUNTER_SAMPLE in
+ * docs/format.md): the deltas of the counting events read at each sample,
+ * attributed to the sample's stack the way its time is. */
+#define COUNTER_SUMS 3 /* per counter: value, time enabled, time running */
+struct prof_counter {
+    char *name;
+    enum pmu_role role;
+    uint32_t type;
+    uint64_t config;
+    bool user_only;
+    double value, enabled, running; /* sums over all samples (raw) */
+    uint64_t samples;               /* samples that carry it */
+};
+struct prof_counters {
+    struct prof_counter *ev;
+    size_t n;
+    double *values;    /* nrows x n x COUNTER_SUMS raw deltas (NaN: not counted) */
+    size_t nrows, rows_cap;
+};
+/* Loader: the global index of a stream's counter (added when new). */
+size_t counters_add_event(struct profile *p, const char *name, enum pmu_role role, uint32_t type,
+                          uint64_t config, bool user_only);
+/* Loader: a new row of NaNs for one sample; returns its 1-based id, 0 on out of memory. */
+uint32_t counters_new_row(struct profile *p);
+/* Loader: sets counter idx of row (1-based) to one delta. */
+void counters_set(struct profile *p, uint32_t row, size_t idx, uint64_t value, uint64_t enabled,
+                  uint64_t running);
+void counters_free(struct prof_counters *c);
+/* Sums of each counter (COUNTER_SUMS each) per key: key_of_sample(sample) ->
+ * index < nkeys (or >= nkeys: skipped). NULL when the profile has no counters
+ * or on out of memory. by_stack folds per stack index (nstacks + 1 keys, the
+ * last for bad stacks), else per thread index. */
+double *counters_fold(const struct profile *p, bool by_stack, size_t *nkeys);
+
+/* Derived figures of one row (or of the whole profile), NaN when an input
+ * was not recorded. The scaled count of a role sums its events, each
+ * extrapolated by enabled/running over the summed deltas (multiplexing). */
+struct counter_metrics {
+    double cycles, instructions, llc_misses, llc_refs;
+    double cpi, ipc;
+    double llc_miss_ratio;   /* misses / references */
+    double llc_mpki;         /* misses per 1000 instructions */
+    double bandwidth_est;    /* bytes/s: LLC misses x 64 / self time (an estimate) */
+};
+/* sums: COUNTER_SUMS per counter of c; seconds: the time those samples stand for. */
+void counter_metrics_compute(const struct prof_counters *c, const double *sums, double seconds,
+                             struct counter_metrics *m);
+/* Scaled count of counter i from its sums (NaN when it never ran). */
+double counter_scaled(const double *sums, size_t i);
+/* Whether any counter of c has the role. */
+bool counters_have_role(const struct prof_counters *c, enum pmu_role role);
 /* --- end of PMU derived metrics -------------------------------------------- */
 
 /* ------------------------------------------------------------------------- */
@@ -319,6 +378,7 @@ enum finding_kind {
     FINDING_REFERENCE_BLAS = 0, /* time in netlib BLAS routines of libblas.so* */
     FINDING_INTERPRETER,        /* time in the Python interpreter, not in ops */
     FINDING_DOMINANT_OP,        /* one operator takes most self time */
+    FINDING_HIGH_CPI,           /* a hot operator/function has CPI > 1 (counters) */
 };
 struct finding {
     enum finding_kind kind;

@@ -8,6 +8,7 @@
  *   interpreter_bound   most time in the Python interpreter outside operators
  *   dominant_operator   one operator takes most of the self time
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,63 @@ static int dominant_op_finding(const struct profile *p, uint64_t total, struct f
     return rc;
 }
 
+/* (4) Per-sample counters: CPI above 1 on a hot operator (a PyTorch
+ * profile) or function (any other), with the likely reason. VTune flags CPI
+ * "may be too high" from about 1; well-tuned CPU-bound code runs at 0.5-0.75.
+ * The reason comes from the LLC counters when they were recorded: many
+ * misses per instruction mean the core waits on memory. */
+#define HIGH_CPI 1.0
+#define HIGH_CPI_MIN_SHARE 0.05
+#define MEMORY_BOUND_MPKI 5.0 /* LLC misses per 1000 instructions */
+#define HIGH_CPI_MAX_FINDINGS 5
+
+static int high_cpi_findings(const struct profile *p, uint64_t total, struct findings *out)
+{
+    if (!p->counters || !counters_have_role(p->counters, PMU_ROLE_CYCLES) ||
+        !counters_have_role(p->counters, PMU_ROLE_INSTRUCTIONS))
+        return 0;
+    struct op_index ix;
+    if (op_index_build(p, &ix) != 0)
+        return -1;
+    bool ops = ix.any_op;
+    op_index_free(&ix);
+    struct hotspot_table t;
+    if (hotspots_compute(p, ops ? GROUP_OP : GROUP_FUNCTION, &t) != 0)
+        return -1;
+    hotspots_sort(&t, SORT_SELF);
+    bool have_llc = counters_have_role(p->counters, PMU_ROLE_LLC_MISSES);
+    int rc = 0;
+    size_t shown = 0;
+    for (size_t i = 0; i < t.nrows && shown < HIGH_CPI_MAX_FINDINGS && rc == 0; i++) {
+        const struct hotspot_row *r = &t.rows[i];
+        double share = share_of(r->self, total);
+        if (share < HIGH_CPI_MIN_SHARE || !r->counters || strcmp(r->name, NO_OPERATOR_NAME) == 0)
+            continue;
+        struct counter_metrics m;
+        counter_metrics_compute(p->counters, r->counters, (double)r->self * (double)p->period_ns / 1e9, &m);
+        if (isnan(m.cpi) || m.cpi <= HIGH_CPI)
+            continue;
+        char why[400];
+        if (have_llc && !isnan(m.llc_mpki) && m.llc_mpki >= MEMORY_BOUND_MPKI)
+            snprintf(why, sizeof why, "memory-bound: %.1f LLC misses per 1000 instructions (about %.2f GB/s est.); "
+                     "improve locality (blocking, contiguous layouts) or reduce the bytes moved", m.llc_mpki,
+                     m.bandwidth_est / 1e9);
+        else if (have_llc)
+            snprintf(why, sizeof why, "not memory-bound (%.1f LLC misses per 1000 instructions): slow instructions "
+                     "(divisions, long dependency chains) or calls not inlined in the hot loop",
+                     isnan(m.llc_mpki) ? 0.0 : m.llc_mpki);
+        else
+            snprintf(why, sizeof why, "memory stalls, slow instructions or calls not inlined; record with "
+                     "-e cycles,instructions,cache-misses to tell them apart");
+        rc = add_finding(out, FINDING_HIGH_CPI, "high_cpi", share,
+                         "%s has CPI %.2f (IPC %.2f) over %.1f %% of CPU time, above %.1f: %s", r->name, m.cpi,
+                         m.ipc, 100.0 * share, HIGH_CPI, why);
+        shown++;
+    }
+    hotspots_free(&t);
+    return rc;
+}
+
 int findings_compute(const struct profile *p, struct findings *out)
 {
     memset(out, 0, sizeof *out);
@@ -205,7 +263,8 @@ int findings_compute(const struct profile *p, struct findings *out)
         total += p->samples[i].weight;
     if (total == 0)
         return 0;
-    if (leaf_findings(p, total, out) != 0 || dominant_op_finding(p, total, out) != 0) {
+    if (leaf_findings(p, total, out) != 0 || dominant_op_finding(p, total, out) != 0 ||
+        high_cpi_findings(p, total, out) != 0) {
         findings_free(out);
         return -1;
     }

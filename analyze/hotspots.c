@@ -147,6 +147,48 @@ void hs_builder_note_source(struct hs_builder *b, size_t row, const struct prof_
     }
 }
 
+void hs_builder_use_counters(struct hs_builder *b, const struct profile *p, bool by_stack)
+{
+    free(b->key_ctr);
+    b->key_ctr = counters_fold(p, by_stack, &b->nkeys);
+    b->ctr_width = b->key_ctr ? p->counters->n * COUNTER_SUMS : 0;
+    b->counters = b->key_ctr ? p->counters : NULL;
+}
+
+void hs_builder_self_counters(struct hs_builder *b, size_t r, size_t key)
+{
+    if (!b->ctr_width || key >= b->nkeys)
+        return;
+    if (r >= b->row_ctr_rows) {
+        size_t rows = b->cap > r ? b->cap : r + 1;
+        double *g = realloc(b->row_ctr, rows * b->ctr_width * sizeof *g);
+        if (!g)
+            return; /* out of memory: the row's counters stay short, never wrong */
+        memset(g + b->row_ctr_rows * b->ctr_width, 0, (rows - b->row_ctr_rows) * b->ctr_width * sizeof *g);
+        b->row_ctr = g;
+        b->row_ctr_rows = rows;
+    }
+    const double *k = b->key_ctr + key * b->ctr_width;
+    double *o = b->row_ctr + r * b->ctr_width;
+    for (size_t j = 0; j < b->ctr_width; j++)
+        o[j] += k[j];
+}
+
+/* Gives each row its own copy of its counter sums (hotspot_row.counters). */
+static int builder_attach_counters(struct hs_builder *b)
+{
+    if (!b->ctr_width)
+        return 0;
+    for (size_t i = 0; i < b->nrows; i++) {
+        b->rows[i].counters = calloc(b->ctr_width, sizeof(double));
+        if (!b->rows[i].counters)
+            return -1;
+        if (i < b->row_ctr_rows)
+            memcpy(b->rows[i].counters, b->row_ctr + i * b->ctr_width, b->ctr_width * sizeof(double));
+    }
+    return 0;
+}
+
 static void builder_free_rows(struct hs_builder *b)
 {
     for (size_t i = 0; i < b->nrows; i++) {
@@ -154,6 +196,7 @@ static void builder_free_rows(struct hs_builder *b)
         free(b->rows[i].module);
         free(b->rows[i].source);
         free(b->rows[i].detail);
+        free(b->rows[i].counters);
     }
     free(b->rows);
     b->rows = NULL;
@@ -166,6 +209,10 @@ static void builder_free_index(struct hs_builder *b)
     free(b->src_file);
     free(b->src_line);
     free(b->slots);
+    free(b->key_ctr);
+    free(b->row_ctr);
+    b->key_ctr = b->row_ctr = NULL;
+    b->ctr_width = b->row_ctr_rows = 0;
     b->gen = NULL;
     b->src_file = NULL;
     b->src_line = NULL;
@@ -193,7 +240,14 @@ int hs_builder_finish(struct hs_builder *b, const struct profile *p, uint64_t co
             snprintf(s, len, "%s", b->src_file[i]);
         b->rows[i].source = s;
     }
+    const struct prof_counters *counters = b->counters;
+    if (builder_attach_counters(b) != 0) {
+        builder_free_rows(b);
+        builder_free_index(b);
+        return -1;
+    }
     builder_free_index(b);
+    out->counters = counters;
     out->rows = b->rows;
     out->nrows = b->nrows;
     /* The denominator is the profile's total weight (as torch.profiler divides
@@ -272,6 +326,7 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
         return -1;
     }
     struct hs_builder b = {0};
+    hs_builder_use_counters(&b, p, true); /* per-sample counters, per stack */
     uint64_t counted = 0;
     for (size_t s = 0; s <= p->nstacks; s++) {
         uint64_t w = sw[s], n = sc[s];
@@ -299,6 +354,7 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
             size_t r = frame_row[f] - 1;
             if (!any) {
                 b.rows[r].self += w; /* the first valid frame is the leaf */
+                hs_builder_self_counters(&b, r, s);
                 any = true;
             }
             if (b.gen[r] != gen) {
@@ -314,6 +370,7 @@ static int compute_by_frames(const struct profile *p, bool by_module, struct hot
             if (r < 0)
                 goto oom;
             b.rows[r].self += w;
+            hs_builder_self_counters(&b, (size_t)r, s);
             b.rows[r].total += w;
             b.rows[r].samples += n;
         }
@@ -357,6 +414,7 @@ static int compute_by_thread(const struct profile *p, bool by_process, struct ho
     if (fold_by_thread(p, &tw, &tc) != 0)
         return -1;
     struct hs_builder b = {0};
+    hs_builder_use_counters(&b, p, false); /* per-sample counters, per thread */
     uint64_t counted = 0;
     char key[256];
     for (size_t t = 0; t < p->nthreads; t++) {
@@ -386,6 +444,7 @@ static int compute_by_thread(const struct profile *p, bool by_process, struct ho
             return -1;
         }
         b.rows[r].self += tw[t];
+        hs_builder_self_counters(&b, (size_t)r, t);
         b.rows[r].total += tw[t];
         b.rows[r].samples += tc[t];
         counted += tw[t];
@@ -642,6 +701,7 @@ void hotspots_free(struct hotspot_table *t)
         free(t->rows[i].module);
         free(t->rows[i].source);
         free(t->rows[i].detail);
+        free(t->rows[i].counters);
     }
     free(t->rows);
     t->rows = NULL;

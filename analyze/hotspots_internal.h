@@ -23,7 +23,17 @@ struct hs_builder {
     int *src_line;
     struct hs_slot *slots;
     size_t nslots;        /* power of two */
+    /* per-sample counters (analyze/counters.c): sums per fold key (a stack or
+     * thread index) and per row; ctr_width 0 when the profile has none */
+    double *key_ctr, *row_ctr;
+    size_t ctr_width, nkeys, row_ctr_rows;
+    const struct prof_counters *counters;
 };
+/* Folds the profile's counters per stack (by_stack) or per thread, so that
+ * hs_builder_self_counters can add them to rows. No-op without counters. */
+void hs_builder_use_counters(struct hs_builder *b, const struct profile *p, bool by_stack);
+/* Adds the counters of fold key `key` to row r (where r is that key's self row). */
+void hs_builder_self_counters(struct hs_builder *b, size_t r, size_t key);
 
 /* The row for (name, module), added empty when new; -1 on out of memory.
  * module NULL is a key of its own. */

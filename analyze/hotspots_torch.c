@@ -72,8 +72,10 @@ static int grow_u32(uint32_t **a, size_t *cap, size_t need)
  * total once per stack (generation marker). */
 static void count_row(struct hs_builder *b, size_t r, uint32_t gen, bool self, uint64_t w, uint64_t n)
 {
-    if (self)
+    if (self) {
         b->rows[r].self += w;
+        hs_builder_self_counters(b, r, gen - 1); /* gen is stack index + 1 */
+    }
     if (b->gen[r] != gen) {
         b->gen[r] = gen;
         b->rows[r].total += w;
@@ -173,6 +175,7 @@ static int walk_init(struct walk *w, const struct profile *p)
         op_index_free(&w->ix);
         return -1;
     }
+    hs_builder_use_counters(&w->b, p, true); /* per-sample counters, per stack */
     return 0;
 }
 

@@ -220,6 +220,9 @@ static size_t min_body(uint32_t type)
     case OPR_REC_OMP_CONTEXT: return sizeof(struct opr_omp_context);
     case OPR_REC_OMP_INFO: return sizeof(struct opr_omp_info);
     case OPR_REC_SCHED_TICK: return sizeof(struct opr_sched_tick);
+    /* per-sample counters (analyze/counters.c) */
+    case OPR_REC_COUNTER_DESC: return sizeof(struct opr_counter_desc);
+    case OPR_REC_COUNTER_SAMPLE: return sizeof(struct opr_counter_sample);
     default: return 0;
     }
 }
@@ -229,6 +232,7 @@ struct pending_sample {
     uint32_t thread;
     uint32_t py_stack_plus1;
     uint64_t omp_region; /* threads and OpenMP: the SAMPLE's optional second tail */
+    uint32_t counters;   /* per-sample counters: 1 + row (0: none) */
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global
@@ -412,6 +416,11 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     struct opr_omp_context *omp_ctx = NULL;
     size_t omp_nctx = 0, omp_ctx_cap = 0;
 
+    /* per-sample counters: this stream's counter index -> the profile's */
+    size_t ctr_map[OPR_MAX_COUNTERS];
+    size_t nctr_map = 0;
+    bool last_was_sample = false;
+
     size_t off = h.header_size;
     while (off < size) {
         struct opr_record_header rh;
@@ -435,6 +444,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             warnf(p, "%s: record of type %u too short at byte %zu; skipped", name, rh.type, off - rh.size);
             continue;
         }
+        /* per-sample counters: a COUNTER_SAMPLE belongs to the SAMPLE just before it */
+        bool follows_sample = last_was_sample;
+        last_was_sample = rh.type == OPR_REC_SAMPLE;
         switch (rh.type) {
         case OPR_REC_PROCESS: {
             struct opr_process pr;
@@ -533,6 +545,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
                 memcpy(&spy, body + sizeof s, sizeof spy);
             if (s.stack_id >= st.nstacks || st.stacks[s.stack_id].pcs == NULL) {
                 warnf(p, "%s: sample refers to unknown stack %u; skipped", name, s.stack_id);
+                last_was_sample = false; /* its counter values go with it */
                 break;
             }
             pend = profile_grow(pend, &pend_cap, npend + 1, sizeof *pend);
@@ -540,6 +553,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             pend[npend].thread = profile_add_thread(p, h.pid, s.tid, NULL);
             pend[npend].py_stack_plus1 = spy.py_stack_id_plus1;
             pend[npend].omp_region = 0; /* threads and OpenMP: optional second tail */
+            pend[npend].counters = 0;   /* per-sample counters: set by a COUNTER_SAMPLE */
             if (body_len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
                 memcpy(&pend[npend].omp_region, body + sizeof s + sizeof spy, sizeof(uint64_t));
             npend++;
@@ -584,6 +598,38 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             proc->notes[proc->nnotes++] = join_argv(body + sizeof n, n.text_len);
             break;
         }
+        case OPR_REC_COUNTER_DESC: { /* per-sample counters */
+            struct opr_counter_desc d;
+            memcpy(&d, body, sizeof d);
+            if (d.name_len > body_len - sizeof d || d.index >= OPR_MAX_COUNTERS)
+                break;
+            char *cname = join_argv(body + sizeof d, d.name_len);
+            size_t g = cname ? counters_add_event(p, cname, (enum pmu_role)d.role, d.type, d.config,
+                                                  (d.flags & OPR_COUNTER_USER_ONLY) != 0)
+                             : SIZE_MAX;
+            free(cname);
+            while (nctr_map <= d.index)
+                ctr_map[nctr_map++] = SIZE_MAX;
+            ctr_map[d.index] = g;
+            break;
+        }
+        case OPR_REC_COUNTER_SAMPLE: {
+            struct opr_counter_sample cs;
+            memcpy(&cs, body, sizeof cs);
+            if (!follows_sample || npend == 0 || cs.ncounters > nctr_map ||
+                (size_t)cs.ncounters * sizeof(struct opr_counter_value) > body_len - sizeof cs) {
+                warnf(p, "%s: counter values without their sample at byte %zu; skipped", name, off - rh.size);
+                break;
+            }
+            uint32_t row = counters_new_row(p);
+            for (uint32_t i = 0; row && i < cs.ncounters; i++) {
+                struct opr_counter_value v;
+                memcpy(&v, body + sizeof cs + i * sizeof v, sizeof v);
+                counters_set(p, row, ctr_map[i], v.value, v.enabled, v.running);
+            }
+            pend[npend - 1].counters = row;
+            break;
+        }
         case OPR_REC_OMP_CONTEXT: /* threads and OpenMP: resolved below */
             omp_ctx = profile_grow(omp_ctx, &omp_ctx_cap, omp_nctx + 1, sizeof *omp_ctx);
             memcpy(&omp_ctx[omp_nctx++], body, sizeof *omp_ctx);
@@ -609,6 +655,7 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
         if (pend[i].omp_region) /* threads and OpenMP */
             p->samples[p->nsamples - 1].omp_region =
                 threading_region_lookup(p, omp_first_region, &omp_sorted, h.pid, pend[i].omp_region);
+        p->samples[p->nsamples - 1].counters = pend[i].counters; /* per-sample counters */
         if (s->flags & OPR_SAMPLE_TRUNCATED) {
             proc->truncated++;
             p->truncated_samples++;

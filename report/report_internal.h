@@ -17,5 +17,40 @@ void report_format_time(char *buf, size_t len, uint64_t ns);
 /* sweep_table.c: the short word a sweep table's CPI/BW cell shows for the
  * reason a row has no counter values ("no PMU", "not asked", "n/a"). */
 const char *report_counters_word(const char *reason);
+/* --- per-sample counter columns (report/counter_columns.c) --------------- */
+#include "analyze/analyze.h"
+#define COUNTER_COLUMNS_MAX (OPR_MAX_COUNTERS * 4 + 8)
+enum counter_column_kind {
+    CCOL_COUNT = 0, /* one counter's scaled count */
+    CCOL_CPI, CCOL_IPC, CCOL_LLC_MISS_RATIO, CCOL_LLC_MPKI, CCOL_BANDWIDTH_EST,
+};
+struct counter_column {
+    enum counter_column_kind kind;
+    size_t counter;  /* CCOL_COUNT: index into the profile's counters */
+    char title[40];  /* text header */
+    char key[72];    /* CSV/JSON name */
+    int width;
+};
+struct counter_columns {
+    struct counter_column col[COUNTER_COLUMNS_MAX];
+    size_t n;
+};
+/* The columns a table gets: only those whose inputs were recorded. */
+void counter_columns_plan(const struct hotspot_table *t, struct counter_columns *cc);
+/* The value of column c in row r (NaN: not counted in this row). */
+double counter_column_value(const struct hotspot_table *t, const struct hotspot_row *r,
+                            const struct counter_column *c);
+void counter_columns_text_header(FILE *out, const struct counter_columns *cc);
+void counter_columns_text_cells(FILE *out, const struct counter_columns *cc, const struct hotspot_table *t,
+                                const struct hotspot_row *r);
+void counter_columns_csv_header(FILE *out, const struct counter_columns *cc);
+void counter_columns_csv_cells(FILE *out, const struct counter_columns *cc, const struct hotspot_table *t,
+                               const struct hotspot_row *r);
+void counter_columns_json(FILE *out, const struct counter_columns *cc, const struct hotspot_table *t,
+                          const struct hotspot_row *r);
+/* Header lines: which counters, how many samples carry them, multiplexing. */
+void counter_columns_print_header(FILE *out, const struct profile *p);
+/* Text footer: what the estimated columns mean (nothing without them). */
+void counter_columns_text_footer(FILE *out, const struct counter_columns *cc);
 
 #endif

@@ -293,6 +293,7 @@ void report_print_header(FILE *out, const struct profile *p)
     fprintf(out, ", %s\n", p->user_only ? "user mode only" : "user and kernel mode");
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
     print_collection_limits(out, p);
+    counter_columns_print_header(out, p); /* per-sample counters */
     /* Measured inside the workload by the agent itself (AGENT_COST records). */
     if (p->agent_handler_calls && p->process_cpu_ns) {
         double handler_us = (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3;
@@ -399,8 +400,11 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     if (detail_w > DETAIL_MAX_WIDTH)
         detail_w = DETAIL_MAX_WIDTH;
     bool have_share = t->share_denominator != 0;
+    struct counter_columns cc; /* per-sample counters: only recorded ones */
+    counter_columns_plan(t, &cc);
 
     fprintf(out, "%8s%12s%9s%12s%9s  ", "Self %", "Self time", "Total %", "Total time", "Samples");
+    counter_columns_text_header(out, &cc);
     if (have_share)
         fprintf(out, "%7s  ", "Share");
     print_text_cell(out, "Name", name_w, have_module || have_detail || have_source ? name_w : 0);
@@ -430,6 +434,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         }
         fprintf(out, "%8s%12s%9s%12s%9" PRIu64 "  ", self_pct, self_time, total_pct, total_time,
                 r->samples);
+        counter_columns_text_cells(out, &cc, t, r);
         if (have_share) {
             char share[32];
             snprintf(share, sizeof share, "%.1f %%", percent(r->total, t->share_denominator));
@@ -465,6 +470,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         fprintf(out, "%zu samples, weight %" PRIu64 ")\n", p->nsamples, t->total_weight);
     else
         fprintf(out, "%" PRIu64 " samples)\n", t->total_weight);
+    counter_columns_text_footer(out, &cc);
 }
 
 static void print_csv(FILE *out, const struct hotspot_table *t, const struct report_options *opts)
@@ -475,6 +481,9 @@ static void print_csv(FILE *out, const struct hotspot_table *t, const struct rep
         fputs(",share_pct", out);
     if (t->detail_key)
         fprintf(out, ",%s", t->detail_key);
+    struct counter_columns cc; /* per-sample counters */
+    counter_columns_plan(t, &cc);
+    counter_columns_csv_header(out, &cc);
     fputc('\n', out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];
@@ -490,6 +499,7 @@ static void print_csv(FILE *out, const struct hotspot_table *t, const struct rep
             fputc(',', out);
             csv_field(out, r->detail);
         }
+        counter_columns_csv_cells(out, &cc, t, r);
         fputc('\n', out);
     }
 }
@@ -504,8 +514,10 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     json_string(out, p ? p->command : NULL);
     fprintf(out, ",\"period_ns\":%" PRIu64 ",\"total_weight\":%" PRIu64 ",\"lost_samples\":%" PRIu64,
             t->period_ns, t->total_weight, p ? p->lost_samples : 0);
-    fprintf(out, ",\"outside_window_samples\":%" PRIu64 ",\"size_cap_dropped_samples\":%" PRIu64,
-            p ? p->outside_window_samples : 0, p ? p->size_cap_dropped_samples : 0);
+    /* collection limits: only for recordings that had one */
+    if (p && (p->window_start_ns || p->window_end_ns || p->max_size_bytes))
+        fprintf(out, ",\"outside_window_samples\":%" PRIu64 ",\"size_cap_dropped_samples\":%" PRIu64,
+                p->outside_window_samples, p->size_cap_dropped_samples);
     fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));
@@ -526,6 +538,8 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     }
     fputc(']', out);
     report_json_summary(out, opts->phases, opts->findings);
+    struct counter_columns cc; /* per-sample counters */
+    counter_columns_plan(t, &cc);
     fputs(",\"rows\":[", out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];
@@ -543,6 +557,7 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
         }
         if (t->share_denominator)
             fprintf(out, ",\"share_pct\":%.3f", percent(r->total, t->share_denominator));
+        counter_columns_json(out, &cc, t, r);
         fprintf(out, ",\"self_pct\":%.3f,\"self_ns\":%" PRIu64 ",\"total_pct\":%.3f,\"total_ns\":%" PRIu64
                 ",\"samples\":%" PRIu64 "}",
                 percent(r->self, t->total_weight), r->self * t->period_ns,

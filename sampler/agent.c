@@ -151,14 +151,21 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
          * (one inherited event serves every thread and cannot be re-armed per
          * thread); it is counted and returns at once. */
         atomic_fetch_add_explicit(&agent_samples_outside_window, 1, memory_order_relaxed);
+        agent_counters_leave(); /* counts outside the window belong to no sample */
         return true;
     }
+    /* Counters first and last (agent_counters.c): the handler's own work is
+     * not charged to the workload. */
+    struct agent_counter_snapshot counters;
+    agent_counters_enter(&counters);
     atomic_fetch_add_explicit(&agent_samples_taken, 1, memory_order_relaxed);
     struct agent_slot *slot = agent_queue_claim();
     if (slot == NULL) {
         atomic_fetch_add_explicit(&agent_samples_lost, 1, memory_order_relaxed);
+        agent_counters_leave();
         return true;
     }
+    agent_counters_fill(slot, &counters);
     const ucontext_t *uc = ucontext;
     slot->time_ns = entry_ns;
     slot->tid = (uint32_t)current_tid();
@@ -184,6 +191,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, slot->tid);
     slot->omp_region = agent_omp_region; /* threading: OpenMP region (initial-exec TLS, ompt/ompt.h) */
     agent_queue_commit(slot);
+    agent_counters_leave();
     /* Our own cost, so that overhead is measured, not guessed (two vDSO
      * clock reads: ~40 ns). */
     atomic_fetch_add_explicit(&agent_handler_ns, agent_now_ns() - entry_ns, memory_order_relaxed);
@@ -228,6 +236,7 @@ static void start_after_fork_in_child(void)
     sigaddset(&trap, SIGTRAP);
     pthread_sigmask(SIG_BLOCK, &trap, &old);
     cached_tid = 0;
+    agent_counters_atfork_child(); /* the parent's per-thread counters are not ours */
     agent_queue_reset();
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
@@ -278,6 +287,7 @@ __attribute__((constructor)) static void agent_init(void)
     agent_config.max_bytes = max_bytes ? strtoull(max_bytes, NULL, 10) : 0;
 
     agent_phdr_refresh();
+    agent_counters_init(); /* -e events to count per sample */
     /* Warm libunwind up outside any handler: creates its pthread key and
      * per-thread cache now rather than in the first signal. */
     void *warm[8];

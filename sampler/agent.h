@@ -48,6 +48,11 @@ struct agent_slot {
     /* --- threading/OpenMP (ompt/ompt.h) --- */
     uint64_t omp_region;  /* sampled thread's parallel region id (0: none) */
     /* --- end threading/OpenMP --- */
+    /* --- per-sample counters (agent_counters.c): deltas since the thread's
+     * previous sample, {value, enabled, running}; nctr 0: none --- */
+    uint32_t nctr;
+    uint32_t ctr_pad;
+    uint64_t ctr[OPR_MAX_COUNTERS][3];
     uint64_t pcs[OPR_MAX_FRAMES];
     struct agent_pyframe py[OPR_MAX_PYFRAMES];
 };
@@ -125,6 +130,24 @@ AGENT_HIDDEN uint64_t agent_now_ns(void);
 /* The SIGTRAP handler (installed by agent_signals.c). Returns true when the
  * signal was one of opprof's samples, false when it belongs to the workload. */
 AGENT_HIDDEN bool agent_handle_sample(siginfo_t *si, void *ucontext);
+
+/* ---- agent_counters.c: per-thread counting groups read at each sample ---- */
+struct agent_counter_snapshot {
+    bool valid;                           /* the thread's counters were read */
+    uint64_t now[OPR_MAX_COUNTERS][3];    /* value, time_enabled, time_running */
+};
+AGENT_HIDDEN void agent_counters_init(void);      /* constructor: parse OPR_ENV_COUNTERS */
+/* handler: at entry, opens this thread's counters on its first sample, reads them */
+AGENT_HIDDEN void agent_counters_enter(struct agent_counter_snapshot *snap);
+/* handler: deltas of snap since the thread's previous read into slot (nctr 0: none) */
+AGENT_HIDDEN void agent_counters_fill(struct agent_slot *slot, const struct agent_counter_snapshot *snap);
+AGENT_HIDDEN void agent_counters_leave(void);     /* handler: at exit, the new baseline */
+/* writer: COUNTER_DESC records (begin of every stream) */
+AGENT_HIDDEN void agent_counters_write_desc(agent_emit_fn emit);
+/* writer: closes the counters of threads that exited; final: a NOTE when some
+ * threads could not get counters */
+AGENT_HIDDEN void agent_counters_reap(agent_emit_fn emit, bool final);
+AGENT_HIDDEN void agent_counters_atfork_child(void);
 
 /* ---- agent_writer.c ------------------------------------------------------ */
 AGENT_HIDDEN int agent_writer_start(void);        /* open the stream, start the thread */

@@ -482,6 +482,15 @@ static void emit_limits_if_changed(bool force)
     last_dropped_reported = dropped_size_cap;
 }
 
+/* COUNTER_SAMPLE for the SAMPLE just emitted, when the handler read counters. */
+static void emit_counter_sample(const struct agent_slot *slot)
+{
+    if (slot->nctr == 0 || slot->nctr > OPR_MAX_COUNTERS)
+        return;
+    struct opr_counter_sample cs = {slot->nctr, 0};
+    emit(OPR_REC_COUNTER_SAMPLE, &cs, sizeof cs, slot->ctr, slot->nctr * sizeof slot->ctr[0]);
+}
+
 /* Caller holds writer_lock. */
 static void drain_locked(void)
 {
@@ -515,6 +524,7 @@ static void drain_locked(void)
                 emit(OPR_REC_SAMPLE, &s, sizeof s, &tails, sizeof tails);
             } else
                 emit(OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
+            emit_counter_sample(slot); /* per-sample counters: right after its SAMPLE */
             drained++;
         } else {
             atomic_fetch_add(&agent_samples_lost, 1); /* out of memory: counted, not hidden */
@@ -527,6 +537,7 @@ static void drain_locked(void)
     /* threading/OpenMP: schedstat poll and OMPT rings (ompt/ompt.h) */
     agent_threads_poll(emit, false);
     ompt_writer_drain(emit, false);
+    agent_counters_reap(emit, false); /* per-sample counters of exited threads */
     samples_written += drained;
     if (live && drained)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
@@ -620,6 +631,7 @@ static int begin_stream(void)
     memcpy(outbuf, &h, sizeof h);
     outlen = sizeof h;
     emit_process();
+    agent_counters_write_desc(emit); /* per-sample counters (-e) */
     last_maps_read_ns = 0;
     read_maps();
     python_on = agent_python_probe();
@@ -678,6 +690,7 @@ void agent_writer_stop(bool clean)
         emit_thread(tids[i]);
     emit_lost_if_changed(true);
     emit_limits_if_changed(true);
+    agent_counters_reap(emit, true); /* per-sample counters: threads without them */
     struct timespec pcpu;
     struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
                                   writer_cpu_ns(), 0};

@@ -201,6 +201,9 @@ static uint64_t window_end_ns(const struct record_options *o, const struct run_f
     return o->duration_s > 0 ? window_start_ns(o, r) + (uint64_t)(o->duration_s * 1e9) : 0;
 }
 
+/* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
+static char counters_env[4096], counters_names[2048];
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
@@ -225,6 +228,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fprintf(f, "start_ns=%llu\n", (unsigned long long)r->start_ns);
     fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
     fprintf(f, "online_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    if (counters_names[0])
+        fprintf(f, "counters=%s\n", counters_names); /* per-sample counters (-e) */
     /* threading/OpenMP: the runtime choice (docs/format.md) */
     launch_openmp_write_info(f); /* threading/OpenMP */
     if (o->delay_s > 0 || o->duration_s > 0) {
@@ -393,8 +398,10 @@ int record_run(const struct record_options *o)
         return 2;
     }
     /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
-     * one line from pmu.c and the task-clock timer samples instead. */
-    if (o->events && pmu_record_check_events(o->events) != 0)
+     * one line and is dropped; the rest are counted per sample by the agent
+     * (record_counters.c) while the task-clock timer samples. */
+    if (o->events && pmu_record_counters(o->events, counters_env, sizeof counters_env, counters_names,
+                                         sizeof counters_names) != 0)
         return 2;
     char dir[PATH_MAX];
     if (make_result_dir(o, dir, sizeof dir) != 0)
@@ -444,6 +451,10 @@ int record_run(const struct record_options *o)
             snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
             setenv(OPR_ENV_MAX_BYTES, limit, 1);
         }
+        if (counters_env[0])
+            setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
+        else
+            unsetenv(OPR_ENV_COUNTERS);
         prepend_env("LD_PRELOAD", agent);
         launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
         execvp(o->argv[0], o->argv);

@@ -256,6 +256,47 @@ struct opr_sched_thread {
 #define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures */
 /* --- end of threading and OpenMP records ----------------------------------- */
 
+/* --- per-sample counters (sampler/agent_counters.c, docs/format.md) ------- */
+#define OPR_REC_COUNTER_DESC 12   /* struct opr_counter_desc + name: one counting event */
+#define OPR_REC_COUNTER_SAMPLE 13 /* struct opr_counter_sample + opr_counter_value[n] */
+#define OPR_MAX_COUNTERS 8        /* counting events per thread */
+
+/* One counting event of this stream, written once after PROCESS. */
+struct opr_counter_desc {
+    uint32_t index;    /* position in every COUNTER_SAMPLE of this stream */
+    uint32_t role;     /* enum pmu_role: what derived metrics use it for */
+    uint32_t type;     /* perf_event_attr.type */
+    uint32_t group;    /* events with equal group are read (and scheduled) together */
+    uint64_t config;   /* perf_event_attr.config */
+    uint32_t flags;    /* OPR_COUNTER_* */
+    uint32_t name_len; /* bytes of the event's name that follow */
+};
+#define OPR_COUNTER_USER_ONLY 1u /* exclude_kernel: user-mode counts only */
+#define OPR_COUNTER_UNCORE 2u    /* socket-wide: not attributable per sample */
+
+/* Counter deltas of the SAMPLE record just before it (same thread): what the
+ * thread counted since its previous sample, outside the agent's handler. */
+struct opr_counter_sample {
+    uint32_t ncounters; /* opr_counter_value entries that follow */
+    uint32_t flags;     /* reserved */
+};
+struct opr_counter_value {
+    uint64_t value;   /* raw delta (not scaled) */
+    uint64_t enabled; /* delta of time_enabled (ns) over the same interval */
+    uint64_t running; /* delta of time_running: < enabled when multiplexed */
+};
+/* Delta between two reads of a monotonic 64-bit count (value, time enabled or
+ * running). A smaller later value can only mean the counter was reset (never
+ * a wrap: 2^64 ns is 584 years): count nothing rather than 2^64. Pure and
+ * async-signal-safe (the agent's handler uses it). */
+static inline uint64_t opr_counter_delta(uint64_t now, uint64_t before)
+{
+    return now >= before ? now - before : 0;
+}
+/* "type:config:config1:role:group:flags:name;..." (record_counters.c -> agent_counters.c) */
+#define OPR_ENV_COUNTERS "OPPROF_COUNTERS"
+/* --- end of per-sample counters ------------------------------------------- */
+
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"
 #define OPR_ENV_PERIOD "OPPROF_PERIOD_NS"
@@ -403,9 +444,12 @@ size_t pmu_imc_events(const char *const *present, size_t npresent, char (*out)[6
 int pmu_preset_add(enum metric_set set, struct pmu_event_list *list, char *note, size_t notelen,
                    char *err, size_t errlen);
 
-/* record -e: checks the leader can be opened; prints one line and returns 0
- * when it cannot (record then samples task-clock); -1 on a bad name. */
-int pmu_record_check_events(const char *events);
+/* record -e: the events the agent counts per sample, encoded for
+ * OPR_ENV_COUNTERS into env (empty: none) and their names ", "-joined into
+ * names. Events that cannot be opened here (no PMU) are dropped with one line
+ * on stderr naming the reason; task-clock (the sampling timer) is not
+ * counted again. 0, or -1 (one line printed) on a bad name or too many. */
+int pmu_record_counters(const char *events, char *env, size_t envlen, char *names, size_t nameslen);
 
 /* Counting mode (opprof stat). */
 struct stat_count {

@@ -485,7 +485,19 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
             undeleted[len - 10] = '\0';
             open_path = undeleted;
         }
-        if (!retry || elf_read_ident(open_path, &id) != 0)
+        /* A result carried to another machine may bring its binaries along:
+         * <result>/binaries/<basename> (the build-id check below still
+         * decides whether it is the recorded file). */
+        bool found = retry && elf_read_ident(open_path, &id) == 0;
+        const char *base = strrchr(r->path, '/');
+        if (!found && s->result_dir && base &&
+            (size_t)snprintf(undeleted, sizeof undeleted, "%s/binaries/%s", s->result_dir, base + 1) <
+                sizeof undeleted &&
+            elf_read_ident(undeleted, &id) == 0) {
+            open_path = undeleted;
+            found = true;
+        }
+        if (!found)
             return r->mod = problem_module(s, MOD_MISSING, r->path);
     }
     if (r->bidlen && (id.build_id_len != r->bidlen || memcmp(id.build_id, r->bid, r->bidlen)))

@@ -18,6 +18,7 @@ void register_operators_tests(void);
 void register_export_tests(void);
 void register_threading_tests(void);
 void register_sweep_tests(void); /* sweeps and diffs */
+void register_counters_tests(void); /* per-sample counters */
 
 /* Absolute paths of the build and source trees (set by Makefile.am). */
 #ifndef OPPROF_TEST_BUILDDIR

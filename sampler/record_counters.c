@@ -1,0 +1,145 @@
+/*
+ * sampler/record_counters.c — `opprof record -e`: which events the agent
+ * reads at every sample, and how they are handed to it.
+ *
+ * Sampling stays on the task-clock timer (the in-process sigtrap event, see
+ * agent.c): it works without a PMU and on every thread without per-thread
+ * setup. The events given with -e are *counted* per thread and read at each
+ * sample, so their deltas are attributed to the sampled stack the way time
+ * is. An event this machine cannot count (hardware events without a PMU) is
+ * dropped here with one line naming the reason, so the report never shows a
+ * column of zeros; software events (page-faults, context-switches, ...) are
+ * always countable, which is what makes the whole path testable here.
+ *
+ * A hardware sampling leader (sampling on cycles overflow) would need the
+ * agent to open a sigtrap event of that type per process; it is not done:
+ * counting members are read on the timer's samples instead, which gives the
+ * same per-function ratios (CPI, miss rates) without a second signal source.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sampler/sampler.h"
+
+/* Whether this process may open ev as a per-thread counter, in user and
+ * kernel mode when perf_event_paranoid allows (as opprof stat counts:
+ * context switches and the kernel's work for a page fault happen in kernel
+ * mode, a user-only count of them is 0), else in user mode (ev->attr is
+ * updated). errno_out gets perf_event_open's errno when it may not. */
+static bool can_count_here(struct pmu_event *ev, int *errno_out)
+{
+    struct perf_event_attr a = ev->attr;
+    a.disabled = 1;
+    a.inherit = 0;
+    a.exclude_kernel = 0;
+    a.exclude_hv = 0;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        ev->attr.exclude_kernel = 0;
+        ev->attr.exclude_hv = 0;
+    } else if (errno == EACCES || errno == EPERM) {
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        ev->attr.exclude_kernel = 1;
+    }
+    if (fd < 0) {
+        *errno_out = errno;
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+static void append(char *out, size_t outlen, const char *text)
+{
+    size_t used = strlen(out);
+    snprintf(out + used, outlen - used, "%s", text);
+}
+
+int pmu_record_counters(const char *events, char *env, size_t envlen, char *names, size_t nameslen)
+{
+    env[0] = '\0';
+    names[0] = '\0';
+    struct pmu_event_list l = {0};
+    char err[768];
+    if (pmu_parse_events(events, &l, err, sizeof err) != 0) {
+        fprintf(stderr, "opprof record: %s\n", err);
+        pmu_event_list_free(&l);
+        return -1;
+    }
+    if (l.n == 0) {
+        fprintf(stderr, "opprof record: -e %s names no event\n", events);
+        pmu_event_list_free(&l);
+        return -1;
+    }
+    char dropped[512] = "", uncore[512] = "";
+    int first_errno = 0;
+    size_t kept = 0;
+    int group_map[64];
+    int ngroups = 0;
+    for (size_t i = 0; i < sizeof group_map / sizeof group_map[0]; i++)
+        group_map[i] = -1;
+    for (size_t i = 0; i < l.n; i++) {
+        struct pmu_event *ev = &l.ev[i];
+        if (ev->role == PMU_ROLE_TASK_CLOCK)
+            continue; /* the sampling timer itself: each sample is one period of it */
+        if (ev->uncore) {
+            append(uncore, sizeof uncore, uncore[0] ? ", " : "");
+            append(uncore, sizeof uncore, ev->name);
+            continue;
+        }
+        int e = 0;
+        if (!can_count_here(ev, &e)) {
+            if (!first_errno)
+                first_errno = e;
+            append(dropped, sizeof dropped, dropped[0] ? ", " : "");
+            append(dropped, sizeof dropped, ev->name);
+            continue;
+        }
+        if (kept == OPR_MAX_COUNTERS) {
+            fprintf(stderr, "opprof record: -e %s: at most %d events can be counted per sample; "
+                            "give fewer (or use `opprof stat` for whole-run counts)\n", events, OPR_MAX_COUNTERS);
+            pmu_event_list_free(&l);
+            return -1;
+        }
+        int g = ev->group;
+        if (g < 0 || g >= (int)(sizeof group_map / sizeof group_map[0]))
+            g = 0;
+        if (group_map[g] < 0)
+            group_map[g] = ngroups++;
+        char item[400];
+        unsigned flags = ev->attr.exclude_kernel ? OPR_COUNTER_USER_ONLY : 0;
+        snprintf(item, sizeof item, "%u:%llx:%llx:%d:%d:%u:%s;", ev->attr.type,
+                 (unsigned long long)ev->attr.config, (unsigned long long)ev->attr.config1, (int)ev->role,
+                 group_map[g], flags, ev->name);
+        if (strlen(env) + strlen(item) + 1 > envlen) {
+            fprintf(stderr, "opprof record: -e %s: event list too long\n", events);
+            pmu_event_list_free(&l);
+            return -1;
+        }
+        append(env, envlen, item);
+        append(names, nameslen, kept ? "," : "");
+        append(names, nameslen, ev->name);
+        kept++;
+    }
+    /* One line for everything dropped: the reason is the same for all. */
+    if (dropped[0]) {
+        char why[320];
+        pmu_unavailable_reason(first_errno, pmu_cpu_has_hypervisor_flag(), pmu_read_paranoid(), why, sizeof why);
+        fprintf(stderr, "opprof record: %s not counted: %s; sampling with the task-clock timer%s\n", dropped,
+                why, kept ? " and counting the other events per sample" : "");
+    } else if (uncore[0]) {
+        fprintf(stderr, "opprof record: %s not counted per sample: uncore events are socket-wide, not per "
+                        "thread (`opprof stat --metrics memory` counts them for the whole run)\n", uncore);
+    } else if (l.ev[0].hardware && kept) {
+        fprintf(stderr, "opprof record: samples are taken on the task-clock timer; %s %s read at each "
+                        "sample (hardware sampling leaders are not implemented)\n", names,
+                kept > 1 ? "are" : "is");
+    }
+    pmu_event_list_free(&l);
+    return 0;
+}

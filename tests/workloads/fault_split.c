@@ -1,0 +1,120 @@
+/*
+ * tests/workloads/fault_split.c — known page faults in one function, none in
+ * another (test_counters.sh: per-sample counter attribution).
+ *
+ *   main -> spin_first  -> spin_kernel   ~S/2 s of arithmetic, no memory
+ *   main -> touch_pages                  maps PAGES fresh anonymous pages and
+ *                                        writes one byte in each: PAGES minor
+ *                                        faults, with some arithmetic per page
+ *                                        so the function also has user time
+ *   main -> spin_last   -> spin_kernel   ~S/2 s of arithmetic again
+ * Transparent huge pages are refused for the mapping (MADV_NOHUGEPAGE) so each
+ * 4 KiB page is one fault. The spinning functions touch no new memory.
+ *
+ * Usage: fault_split [--pages N] [--seconds S]   (defaults 40000 pages, 1 s)
+ * Prints "fault_split: pages=N page_size=B" to stderr.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noipa, noinline))
+
+uint64_t spin_kernel(uint64_t n);
+void spin_first(double seconds);
+void spin_last(double seconds);
+void touch_pages(long pages, long page_size);
+
+static volatile uint64_t sink;
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+NOINLINE uint64_t spin_kernel(uint64_t n)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
+}
+
+/* Spins for about `seconds` of CPU time in chunks (no allocation). */
+static void spin_for(double seconds)
+{
+    double t0 = thread_cpu_s();
+    while (thread_cpu_s() - t0 < seconds)
+        sink += spin_kernel(200000);
+}
+
+NOINLINE void spin_first(double seconds)
+{
+    spin_for(seconds);
+    sink++;
+}
+
+NOINLINE void spin_last(double seconds)
+{
+    spin_for(seconds);
+    sink++;
+}
+
+/* One write per page: exactly one minor fault per page. The arithmetic per
+ * page gives the function user-mode time, which is what the user-mode timer
+ * samples (fault handling itself runs in the kernel). */
+NOINLINE void touch_pages(long pages, long page_size)
+{
+    size_t len = (size_t)pages * (size_t)page_size;
+    char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        perror("fault_split: mmap");
+        exit(1);
+    }
+    madvise(mem, len, MADV_NOHUGEPAGE);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (long i = 0; i < pages; i++) {
+        mem[(size_t)i * (size_t)page_size] = (char)i;
+        for (int k = 0; k < 3000; k++) { /* inline: this function's own time */
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+    }
+    sink += x;
+    munmap(mem, len);
+}
+
+int main(int argc, char **argv)
+{
+    long pages = 40000;
+    double seconds = 1.0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--pages") == 0 && i + 1 < argc)
+            pages = atol(argv[++i]);
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: fault_split [--pages N] [--seconds S]\n");
+            return 2;
+        }
+    }
+    long page_size = sysconf(_SC_PAGESIZE);
+    spin_first(seconds / 2);
+    touch_pages(pages, page_size);
+    spin_last(seconds / 2);
+    fprintf(stderr, "fault_split: pages=%ld page_size=%ld\n", pages, page_size);
+    return 0;
+}
