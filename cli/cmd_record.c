@@ -12,9 +12,11 @@
 static void record_usage(FILE *out)
 {
     fputs("usage: opprof record [OPTIONS] -- CMD [ARGS...]\n"
+          "       opprof record [OPTIONS] -p PID [--duration S] [--delay S]\n"
           "\n"
           "Runs CMD and samples the user-mode CPU time of every thread of every\n"
-          "process it starts (fork and fork+exec included).\n"
+          "process it starts (fork and fork+exec included); or, with -p, samples\n"
+          "a running process from outside without restarting or stopping it.\n"
           "\n"
           "  -F, --freq HZ              samples per second of CPU time per thread (default 1000)\n"
           "  -o, --output DIR           result directory (default: next free opprof.NNN)\n"
@@ -27,8 +29,15 @@ static void record_usage(FILE *out)
           "                             so GNU libgomp programs report OpenMP regions (OMPT);\n"
           "                             keep: leave the runtime alone; or the path of a libomp\n"
           "  --no-omp-swap              same as --openmp-runtime keep\n"
+          "  -p, --pid PID              attach to running process PID: all its threads and the\n"
+          "                             processes it starts meanwhile; Ctrl-C detaches and\n"
+          "                             leaves the process running\n"
+          "  --duration S               with -p: stop sampling after S seconds (default: until\n"
+          "                             Ctrl-C or the process exits)\n"
+          "  --delay S                  with -p: wait S seconds before sampling\n"
           "\n"
-          "The exit status is the workload's (128+N when it was killed by signal N).\n",
+          "The exit status is the workload's (128+N when it was killed by signal N);\n"
+          "with -p it is 0 when the recording worked.\n",
           out);
 }
 
@@ -43,6 +52,9 @@ int cmd_record(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"openmp-runtime", required_argument, NULL, 256}, /* threading/OpenMP */
         {"no-omp-swap", no_argument, NULL, 257},
+        {"pid", required_argument, NULL, 'p'}, /* attach mode */
+        {"duration", required_argument, NULL, 258},
+        {"delay", required_argument, NULL, 259},
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -50,7 +62,7 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     opterr = 0;
     /* '+': stop at the first non-option, which is the workload's command. */
-    while ((c = getopt_long(argc, argv, "+F:o:g:qe:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+F:o:g:qe:hp:", options, NULL)) != -1) {
         switch (c) {
         case 'F': {
             char *end;
@@ -94,6 +106,31 @@ int cmd_record(int argc, char **argv)
         case 257:
             o.openmp_runtime = "keep";
             break;
+        case 'p': { /* attach mode */
+            char *end;
+            long pid = strtol(optarg, &end, 10);
+            if (*end || end == optarg || pid < 1 || pid > 0x3fffffff) {
+                fprintf(stderr, "opprof record: -p %s: give the process id of a running process\n", optarg);
+                return 2;
+            }
+            o.attach_pid = (pid_t)pid;
+            break;
+        }
+        case 258:
+        case 259: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (*end || end == optarg || !(v >= 0 && v < 1e7) || (c == 258 && v == 0)) {
+                fprintf(stderr, "opprof record: --%s %s: give a number of seconds%s\n",
+                        c == 258 ? "duration" : "delay", optarg, c == 258 ? " above 0" : "");
+                return 2;
+            }
+            if (c == 258)
+                o.duration_s = v;
+            else
+                o.delay_s = v;
+            break;
+        }
         case 'h':
             record_usage(stdout);
             return 0;
@@ -104,6 +141,18 @@ int cmd_record(int argc, char **argv)
                 fprintf(stderr, "opprof record: unknown option %s (see opprof record --help)\n", argv[optind - 1]);
             return 2;
         }
+    }
+    if (o.attach_pid) {
+        if (optind < argc) {
+            fprintf(stderr, "opprof record: -p %d attaches to a running process: give either -p PID or a "
+                            "command to run, not both\n", (int)o.attach_pid);
+            return 2;
+        }
+        return record_attach(&o);
+    }
+    if (o.duration_s > 0 || o.delay_s > 0) {
+        fprintf(stderr, "opprof record: --duration and --delay need -p PID in this version\n");
+        return 2;
     }
     if (optind >= argc) {
         fprintf(stderr, "opprof record: no command to run: opprof record [OPTIONS] -- CMD [ARGS]\n");
