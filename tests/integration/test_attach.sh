@@ -15,7 +15,13 @@
 #     --duration without -p: exit != 0, one line, no result dir.
 . "$(dirname "$0")/lib.sh"
 require_all
+# Targets this test started, ended by pid if the test stops early.
+TARGETS=
+trap 'for t in $TARGETS; do kill "$t" 2>/dev/null; done; _cleanup' EXIT
 ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-3}"
+# 4 kHz: ~5,000 samples in the 2 s window even when the target gets only half
+# a CPU, so one share's statistical error (~0.7 pp) stays well inside 3 pp.
+HZ="${OPPROF_TEST_ATTACH_HZ:-4000}"
 PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
 
 # attach OUTDIR [options]: opprof record -o OUTDIR -p ... (under the time limit)
@@ -75,24 +81,30 @@ if doc.get("total_weight", 0) < 500:
 
 # ---------------------------------------------------------------------------
 log "=== C: known_split from its start (in-process agent), the reference"
-record "$WORK/start" -- "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK"
+record "$WORK/start" -F "$HZ" -- "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK"
 [ "$RECORD_STATUS" -eq 0 ] || die "reference recording failed (exit $RECORD_STATUS)"
 report_json "$WORK/start" "$WORK/start.json" --group-by function || die "report of the reference failed"
 REF=$(split_shares "$WORK/start.json")
 log "from-start self % spin_a/b/c: $REF"
 
 log "=== C: a running known_split, attached"
-"$KNOWN_SPLIT" --seconds 9 >"$WORK/target.out" 2>"$WORK/target.err" &
+"$KNOWN_SPLIT" --seconds 12 >"$WORK/target.out" 2>"$WORK/target.err" &
 TPID=$!
+TARGETS="$TARGETS $TPID"
 sleep 0.3
-attach "$WORK/att" -p "$TPID" --delay 0.5 --duration 2
-[ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p exited $ATTACH_STATUS (expected 0)"
-still_running "$TPID" "--duration 2"
-if report_json "$WORK/att" "$WORK/att.json" --group-by function; then
-    compare_split "attach --delay 0.5 --duration 2" "$WORK/att.json" "$REF"
-else
-    fail "opprof report on the attached recording failed"
-fi
+# As in lib.sh's record_checked_split: on these shared 2-core machines a split
+# outside the tolerance is measured once more (both printed); a real
+# attribution bug fails both attempts.
+for try in 1 2; do
+    rm -rf "$WORK/att"
+    attach "$WORK/att" -F "$HZ" -p "$TPID" --delay 0.5 --duration 2
+    [ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p exited $ATTACH_STATUS (expected 0)"
+    still_running "$TPID" "--duration 2"
+    report_json "$WORK/att" "$WORK/att.json" --group-by function || { fail "opprof report on the attached recording failed"; break; }
+    saved=$FAILURES
+    compare_split "attach --delay 0.5 --duration 2" "$WORK/att.json" "$REF" && break
+    [ "$try" = 1 ] && { log "note: outside ${ATTACH_TOL_PP} pp on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"; FAILURES=$saved; }
+done
 pycheck '
 info = dict(l.rstrip("\n").split("=", 1) for l in open(sys.argv[1]) if "=" in l)
 window = (int(info.get("end_ns", 0)) - int(info.get("start_ns", 0))) / 1e9
@@ -146,6 +158,7 @@ grep -q "known_split\[$TPID\]: total spin_a=" "$WORK/target.err" || fail "the at
 log "=== threads: known_split --threads 2, attached"
 "$KNOWN_SPLIT" --threads 2 --seconds 4 >"$WORK/thr.out" 2>"$WORK/thr.err" &
 TPID2=$!
+TARGETS="$TARGETS $TPID2"
 sleep 0.3
 attach "$WORK/thr" -p "$TPID2" --duration 1.5
 [ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p (2 threads) exited $ATTACH_STATUS"
@@ -189,26 +202,32 @@ if ! "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/nu
     log "SKIP (part): $PYTHON is not CPython 3.11, the version whose frames opprof reads"
     finish
 fi
-record "$WORK/pystart" -- "$PYTHON" "$OPPROF_SRCDIR/tests/workloads/py_split.py" "$SECONDS_OF_WORK"
+record "$WORK/pystart" -F "$HZ" -- "$PYTHON" "$OPPROF_SRCDIR/tests/workloads/py_split.py" "$SECONDS_OF_WORK"
 [ "$RECORD_STATUS" -eq 0 ] || die "Python reference recording failed (exit $RECORD_STATUS)"
-"$PYTHON" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 5 >"$WORK/py.out" 2>"$WORK/py.err" &
+"$PYTHON" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 8 >"$WORK/py.out" 2>"$WORK/py.err" &
 PPID_T=$!
+TARGETS="$TARGETS $PPID_T"
 sleep 0.8
-attach "$WORK/pyatt" -p "$PPID_T" --duration 2
-[ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p (Python) exited $ATTACH_STATUS"
-still_running "$PPID_T" "Python"
 report_json "$WORK/pystart" "$WORK/pystart.json" --group-by python || die "report --group-by python (reference) failed"
-report_json "$WORK/pyatt" "$WORK/pyatt.json" --group-by python || die "report --group-by python (attached) failed"
-log "python read lag: median $(info_value "$WORK/pyatt" python_lag_median_us) us, max $(info_value "$WORK/pyatt" python_lag_max_us) us"
-pycheck '
+for try in 1 2; do
+    rm -rf "$WORK/pyatt"
+    attach "$WORK/pyatt" -F "$HZ" -p "$PPID_T" --duration 2
+    [ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p (Python) exited $ATTACH_STATUS"
+    still_running "$PPID_T" "Python"
+    report_json "$WORK/pyatt" "$WORK/pyatt.json" --group-by python || die "report --group-by python (attached) failed"
+    log "python read lag: median $(info_value "$WORK/pyatt" python_lag_median_us) us, max $(info_value "$WORK/pyatt" python_lag_max_us) us"
+    saved=$FAILURES
+    pycheck '
 tol = float(sys.argv[3])
 def shares(path):
-    by = {r["name"]: r for r in load(path)["rows"]}
+    doc = load(path)
+    by = {r["name"]: r for r in doc["rows"]}
     inside = by.get("run_work", {}).get("total_ns", 0)
     return {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / inside if inside else 0.0)
-            for n in ("spin_a", "spin_b", "spin_c")}, by.get("run_work", {}).get("total_pct", 0.0)
-ref, ref_rw = shares(sys.argv[1])
-att, att_rw = shares(sys.argv[2])
+            for n in ("spin_a", "spin_b", "spin_c")}, by.get("run_work", {}).get("total_pct", 0.0), doc.get("total_weight", 0)
+ref, ref_rw, ref_n = shares(sys.argv[1])
+att, att_rw, att_n = shares(sys.argv[2])
+print("samples: from-start %d, attached %d" % (ref_n, att_n))
 print("run_work total: from-start %.2f%%, attached %.2f%%" % (ref_rw, att_rw))
 if att_rw < 90:
     fail("attached: run_work holds %.2f %% of the samples (Python frames missing?)" % att_rw)
@@ -219,7 +238,9 @@ for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
         fail("attached: %s is %.2f %% of run_work, expected %.1f +- %.1f" % (n, att[n], truth, tol))
     if abs(att[n] - ref[n]) > tol:
         fail("%s: attached %.2f %% vs from-start %.2f %% (> %.1f pp apart)" % (n, att[n], ref[n], tol))
-' "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP"
+' "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" && break
+    [ "$try" = 1 ] && { log "note: outside ${ATTACH_TOL_PP} pp on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"; FAILURES=$saved; }
+done
 [ -n "$(info_value "$WORK/pyatt" python_lag_median_us)" ] || fail "info has no python_lag_median_us"
 wait "$PPID_T"
 pst=$?
