@@ -13,9 +13,11 @@
 static void record_usage(FILE *out)
 {
     fputs("usage: opprof record [OPTIONS] -- CMD [ARGS...]\n"
+          "       opprof record [OPTIONS] -p PID [--duration S] [--delay S]\n"
           "\n"
           "Runs CMD and samples the user-mode CPU time of every thread of every\n"
-          "process it starts (fork and fork+exec included).\n"
+          "process it starts (fork and fork+exec included); or, with -p, samples\n"
+          "a running process from outside without restarting or stopping it.\n"
           "\n"
           "  -F, --freq HZ              samples per second of CPU time per thread (default 1000)\n"
           "  -o, --output DIR           result directory (default: next free opprof.NNN)\n"
@@ -28,12 +30,18 @@ static void record_usage(FILE *out)
           "                             so GNU libgomp programs report OpenMP regions (OMPT);\n"
           "                             keep: leave the runtime alone; or the path of a libomp\n"
           "  --no-omp-swap              same as --openmp-runtime keep\n"
+          "  -p, --pid PID              attach to running process PID: all its threads and the\n"
+          "                             processes it starts meanwhile; Ctrl-C detaches and\n"
+          "                             leaves the process running\n"
           "  --delay S                  record samples only from S seconds after the start\n"
-          "  --duration S               ... and for S seconds (the workload keeps running after)\n"
+          "                             (with -p: after attaching)\n"
+          "  --duration S               ... and for S seconds (a launched workload keeps running\n"
+          "                             after; with -p: then detach)\n"
           "  --max-size SIZE            stop recording samples once the result dir holds SIZE\n"
           "                             (bytes, or with K, M, G); dropped samples are counted\n"
           "\n"
-          "The exit status is the workload's (128+N when it was killed by signal N).\n",
+          "The exit status is the workload's (128+N when it was killed by signal N);\n"
+          "with -p it is 0 when the recording worked.\n",
           out);
 }
 
@@ -85,6 +93,7 @@ int cmd_record(int argc, char **argv)
         {"delay", required_argument, NULL, 258},
         {"duration", required_argument, NULL, 259},
         {"max-size", required_argument, NULL, 260},
+        {"pid", required_argument, NULL, 'p'}, /* attach mode */
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -92,7 +101,7 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     opterr = 0;
     /* '+': stop at the first non-option, which is the workload's command. */
-    while ((c = getopt_long(argc, argv, "+F:o:g:qe:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+F:o:g:qe:hp:", options, NULL)) != -1) {
         switch (c) {
         case 'F': {
             char *end;
@@ -153,6 +162,16 @@ int cmd_record(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'p': { /* attach mode */
+            char *end;
+            long pid = strtol(optarg, &end, 10);
+            if (*end || end == optarg || pid < 1 || pid > 0x3fffffff) {
+                fprintf(stderr, "opprof record: -p %s: give the process id of a running process\n", optarg);
+                return 2;
+            }
+            o.attach_pid = (pid_t)pid;
+            break;
+        }
         case 'h':
             record_usage(stdout);
             return 0;
@@ -163,6 +182,14 @@ int cmd_record(int argc, char **argv)
                 fprintf(stderr, "opprof record: unknown option %s (see opprof record --help)\n", argv[optind - 1]);
             return 2;
         }
+    }
+    if (o.attach_pid) {
+        if (optind < argc) {
+            fprintf(stderr, "opprof record: -p %d attaches to a running process: give either -p PID or a "
+                            "command to run, not both\n", (int)o.attach_pid);
+            return 2;
+        }
+        return record_attach(&o);
     }
     if (optind >= argc) {
         fprintf(stderr, "opprof record: no command to run: opprof record [OPTIONS] -- CMD [ARGS]\n");

@@ -97,7 +97,6 @@ AGENT_HIDDEN int agent_python_probe(void); /* 1 when Python capture is on */
 AGENT_HIDDEN const char *agent_python_take_note(void);
 AGENT_HIDDEN unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid); /* handler */
 AGENT_HIDDEN bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_info *info, bool need_names);
-AGENT_HIDDEN int agent_python_line_from_table(const uint8_t *table, size_t len, int first_line, int32_t instr);
 
 /* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
 AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);

@@ -240,67 +240,6 @@ static bool read_str(uint64_t obj, char *out, size_t cap)
     return true;
 }
 
-static unsigned read_varint(const uint8_t *t, size_t len, size_t *pos)
-{
-    unsigned val = 0, shift = 0;
-    while (*pos < len) {
-        uint8_t b = t[(*pos)++];
-        val |= (unsigned)(b & 63) << shift;
-        shift += 6;
-        if (!(b & 64))
-            break;
-    }
-    return val;
-}
-
-static int read_signed_varint(const uint8_t *t, size_t len, size_t *pos)
-{
-    unsigned v = read_varint(t, len, pos);
-    return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
-}
-
-/* CPython 3.11's co_linetable (Objects/locations.md): the line of the
- * instruction at code-unit offset instr, or first_line when not found. */
-int agent_python_line_from_table(const uint8_t *t, size_t len, int first_line, int32_t instr)
-{
-    if (instr < 0)
-        return first_line;
-    int line = first_line;
-    int32_t addr = 0;
-    size_t pos = 0;
-    while (pos < len) {
-        uint8_t b = t[pos++];
-        if (!(b & 0x80))
-            continue; /* resynchronize on an entry start */
-        unsigned code = (b >> 3) & 15;
-        int32_t end = addr + (b & 7) + 1;
-        int entry_line = line;
-        bool no_location = false;
-        if (code == 15) {
-            no_location = true;
-        } else if (code == 14) {
-            line += read_signed_varint(t, len, &pos);
-            entry_line = line;
-            read_varint(t, len, &pos);
-            read_varint(t, len, &pos);
-            read_varint(t, len, &pos);
-        } else if (code == 13) {
-            line += read_signed_varint(t, len, &pos);
-            entry_line = line;
-        } else if (code >= 10) {
-            line += (int)code - 10;
-            entry_line = line;
-            pos += 2;
-        } else {
-            pos += 1;
-        }
-        if (instr >= addr && instr < end)
-            return no_location ? line : entry_line;
-        addr = end;
-    }
-    return line;
-}
-
 /* Fills names and the line for one captured frame. Returns false when the
  * code object is gone or is not what the handler saw. */
 bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_info *info, bool need_names)
@@ -330,7 +269,7 @@ bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_inf
         if (read_u64(linetable + L->bytes_size, &size) && size > 0 && size < (1u << 20)) {
             uint8_t *table = malloc(size);
             if (table && read_mem(linetable + L->bytes_data, table, size))
-                info->line = agent_python_line_from_table(table, size, first_line, f->instr);
+                info->line = python_line_from_table(table, size, first_line, f->instr);
             free(table);
         }
     }

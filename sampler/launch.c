@@ -552,3 +552,15 @@ int record_run(const struct record_options *o)
         munmap(live, sizeof *live);
     return rc;
 }
+
+/* ---- shared with attach mode (attach.c) ------------------------------------ */
+
+int record_make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
+{
+    return make_result_dir(o, dir, dirlen);
+}
+
+void record_write_command(FILE *f, char *const *argv)
+{
+    write_command(f, argv);
+}

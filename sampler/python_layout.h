@@ -14,6 +14,7 @@
 #ifndef OPPROF_PYTHON_LAYOUT_H
 #define OPPROF_PYTHON_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct py_layout {
@@ -48,6 +49,13 @@ struct py_layout {
     uint16_t compact_data;   /* sizeof(PyCompactUnicodeObject) */
     uint16_t bytes_size;     /* PyVarObject.ob_size */
     uint16_t bytes_data;     /* PyBytesObject.ob_sval */
+    /* Reaching every thread's state from outside the process (attach mode):
+     * _PyRuntime.interpreters.head -> PyInterpreterState.threads.head ->
+     * PyThreadState.next, each state's .interp pointing back. */
+    uint16_t runtime_interpreters_head;
+    uint16_t interp_threads_head;
+    uint16_t tstate_next;
+    uint16_t tstate_interp;
 };
 
 /* x86-64, checked against Debian's 3.11.2 headers. */
@@ -63,8 +71,14 @@ static const struct py_layout py_layout_3_11 = {
     .ascii_length = 16, .ascii_state = 32, .ascii_data = 48,
     .compact_utf8 = 56, .compact_data = 72,
     .bytes_size = 16, .bytes_data = 32,
+    .runtime_interpreters_head = 40, .interp_threads_head = 16, .tstate_next = 8, .tstate_interp = 16,
 };
 
 static const struct py_layout *const py_layouts[] = {&py_layout_3_11};
+
+/* python_linetable.c: the line of the instruction at code-unit offset instr
+ * (-1: before the first) from a 3.11 co_linetable, first_line when not found. */
+int python_line_from_table(const uint8_t *table, size_t len, int first_line, int32_t instr)
+    __attribute__((visibility("hidden")));
 
 #endif

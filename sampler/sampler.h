@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 /* ------------------------------------------------------------------------- */
 /* Raw format                                                                 */
@@ -329,6 +331,7 @@ struct record_options {
      * dir holds max_size_bytes (0: no cap). What they leave out is counted. */
     double delay_s, duration_s;
     uint64_t max_size_bytes;
+    pid_t attach_pid;   /* -p: attach to this running process (0: launch argv) */
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should
@@ -341,6 +344,19 @@ int record_run(const struct record_options *opts);
 int record_next_result_dir(const char *dir_of, char *out, size_t outlen);
 
 const char *call_graph_mode_name(enum call_graph_mode mode);
+
+/* --- attach mode (attach*.c) -------------------------------------------- */
+/* Samples the running process opts->attach_pid (its threads, and children it
+ * forks meanwhile) from outside with perf_event, writing the same raw streams
+ * as the agent; the target is never stopped or signalled. Stops after
+ * duration_s, on SIGINT/SIGTERM/SIGHUP, or when the target exits. Returns 0
+ * when the recording worked, 2 (one line on stderr) when it could not start. */
+int record_attach(const struct record_options *opts);
+/* Shared with launch.c: creates -o DIR (empty) or the next opprof.NNN, one
+ * line on stderr on failure; and writes argv shell-quoted (info file). */
+int record_make_result_dir(const struct record_options *opts, char *dir, size_t dirlen);
+void record_write_command(FILE *f, char *const *argv);
+/* --- end of attach mode --------------------------------------------------- */
 
 /* Finds the first readable dir-of-/proc/self/exe + relative[i] (each starts
  * with '/'); 0 and the path in out, or -1. How installed and build-tree

@@ -68,6 +68,31 @@ if "later samples were dropped" not in open(sys.argv[3]).read():
     fail("the text report does not warn about the dropped samples")
 ' "$WORK/cap.json" "$stream_bytes" "$WORK/cap.txt"
 
+# The same cap in attach mode (record -p): the launcher's out-of-process writer.
+"$KNOWN_SPLIT" --seconds 4 >"$WORK/target.out" 2>&1 &
+target=$!
+sleep 0.3
+record "$WORK/acap" -p "$target" --duration 2 --max-size 64K
+kill "$target" 2>/dev/null
+wait "$target" 2>/dev/null
+if [ "$RECORD_STATUS" -eq 0 ] && report_json "$WORK/acap" "$WORK/acap.json"; then
+    stream_bytes=$(cat "$WORK"/acap/proc-*.raw | wc -c)
+    pycheck '
+doc = load(sys.argv[1]); size = int(sys.argv[2])
+tw, dropped = doc["total_weight"], doc.get("size_cap_dropped_samples", -1)
+print("attach --max-size 64K: stream %d bytes, %d samples recorded, %d dropped" % (size, tw, dropped))
+if size > 65536 + 16384:
+    fail("the stream is %d bytes, more than the 64 KiB cap + 16 KiB" % size)
+if dropped <= 0:
+    fail("no dropped samples counted although 2 s of samples do not fit in 64 KiB")
+# 2 s of one busy thread at 1 kHz: at most 2000 samples, fewer on a loaded machine.
+if not 1000 <= tw + dropped <= 2100:
+    fail("recorded %d + dropped %d = %d, expected 1000-2000" % (tw, dropped, tw + dropped))
+' "$WORK/acap.json" "$stream_bytes"
+else
+    fail "record -p --max-size exited $RECORD_STATUS or its report failed"
+fi
+
 for bad in "--delay 0" "--duration abc" "--max-size 10" "--max-size 5Q"; do
     # shellcheck disable=SC2086
     limited "$OPPROF" record -o "$WORK/bad" $bad -- "$KNOWN_SPLIT" --seconds 0.1 >"$WORK/bad.out" 2>"$WORK/bad.err"
