@@ -288,6 +288,7 @@ void profile_free(struct profile *p)
         free(p->warnings[i]);
     free(p->warnings);
     threading_free(p->threading); /* threads and OpenMP (analyze/threading.c) */
+    ranks_free(p->ranks); /* ranks (analyze/ranks.c) */
     free(p->dir);
     free(p->command);
     free(p->event);

@@ -1,0 +1,176 @@
+/*
+ * sampler/agent_ranks.c — what a rank of a parallel job needs beyond CPU
+ * samples: which rank this process is (RANK record) and where its Python
+ * threads waited while blocked (OFFCPU records).
+ *
+ * Why off-CPU time: a torch.distributed rank waiting in a gloo all_reduce
+ * blocks its thread on a condition variable, so the CPU-time timer never
+ * samples the wait. The writer's schedstat poll (agent_threads.c) already
+ * knows, per thread and interval, the time on a CPU and on a runqueue; the
+ * rest of the interval the thread was blocked. For a thread that runs Python
+ * we also want the Python stack it is blocked in ("all_reduce"): the handler
+ * has read that thread's state before, so it leaves (tid -> PyThreadState)
+ * in a fixed table here, and the poll walks the blocked thread's frame chain
+ * from it, through the same readable-memory checks the handler uses
+ * (agent_python.c). A blocked thread does not change its frames; if it wakes
+ * up during the walk, the checks keep the read safe and at worst the stack is
+ * that of a moment later.
+ *
+ * agent_tstate_remember() is SIGNAL-HANDLER CODE (atomics only, no malloc).
+ * The rest runs on the writer thread.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sampler/agent.h"
+
+/* ---- tid -> thread state, filled by the handler ------------------------- */
+
+#define TSTATE_SLOTS 1024 /* Python threads per process we can follow */
+#define TSTATE_PROBES 32
+
+static _Atomic uint32_t tstate_tid[TSTATE_SLOTS];
+static _Atomic uint64_t tstate_ptr[TSTATE_SLOTS];
+static __thread uint64_t remembered_tstate; /* this thread's entry is up to date */
+
+static unsigned slot_of(uint32_t tid) { return (tid * 2654435761u) & (TSTATE_SLOTS - 1); }
+
+void agent_tstate_remember(uint32_t tid, uint64_t ts)
+{
+    if (remembered_tstate == ts || tid == 0)
+        return;
+    unsigned h = slot_of(tid);
+    for (unsigned i = 0; i < TSTATE_PROBES; i++, h = (h + 1) & (TSTATE_SLOTS - 1)) {
+        uint32_t cur = atomic_load_explicit(&tstate_tid[h], memory_order_acquire);
+        if (cur == 0) {
+            uint32_t expected = 0;
+            if (!atomic_compare_exchange_strong(&tstate_tid[h], &expected, tid) && expected != tid)
+                continue; /* another thread took the slot: probe on */
+            cur = tid;
+        }
+        if (cur == tid) {
+            atomic_store_explicit(&tstate_ptr[h], ts, memory_order_release);
+            remembered_tstate = ts;
+            return;
+        }
+    }
+    /* Table full around here: this thread's waits are counted without a stack. */
+}
+
+uint64_t agent_tstate_lookup(uint32_t tid)
+{
+    unsigned h = slot_of(tid);
+    for (unsigned i = 0; i < TSTATE_PROBES; i++, h = (h + 1) & (TSTATE_SLOTS - 1)) {
+        uint32_t cur = atomic_load_explicit(&tstate_tid[h], memory_order_acquire);
+        if (cur == 0)
+            return 0;
+        if (cur == tid)
+            return atomic_load_explicit(&tstate_ptr[h], memory_order_acquire);
+    }
+    return 0;
+}
+
+void agent_tstate_forget(uint32_t tid)
+{
+    unsigned h = slot_of(tid);
+    for (unsigned i = 0; i < TSTATE_PROBES; i++, h = (h + 1) & (TSTATE_SLOTS - 1)) {
+        uint32_t cur = atomic_load_explicit(&tstate_tid[h], memory_order_acquire);
+        if (cur == 0)
+            return;
+        if (cur == tid) {
+            /* The slot keeps its tid (probe chains stay intact); a zero state
+             * reads as unknown until the handler sees the thread again. */
+            atomic_store_explicit(&tstate_ptr[h], 0, memory_order_release);
+            return;
+        }
+    }
+}
+
+void agent_tstate_reset(void)
+{
+    for (unsigned i = 0; i < TSTATE_SLOTS; i++) {
+        atomic_store(&tstate_tid[i], 0);
+        atomic_store(&tstate_ptr[i], 0);
+    }
+    remembered_tstate = 0; /* only the forking thread survives, and it is ours */
+}
+
+/* ---- RANK record -------------------------------------------------------- */
+
+#define RANK_RECHECK_NS 100000000ull /* variables set by the program itself (os.environ) */
+
+static struct opr_rank rank_emitted;
+static bool rank_emitted_any;
+static uint64_t rank_checked_ns;
+
+void agent_ranks_poll(agent_emit_fn emit, bool force)
+{
+    uint64_t now = agent_now_ns();
+    if (force) {
+        rank_emitted_any = false; /* a new stream (start, fork child) */
+    } else if (now - rank_checked_ns < RANK_RECHECK_NS) {
+        return;
+    }
+    rank_checked_ns = now;
+    struct opr_rank r;
+    opr_rank_from_env(&r);
+    if (r.rank == OPR_RANK_UNSET)
+        return; /* not a rank (yet): no record */
+    if (rank_emitted_any && r.rank == rank_emitted.rank && r.source == rank_emitted.source &&
+        r.local_rank == rank_emitted.local_rank && r.world_size == rank_emitted.world_size)
+        return;
+    r.time_ns = now;
+    emit(OPR_REC_RANK, &r, sizeof r, NULL, 0);
+    rank_emitted = r;
+    rank_emitted_any = true;
+}
+
+/* ---- OFFCPU records ------------------------------------------------------ */
+
+#define OFFCPU_MIN_NS 1000000ull /* shorter gaps are scheduler noise */
+
+/* The task state letter from /proc/self/task/<tid>/stat ('R', 'S', 'D', ...),
+ * or 0 when the thread is gone. */
+static char task_state(uint32_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the comm may contain spaces and ')' */
+    return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
+                       uint64_t delta_run_ns, uint64_t delta_wait_ns)
+{
+    if (interval_ns == 0 || delta_run_ns + delta_wait_ns + OFFCPU_MIN_NS > interval_ns)
+        return;
+    uint64_t ts = agent_tstate_lookup(tid);
+    if (ts == 0)
+        return; /* not a Python thread we have seen: no stack to charge the wait to */
+    char state = task_state(tid);
+    if (state != 'S' && state != 'D')
+        return; /* running again, or gone: the stack would not be the one it waited in */
+    static struct agent_pyframe frames[OPR_MAX_PYFRAMES];
+    unsigned n = agent_python_capture_thread(ts, frames, OPR_MAX_PYFRAMES, tid);
+    if (n == 0)
+        agent_tstate_forget(tid); /* exited and reused, or never valid */
+    struct opr_offcpu o = {
+        .time_ns = now_ns,
+        .interval_ns = interval_ns,
+        .offcpu_ns = interval_ns - delta_run_ns - delta_wait_ns,
+        .tid = tid,
+        .py_stack_id_plus1 = agent_writer_python_stack(frames, n),
+        .state = (uint32_t)(unsigned char)state,
+    };
+    emit(OPR_REC_OFFCPU, &o, sizeof o, NULL, 0);
+}
