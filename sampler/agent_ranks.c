@@ -26,6 +26,12 @@
 
 #include "sampler/agent.h"
 
+/* The stack each thread was blocked in at the previous poll: a wait that
+ * ends between two polls (state R at the second) is charged to it, since it
+ * is the same wait continued. Writer only. */
+#define BLOCKED_SLOTS 256
+static struct blocked { uint32_t tid, py_stack_plus1; uint64_t time_ns; } blocked[BLOCKED_SLOTS];
+
 /* ---- tid -> thread state, filled by the handler ------------------------- */
 
 #define TSTATE_SLOTS 1024 /* Python threads per process we can follow */
@@ -95,6 +101,7 @@ void agent_tstate_reset(void)
         atomic_store(&tstate_ptr[i], 0);
     }
     remembered_tstate = 0; /* only the forking thread survives, and it is ours */
+    memset(blocked, 0, sizeof blocked);
 }
 
 /* ---- RANK record -------------------------------------------------------- */
@@ -149,6 +156,11 @@ static char task_state(uint32_t tid)
     return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 
+static struct blocked *blocked_slot(uint32_t tid)
+{
+    return &blocked[slot_of(tid) & (BLOCKED_SLOTS - 1)];
+}
+
 void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
                        uint64_t delta_run_ns, uint64_t delta_wait_ns)
 {
@@ -157,19 +169,28 @@ void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns
     uint64_t ts = agent_tstate_lookup(tid);
     if (ts == 0)
         return; /* not a Python thread we have seen: no stack to charge the wait to */
+    struct blocked *b = blocked_slot(tid);
     char state = task_state(tid);
-    if (state != 'S' && state != 'D')
-        return; /* running again, or gone: the stack would not be the one it waited in */
-    static struct agent_pyframe frames[OPR_MAX_PYFRAMES];
-    unsigned n = agent_python_capture_thread(ts, frames, OPR_MAX_PYFRAMES, tid);
-    if (n == 0)
-        agent_tstate_forget(tid); /* exited and reused, or never valid */
+    uint32_t py_stack_plus1;
+    if (state == 'S' || state == 'D') {
+        static struct agent_pyframe frames[OPR_MAX_PYFRAMES];
+        unsigned n = agent_python_capture_thread(ts, frames, OPR_MAX_PYFRAMES, tid);
+        if (n == 0)
+            agent_tstate_forget(tid); /* exited and reused, or never valid */
+        py_stack_plus1 = agent_writer_python_stack(frames, n);
+        *b = (struct blocked){tid, py_stack_plus1, now_ns};
+    } else if (b->tid == tid && b->time_ns == now_ns - interval_ns) {
+        py_stack_plus1 = b->py_stack_plus1; /* woke up since the last poll: the wait it was in */
+        b->tid = 0;
+    } else {
+        return; /* running, or gone, with no blocked stack to charge */
+    }
     struct opr_offcpu o = {
         .time_ns = now_ns,
         .interval_ns = interval_ns,
         .offcpu_ns = interval_ns - delta_run_ns - delta_wait_ns,
         .tid = tid,
-        .py_stack_id_plus1 = agent_writer_python_stack(frames, n),
+        .py_stack_id_plus1 = py_stack_plus1,
         .state = (uint32_t)(unsigned char)state,
     };
     emit(OPR_REC_OFFCPU, &o, sizeof o, NULL, 0);
