@@ -163,8 +163,8 @@ static int load_and_merge(char **dirs, size_t n, struct profile **parts, struct 
     char err[1024] = "";
     for (size_t i = 0; i < n; i++) {
         if (profile_load(dirs[i], &parts[i], err, sizeof err) != 0) {
-            fprintf(stderr, "opprof report: %s (result %zu of %zu: leave it out "
-                            "of the list, or record that rank again)\n", err[0] ? err : dirs[i], i + 1, n);
+            fprintf(stderr, "opprof report: %s (result %zu of %zu given)\n",
+                    err[0] ? err : dirs[i], i + 1, n);
             for (size_t j = 0; j < i; j++)
                 profile_free(parts[j]);
             return 2;
