@@ -467,6 +467,9 @@ void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns,
  * libopen-rte, an mca_* plugin, UCX), or a Python frame of a
  * torch.distributed collective (all_reduce, broadcast, barrier, ...). */
 bool ranks_is_comm_frame(const struct prof_frame *f);
+/* The rank of process pid: its RANK record, else the info file's rank, else
+ * OPR_RANK_UNSET. */
+int32_t ranks_rank_of_pid(const struct profile *p, uint32_t pid);
 
 struct rank_row {
     int32_t rank;          /* OPR_RANK_UNSET: a result without rank (named by its dir) */

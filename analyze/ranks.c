@@ -205,7 +205,7 @@ static uint8_t *comm_stacks(const struct profile *p)
 /* ---- the rank table -------------------------------------------------------- */
 
 /* The rank of process pid in p: its RANK record, else the info file's. */
-static int32_t rank_of_pid(const struct profile *p, uint32_t pid)
+int32_t ranks_rank_of_pid(const struct profile *p, uint32_t pid)
 {
     const struct prof_ranks *r = p->ranks;
     if (!r)
@@ -297,7 +297,7 @@ static void format_pids(const struct profile *p, const struct unit *u, char *out
     size_t o = 0, shown = 0;
     for (size_t i = 0; i < p->nprocesses; i++) {
         uint32_t pid = p->processes[i].pid;
-        int32_t r = rank_of_pid(p, pid);
+        int32_t r = ranks_rank_of_pid(p, pid);
         bool mine = u->rank == OPR_RANK_UNSET ? true : r == u->rank;
         if (!mine || p->processes[i].samples == 0)
             continue;
@@ -391,7 +391,7 @@ int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary
         if (!unit_of_thread)
             goto done;
         for (size_t t = 0; t < p->nthreads; t++) {
-            int32_t r = rank_of_pid(p, p->threads[t].pid);
+            int32_t r = ranks_rank_of_pid(p, p->threads[t].pid);
             if (r == OPR_RANK_UNSET && (any_rank || n == 1))
                 unit_of_thread[t] = -1; /* the launcher, or a result with no ranks */
             else
@@ -476,7 +476,7 @@ int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary
                 const struct prof_offcpu *o = &p->ranks->offcpu[i];
                 if (o->thread >= p->nthreads)
                     continue;
-                int32_t r = rank_of_pid(p, p->threads[o->thread].pid);
+                int32_t r = ranks_rank_of_pid(p, p->threads[o->thread].pid);
                 if (u->rank != OPR_RANK_UNSET ? r != u->rank : false)
                     continue;
                 bool c = o->stack < p->nstacks && comm[u->profile][o->stack];

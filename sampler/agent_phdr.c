@@ -86,6 +86,34 @@ void agent_phdr_refresh(void)
     atomic_store_explicit(&current, next, memory_order_release);
 }
 
+/* dlclose: an object unloaded since the snapshot may have its address range
+ * reused by the next dlopen (Open MPI opens and closes dozens of mca_*
+ * components in MPI_Init); the unwinder would then read the new object's
+ * bytes as the old one's .eh_frame_hdr and crash (1 run in 6 under mpirun).
+ * So a dlclose marks the snapshot stale (before and after the real call: the
+ * writer may refresh in between); while stale, the handler is offered no
+ * objects (that sample keeps only its leaf PC, counted as unwind failed)
+ * until the writer's next drain takes a new snapshot. */
+static _Atomic int snapshot_stale;
+typedef int (*dlclose_fn)(void *);
+
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+    static dlclose_fn real_dlclose;
+    if (!real_dlclose)
+        real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    atomic_store(&snapshot_stale, 1);
+    int rc = real_dlclose ? real_dlclose(handle) : -1;
+    atomic_store(&snapshot_stale, 1);
+    return rc;
+}
+
+void agent_phdr_refresh_if_stale(void)
+{
+    if (atomic_exchange(&snapshot_stale, 0))
+        agent_phdr_refresh();
+}
+
 void agent_phdr_atfork_child(void)
 {
     atomic_store(&readers[0], 0);
@@ -101,9 +129,9 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(struc
             real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
         return real_iterate ? real_iterate(callback, data) : 0;
     }
-    /* Inside the sample handler: the snapshot only. */
+    /* Inside the sample handler: the snapshot only (none while it is stale). */
     int t = atomic_load_explicit(&current, memory_order_acquire);
-    if (t < 0)
+    if (t < 0 || atomic_load_explicit(&snapshot_stale, memory_order_acquire))
         return 0;
     atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
     if (atomic_load_explicit(&current, memory_order_acquire) != t) {

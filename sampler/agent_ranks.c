@@ -17,10 +17,14 @@
  * that of a moment later.
  *
  * agent_tstate_remember() is SIGNAL-HANDLER CODE (atomics only, no malloc).
- * The rest runs on the writer thread.
+ * The setenv/putenv/unsetenv wrappers run in the workload's threads; the
+ * rest runs on the writer thread.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -105,30 +109,131 @@ void agent_tstate_reset(void)
 }
 
 /* ---- RANK record -------------------------------------------------------- */
+/* The writer thread must not call getenv: another thread may be in setenv,
+ * which reallocates (and frees) the environment array (Open MPI's MPI_Init
+ * sets dozens of variables; a concurrent getenv crashed 1 run in 3). So the
+ * agent keeps its own copy of the rank variables: read with getenv while the
+ * process has one thread (constructor, fork child), then updated by the
+ * setenv/putenv/unsetenv wrappers below (a program that sets
+ * os.environ["RANK"] itself, as torch.multiprocessing workers do). */
 
-#define RANK_RECHECK_NS 100000000ull /* variables set by the program itself (os.environ) */
+#define RANK_VARS 16
+#define RANK_VALUE_MAX 24
+
+static pthread_mutex_t rank_env_lock = PTHREAD_MUTEX_INITIALIZER;
+static char rank_env_value[RANK_VARS][RANK_VALUE_MAX]; /* "" = unset */
+static _Atomic unsigned rank_env_generation;
+static unsigned rank_env_seen = ~0u;
+
+static int rank_var_index(const char *name, size_t len)
+{
+    for (size_t i = 0; i < RANK_VARS; i++) {
+        const char *v = opr_rank_variable(i);
+        if (!v)
+            return -1;
+        if (strlen(v) == len && memcmp(v, name, len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void rank_env_store(int i, const char *value)
+{
+    pthread_mutex_lock(&rank_env_lock);
+    snprintf(rank_env_value[i], RANK_VALUE_MAX, "%s", value ? value : "");
+    atomic_fetch_add(&rank_env_generation, 1);
+    pthread_mutex_unlock(&rank_env_lock);
+}
+
+/* Single-threaded moments only (constructor, fork child). */
+static void rank_env_read_all(void)
+{
+    for (size_t i = 0; i < RANK_VARS && opr_rank_variable(i); i++) {
+        const char *v = getenv(opr_rank_variable(i));
+        snprintf(rank_env_value[i], RANK_VALUE_MAX, "%s", v ? v : "");
+    }
+    atomic_fetch_add(&rank_env_generation, 1);
+}
+
+struct rank_env_copy {
+    char value[RANK_VARS][RANK_VALUE_MAX];
+};
+
+static const char *lookup_copy(const char *name, void *ctx)
+{
+    const struct rank_env_copy *c = ctx;
+    int i = rank_var_index(name, strlen(name));
+    return i >= 0 && c->value[i][0] ? c->value[i] : NULL;
+}
+
+typedef int (*setenv_fn)(const char *, const char *, int);
+typedef int (*putenv_fn)(char *);
+typedef int (*unsetenv_fn)(const char *);
+
+__attribute__((visibility("default"))) int setenv(const char *name, const char *value, int overwrite)
+{
+    static setenv_fn real;
+    if (!real)
+        real = (setenv_fn)dlsym(RTLD_NEXT, "setenv");
+    int rc = real(name, value, overwrite);
+    int i = rc == 0 ? rank_var_index(name, strlen(name)) : -1;
+    if (i >= 0)
+        rank_env_store(i, getenv(name)); /* this thread's own read, right after its write */
+    return rc;
+}
+
+__attribute__((visibility("default"))) int putenv(char *string)
+{
+    static putenv_fn real;
+    if (!real)
+        real = (putenv_fn)dlsym(RTLD_NEXT, "putenv");
+    int rc = real(string);
+    const char *eq = strchr(string, '=');
+    int i = rc == 0 && eq ? rank_var_index(string, (size_t)(eq - string)) : -1;
+    if (i >= 0)
+        rank_env_store(i, eq + 1);
+    return rc;
+}
+
+__attribute__((visibility("default"))) int unsetenv(const char *name)
+{
+    static unsetenv_fn real;
+    if (!real)
+        real = (unsetenv_fn)dlsym(RTLD_NEXT, "unsetenv");
+    int rc = real(name);
+    int i = rc == 0 ? rank_var_index(name, strlen(name)) : -1;
+    if (i >= 0)
+        rank_env_store(i, NULL);
+    return rc;
+}
 
 static struct opr_rank rank_emitted;
 static bool rank_emitted_any;
-static uint64_t rank_checked_ns;
 
 void agent_ranks_poll(agent_emit_fn emit, bool force)
 {
-    uint64_t now = agent_now_ns();
     if (force) {
-        rank_emitted_any = false; /* a new stream (start, fork child) */
-    } else if (now - rank_checked_ns < RANK_RECHECK_NS) {
-        return;
+        /* A new stream: the constructor or a fork child, one thread only. */
+        pthread_mutex_init(&rank_env_lock, NULL);
+        rank_env_read_all();
+        rank_emitted_any = false;
     }
-    rank_checked_ns = now;
+    unsigned gen = atomic_load(&rank_env_generation);
+    if (gen == rank_env_seen)
+        return;
+    rank_env_seen = gen;
+    struct rank_env_copy copy;
+    pthread_mutex_lock(&rank_env_lock);
+    memcpy(copy.value, rank_env_value, sizeof copy.value);
+    pthread_mutex_unlock(&rank_env_lock);
     struct opr_rank r;
-    opr_rank_from_env(&r);
+    opr_rank_from_lookup(&r, lookup_copy, &copy);
     if (r.rank == OPR_RANK_UNSET)
         return; /* not a rank (yet): no record */
     if (rank_emitted_any && r.rank == rank_emitted.rank && r.source == rank_emitted.source &&
         r.local_rank == rank_emitted.local_rank && r.world_size == rank_emitted.world_size)
         return;
-    r.time_ns = now;
+    r.time_ns = agent_now_ns();
     emit(OPR_REC_RANK, &r, sizeof r, NULL, 0);
     rank_emitted = r;
     rank_emitted_any = true;

@@ -34,9 +34,8 @@ static const struct rank_vars rank_vars[] = {
 };
 
 /* A non-negative decimal integer, or OPR_RANK_UNSET. */
-static int32_t env_int(const char *name)
+static int32_t parse_int(const char *v)
 {
-    const char *v = getenv(name);
     if (!v || !*v)
         return OPR_RANK_UNSET;
     char *end;
@@ -47,20 +46,40 @@ static int32_t env_int(const char *name)
     return (int32_t)n;
 }
 
+static const char *lookup_getenv(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
 void opr_rank_from_env(struct opr_rank *out)
+{
+    opr_rank_from_lookup(out, lookup_getenv, NULL);
+}
+
+void opr_rank_from_lookup(struct opr_rank *out, const char *(*lookup)(const char *name, void *ctx), void *ctx)
 {
     memset(out, 0, sizeof *out);
     out->rank = out->local_rank = out->world_size = OPR_RANK_UNSET;
     for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
-        int32_t r = env_int(rank_vars[i].rank);
+        int32_t r = parse_int(lookup(rank_vars[i].rank, ctx));
         if (r == OPR_RANK_UNSET)
             continue;
         out->rank = r;
-        out->local_rank = env_int(rank_vars[i].local_rank);
-        out->world_size = env_int(rank_vars[i].world_size);
+        out->local_rank = parse_int(lookup(rank_vars[i].local_rank, ctx));
+        out->world_size = parse_int(lookup(rank_vars[i].world_size, ctx));
         out->source = rank_vars[i].source;
         return;
     }
+}
+
+const char *opr_rank_variable(size_t i)
+{
+    size_t n = sizeof rank_vars / sizeof rank_vars[0];
+    if (i >= 3 * n)
+        return NULL;
+    const struct rank_vars *v = &rank_vars[i / 3];
+    return i % 3 == 0 ? v->rank : i % 3 == 1 ? v->local_rank : v->world_size;
 }
 
 const char *opr_rank_source_name(uint32_t source)

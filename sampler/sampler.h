@@ -280,6 +280,10 @@ struct opr_offcpu {
  * order RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID. Pure apart from
  * getenv; used by the launcher and (compiled in) by the agent. */
 void opr_rank_from_env(struct opr_rank *out);
+/* The same from another view of the environment (the agent's copy). */
+void opr_rank_from_lookup(struct opr_rank *out, const char *(*lookup)(const char *name, void *ctx), void *ctx);
+/* The i-th variable opr_rank_from_lookup reads (RANK, LOCAL_RANK, ...); NULL past the last. */
+const char *opr_rank_variable(size_t i);
 const char *opr_rank_source_name(uint32_t source); /* "RANK", ..., "" */
 /* Expands -o patterns: %r rank, %p pid, %h short host name, %% a percent.
  * 0, or -1 with one sentence in err (unknown %x; %r without a rank variable). */

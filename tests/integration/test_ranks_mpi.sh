@@ -4,7 +4,8 @@
 # rank runs spin_compute for a fixed CPU time, rank 1 three times as long, then
 # MPI_Allreduce). Ground truth: rank 1's spin_compute is 3x rank 0's, rank 1
 # is the slowest and spin_compute is why; Open MPI busy-polls while rank 0
-# waits, so a large share of rank 0's CPU time is in MPI frames. Also one
+# waits, so a large share of rank 0's CPU time is in MPI frames. The Chrome
+# trace puts each rank in a lane named by its rank. Also one
 # `opprof record -- mpirun ...` around the whole job must split by rank.
 . "$(dirname "$0")/lib.sh"
 require_python3
@@ -70,6 +71,25 @@ sys.exit(failures)
 ' "$@"
 }
 check_ranks per_rank.json "opprof report prof.0 prof.1 --ranks" || FAILURES=$((FAILURES + 1))
+
+# Chrome trace over both results: a lane per rank, named by rank, on one clock.
+limited "$OPPROF" export prof.0 prof.1 --chrome-trace trace.json 2>export.err || die "opprof export --chrome-trace failed"
+pycheck '
+d = load(sys.argv[1])
+names = {e["pid"]: e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
+slices = {}
+for e in d["traceEvents"]:
+    if e["ph"] == "X":
+        slices[e["pid"]] = slices.get(e["pid"], 0) + 1
+print("chrome trace lanes: " + ", ".join("%s: %d slices" % (names.get(p), n) for p, n in slices.items()))
+for r in (0, 1):
+    lanes = [p for p, n in names.items() if n.startswith("rank %d: " % r)]
+    if len(lanes) != 1 or not slices.get(lanes[0]):
+        fail("no lane named rank %d with slices" % r)
+if d["otherData"].get("clock_aligned") is not True:
+    fail("one host, but the trace does not say its clock is aligned")
+sys.exit(failures)
+' trace.json || FAILURES=$((FAILURES + 1))
 
 # 2. One opprof around mpirun: the agent reads OMPI_COMM_WORLD_RANK per process.
 log "+ opprof record -q -o one -- ${MPIRUN[*]} ./mpi_allreduce $STEPS 10"
