@@ -70,8 +70,7 @@ AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
 /* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
 AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);
-AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor */
-AGENT_HIDDEN void agent_phdr_refresh_if_stale(void); /* writer: after a dlclose */
+AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
 AGENT_HIDDEN void agent_phdr_atfork_child(void);
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */

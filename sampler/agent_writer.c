@@ -458,7 +458,6 @@ static void drain_locked(void)
     struct agent_slot *slot;
     if (python_on)
         agent_memmap_maybe_refresh();
-    agent_phdr_refresh_if_stale(); /* a dlclose since the last drain */
     while ((slot = agent_queue_peek()) != NULL) {
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)
