@@ -115,6 +115,8 @@ static int load_info(struct profile *p, const char *dir, char *err, size_t errle
             p->user_only = atoi(val) == 1;
         } else if (strncmp(key, "openmp_", 7) == 0) {
             threading_info_kv(p, key, val); /* threads and OpenMP */
+        } else {
+            ranks_info_kv(p, key, val); /* ranks: rank, local_rank, world_size, hostname */
         }
     }
     fclose(f);
@@ -336,6 +338,26 @@ static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, 
     return merged;
 }
 
+/* ranks: a profile stack of Python frames only (an OFFCPU record's stack), or
+ * UINT32_MAX when the record has none. */
+static uint32_t resolve_python_only(struct profile *p, struct stream *st, uint32_t py_plus1, uint32_t **scratch,
+                                    size_t *scratch_cap)
+{
+    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
+        return UINT32_MAX;
+    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
+    *scratch = profile_grow(*scratch, scratch_cap, ps->nframes + 1, sizeof **scratch);
+    for (uint32_t i = 0; i < ps->nframes; i++) {
+        struct opr_pyframe f;
+        memcpy(&f, &ps->frames[i], sizeof f);
+        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
+        (*scratch)[i] = c && c->qualname
+                            ? profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON)
+                            : profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+    }
+    return profile_add_stack(p, *scratch, ps->nframes);
+}
+
 static const char *path_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -405,6 +427,9 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
     st.pid = h.pid;
     struct prof_process *proc = process_for(p, h.pid);
     proc->ppid = h.ppid;
+    ranks_note_stream(p, h.pid, h.start_ns); /* ranks */
+    struct opr_offcpu *offcpu = NULL; /* ranks: resolved with the samples */
+    size_t noffcpu = 0, offcpu_cap = 0;
     struct pending_sample *pend = NULL;
     size_t npend = 0, pend_cap = 0;
     uint64_t lost = 0, taken = 0, stream_samples = 0;
@@ -578,8 +603,18 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
             if (e.lost_samples > lost)
                 lost = e.lost_samples;
             ended = true;
+            ranks_note_end(p, h.pid, e.time_ns); /* ranks: the process's wall time */
             break;
         }
+        case OPR_REC_RANK: /* ranks */
+            ranks_note_rank(p, h.pid, body, body_len);
+            break;
+        case OPR_REC_OFFCPU: /* ranks: Python stacks resolved below */
+            if (body_len >= sizeof *offcpu) {
+                offcpu = profile_grow(offcpu, &offcpu_cap, noffcpu + 1, sizeof *offcpu);
+                memcpy(&offcpu[noffcpu++], body, sizeof *offcpu);
+            }
+            break;
         case OPR_REC_AGENT_COST: {
             struct opr_agent_cost c;
             memcpy(&c, body, sizeof c);
@@ -681,6 +716,11 @@ static int load_stream(struct profile *p, struct symbolizer *sym, const char *di
         threading_add_context(p, h.pid, c->tid, c->region_id, c->time_ns, stack);
     }
     free(omp_ctx);
+    for (size_t i = 0; i < noffcpu; i++) /* ranks: blocked Python threads */
+        ranks_add_offcpu(p, offcpu[i].time_ns, offcpu[i].interval_ns, offcpu[i].offcpu_ns,
+                         profile_add_thread(p, h.pid, offcpu[i].tid, NULL),
+                         resolve_python_only(p, &st, offcpu[i].py_stack_id_plus1, scratch, scratch_cap));
+    free(offcpu);
     free(pend);
     free(st.stacks);
     free(st.pycodes);

@@ -289,6 +289,7 @@ void profile_free(struct profile *p)
     free(p->warnings);
     threading_free(p->threading); /* threads and OpenMP (analyze/threading.c) */
     counters_free(p->counters);   /* per-sample counters (analyze/counters.c) */
+    ranks_free(p->ranks); /* ranks (analyze/ranks.c) */
     free(p->dir);
     free(p->command);
     free(p->event);

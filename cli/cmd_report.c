@@ -26,10 +26,12 @@
 
 static void report_usage(FILE *out)
 {
-    fputs("usage: opprof report [DIR] [options]\n"
+    fputs("usage: opprof report [DIR...] [options]\n"
           "\n"
           "Prints where the time went in a result directory written by `opprof record`\n"
-          "(DIR defaults to the newest opprof.NNN in the current directory).\n"
+          "(DIR defaults to the newest opprof.NNN in the current directory). Several DIRs\n"
+          "(one per rank: opprof record -o prof.%r under torchrun/mpirun) give one merged\n"
+          "table and a Ranks section.\n"
           "\n"
           "options:\n"
           "  --sort KEY          self (default), total, samples or name\n"
@@ -44,6 +46,8 @@ static void report_usage(FILE *out)
           "                      Python lines, with their share of its total time\n"
           "  --callees NAME      what function NAME calls ([self]: time in NAME itself);\n"
           "                      for an operator: the kernels it runs\n"
+          "  --ranks             only the Ranks section (also: --group-by rank): per rank\n"
+          "                      CPU and wall time, communication, the slowest rank and why\n"
           "  --threading         only the Threading section (CPUs, runnable threads,\n"
           "                      runqueue wait, OpenMP regions; json: with its timeline)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
@@ -78,6 +82,7 @@ enum {
     OPT_CALLERS,
     OPT_CALLEES,
     OPT_THREADING, /* threads and OpenMP */
+    OPT_RANKS,     /* ranks of a parallel job */
 };
 
 static const struct option report_long_options[] = {
@@ -88,6 +93,7 @@ static const struct option report_long_options[] = {
     {"callers", required_argument, NULL, OPT_CALLERS},
     {"callees", required_argument, NULL, OPT_CALLEES},
     {"threading", no_argument, NULL, OPT_THREADING},
+    {"ranks", no_argument, NULL, OPT_RANKS},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -139,6 +145,40 @@ static int print_neighbours(FILE *out, const struct profile *p, const char *name
     return rc == 0 ? 0 : 2;
 }
 
+/* ranks: frees the loaded results and the merged profile (p, when it is not
+ * parts[0]). */
+static void free_parts(struct profile **parts, size_t n, struct profile *p)
+{
+    if (p != parts[0])
+        profile_free(p);
+    for (size_t i = 0; i < n; i++)
+        profile_free(parts[i]);
+    free(parts);
+}
+
+/* ranks: loads every DIR (the first that fails is named, nothing is printed)
+ * and merges them. 0, or the exit status. */
+static int load_and_merge(char **dirs, size_t n, struct profile **parts, struct profile **merged)
+{
+    char err[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (profile_load(dirs[i], &parts[i], err, sizeof err) != 0) {
+            fprintf(stderr, "opprof report: %s (result %zu of %zu given)\n",
+                    err[0] ? err : dirs[i], i + 1, n);
+            for (size_t j = 0; j < i; j++)
+                profile_free(parts[j]);
+            return 2;
+        }
+    }
+    if (profile_merge(parts, n, merged, err, sizeof err) != 0) {
+        fprintf(stderr, "opprof report: %s\n", err);
+        for (size_t j = 0; j < n; j++)
+            profile_free(parts[j]);
+        return 2;
+    }
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     struct report_options opts = {
@@ -149,6 +189,7 @@ int cmd_report(int argc, char **argv)
     };
     bool limit_given = false;
     bool threading_only = false; /* threads and OpenMP: --threading */
+    bool ranks_only = false;     /* ranks: --ranks, --group-by rank */
     const char *output = NULL;
 
     /* getopt keeps state across calls; cmd_report may run after other parsers. */
@@ -165,10 +206,14 @@ int cmd_report(int argc, char **argv)
             }
             break;
         case OPT_GROUP_BY:
+            if (strcmp(optarg, "rank") == 0) {
+                ranks_only = true; /* the Ranks table is the per-rank grouping */
+                break;
+            }
             if (group_by_parse(optarg, &opts.group_by) != 0) {
                 fprintf(stderr,
                         "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, "
-                        "process, op, line, python, kernel\n",
+                        "process, op, line, python, kernel, rank\n",
                         optarg);
                 return 2;
             }
@@ -190,6 +235,9 @@ int cmd_report(int argc, char **argv)
             break;
         case OPT_THREADING:
             threading_only = true;
+            break;
+        case OPT_RANKS:
+            ranks_only = true;
             break;
         case OPT_CALLERS:
         case OPT_CALLEES:
@@ -224,9 +272,10 @@ int cmd_report(int argc, char **argv)
         }
         }
     }
-    if (argc - optind > 1) {
-        fprintf(stderr, "opprof report: one result directory at most, got '%s' and '%s'\n", argv[optind],
-                argv[optind + 1]);
+    size_t ndirs = argc > optind ? (size_t)(argc - optind) : 0;
+    if (ndirs > 1 && (opts.callers_of || opts.callees_of || threading_only)) {
+        fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
+                threading_only ? "--threading" : (opts.callers_of ? "--callers" : "--callees"), ndirs);
         return 2;
     }
     if (opts.callers_of && opts.callees_of && opts.format != FORMAT_TEXT) {
@@ -254,12 +303,47 @@ int cmd_report(int argc, char **argv)
         dir = newest;
     }
 
-    struct profile *p = NULL;
-    char err[1024] = "";
-    if (profile_load(dir, &p, err, sizeof err) != 0) {
-        fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
+    /* ranks: several DIRs load one by one (an error names the bad one) and
+     * merge into one profile for the tables; the Ranks section reads them apart. */
+    struct profile **parts = calloc(ndirs ? ndirs : 1, sizeof *parts);
+    if (!parts) {
+        fputs("opprof report: out of memory\n", stderr);
         return 2;
     }
+    struct profile *p = NULL;
+    char err[1024] = "";
+    if (ndirs <= 1) {
+        if (profile_load(dir, &p, err, sizeof err) != 0) {
+            fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
+            free(parts);
+            return 2;
+        }
+        parts[0] = p;
+        ndirs = 1;
+    } else {
+        int lrc = load_and_merge(argv + optind, ndirs, parts, &p);
+        if (lrc != 0) {
+            free(parts);
+            return lrc;
+        }
+    }
+    struct rank_summary ranks = {0};
+    if (ranks_analyze(parts, ndirs, &ranks) != 0) {
+        fputs("opprof report: out of memory while aggregating samples\n", stderr);
+        free_parts(parts, ndirs, p);
+        return 2;
+    }
+    bool show_ranks = ranks.nrows >= 2 || ndirs > 1;
+    if (ranks_only && ranks.nrows == 0) {
+        fprintf(stderr, "opprof report: --ranks: %s holds no ranks (no RANK/OMPI_COMM_WORLD_RANK/PMI_RANK/"
+                        "SLURM_PROCID in its processes); record each rank with `opprof record -o prof.%%r` "
+                        "under the launcher, or pass several DIRs\n", p->dir);
+        rank_summary_free(&ranks);
+        free_parts(parts, ndirs, p);
+        return 2;
+    }
+    if (show_ranks)
+        opts.ranks = &ranks;
 
     const char *names[2] = {opts.callers_of, opts.callees_of};
     for (int i = 0; i < 2; i++) {
@@ -267,7 +351,8 @@ int cmd_report(int argc, char **argv)
         char op[256];
         if (names[i] && !function_matches(p, names[i], &exact, op, sizeof op)) {
             fprintf(stderr, "opprof report: no function or operator named %s in this profile\n", names[i]);
-            profile_free(p);
+            rank_summary_free(&ranks);
+            free_parts(parts, ndirs, p);
             return 1;
         }
     }
@@ -277,7 +362,8 @@ int cmd_report(int argc, char **argv)
         out = fopen(output, "w");
         if (!out) {
             fprintf(stderr, "opprof report: cannot write %s: %s\n", output, strerror(errno));
-            profile_free(p);
+            rank_summary_free(&ranks);
+            free_parts(parts, ndirs, p);
             return 2;
         }
     }
@@ -286,12 +372,13 @@ int cmd_report(int argc, char **argv)
      * drill-downs): text after the header, JSON as keys of the object. */
     struct phase_summary phases;
     struct findings findings = {0};
-    bool summary = !opts.callers_of && !opts.callees_of && opts.format != FORMAT_CSV;
+    bool summary = !opts.callers_of && !opts.callees_of && opts.format != FORMAT_CSV && !ranks_only;
     if (summary && (phases_compute(p, &phases) != 0 || findings_compute(p, &findings) != 0)) {
         fputs("opprof report: out of memory while aggregating samples\n", stderr);
         if (out != stdout)
             fclose(out);
-        profile_free(p);
+        rank_summary_free(&ranks);
+        free_parts(parts, ndirs, p);
         return 2;
     }
     if (summary) {
@@ -312,7 +399,9 @@ int cmd_report(int argc, char **argv)
               stderr);
     }
 
-    if (threading_only) { /* threads and OpenMP */
+    if (ranks_only) { /* ranks */
+        report_print_ranks(out, &ranks, opts.format);
+    } else if (threading_only) { /* threads and OpenMP */
         if (report_print_threading(out, p, opts.format) != 0)
             rc = 2;
     } else if (opts.callers_of || opts.callees_of) {
@@ -337,8 +426,14 @@ int cmd_report(int argc, char **argv)
             hotspots_free(&t);
         }
     }
+    /* ranks: the Ranks section follows the merged table */
+    if (rc == 0 && !ranks_only && show_ranks && opts.format == FORMAT_TEXT && !opts.callers_of &&
+        !opts.callees_of) {
+        fputc('\n', out);
+        report_print_ranks(out, &ranks, FORMAT_TEXT);
+    }
     /* threads and OpenMP: the Threading section closes the text report */
-    if (rc == 0 && !threading_only && opts.format == FORMAT_TEXT && !opts.callers_of && !opts.callees_of &&
+    if (rc == 0 && !threading_only && !ranks_only && opts.format == FORMAT_TEXT && !opts.callers_of && !opts.callees_of &&
         p->threading) {
         fputc('\n', out);
         report_print_threading(out, p, FORMAT_TEXT);
@@ -358,11 +453,12 @@ int cmd_report(int argc, char **argv)
     /* An empty profile is printed (its header and warnings say why) but is
      * not a success: scripts must not take it for a measurement. */
     if (rc == 0 && p->nsamples == 0) {
-        fprintf(stderr, "opprof report: %s has no samples%s\n", dir,
+        fprintf(stderr, "opprof report: %s has no samples%s\n", p->dir,
                 p->nwarnings ? " (see the warnings above)" : "");
         rc = 1;
     }
     findings_free(&findings);
-    profile_free(p);
+    rank_summary_free(&ranks);
+    free_parts(parts, ndirs, p);
     return rc;
 }

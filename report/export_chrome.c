@@ -125,14 +125,20 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
             goto done;
         if (new_lane) {
             char label[512];
-            snprintf(label, sizeof label, "%s (pid %" PRIu32 ")%s%s", process_label(p, th->pid), th->pid,
-                     nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
+            /* ranks: a rank's lane is named and ordered by its rank */
+            int32_t rank = ranks_rank_of_pid(p, th->pid);
+            char rank_label[32] = "";
+            if (rank != OPR_RANK_UNSET)
+                snprintf(rank_label, sizeof rank_label, "rank %d: ", (int)rank);
+            snprintf(label, sizeof label, "%s%s (pid %" PRIu32 ")%s%s", rank_label, process_label(p, th->pid),
+                     th->pid, nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
             fprintf(out, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
                     *first ? "" : ",\n", tlane[t]);
             *first = false;
             export_json_string(out, label);
             fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%ld,\"tid\":0,"
-                         "\"args\":{\"sort_index\":%zu}}", tlane[t], pi * 1000 + t);
+                         "\"args\":{\"sort_index\":%zu}}", tlane[t],
+                    rank != OPR_RANK_UNSET ? (size_t)rank * 1000 : 1000000000u + pi * 1000 + t);
         }
         char tname[64];
         snprintf(tname, sizeof tname, "%s (tid %" PRIu32 ")", th->name[0] ? th->name : "thread", th->tid);
@@ -269,6 +275,18 @@ int export_chrome_trace(FILE *out, const struct profile *const *profiles, const 
     for (size_t i = 0; i < nprofiles && rc == 0; i++)
         rc = write_profile(out, profiles[i], o ? &o[i] : NULL, i, nprofiles, origin, &lanes, &first);
     fputs("\n],\n\"otherData\":{\"exporter\":\"opprof " PACKAGE_VERSION "\",\"clock\":\"CLOCK_MONOTONIC\",", out);
+    /* ranks: CLOCK_MONOTONIC is one clock only on one machine */
+    const char *host0 = NULL;
+    bool one_host = true;
+    for (size_t i = 0; i < nprofiles; i++) {
+        const char *h = profiles[i]->ranks && profiles[i]->ranks->hostname ? profiles[i]->ranks->hostname : "";
+        one_host = one_host && (!host0 || strcmp(host0, h) == 0);
+        host0 = host0 ? host0 : h;
+    }
+    fprintf(out, "\"clock_aligned\":%s,", one_host ? "true" : "false");
+    if (!one_host)
+        fputs("\"clock_note\":\"results from several hosts: CLOCK_MONOTONIC of different machines is not aligned\",",
+              out);
     fprintf(out, "\"origin_ns\":%" PRIu64 ",\"results\":[", origin);
     for (size_t i = 0; i < nprofiles; i++) {
         if (i)

@@ -24,6 +24,7 @@ struct report_options {
     /* JSON only: the "phases" and "findings" keys (NULL: omitted). */
     const struct phase_summary *phases;
     const struct findings *findings;
+    const struct rank_summary *ranks; /* JSON only: the "ranks" key (NULL: omitted) */
 };
 
 int report_format_parse(const char *text, enum report_format *out);
@@ -87,6 +88,14 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
  * the 10 ms timeline. 0, or -1 on out of memory. */
 int report_print_threading(FILE *out, const struct profile *p, enum report_format format);
 /* --- end of threads and OpenMP --------------------------------------------- */
+
+/* --- ranks of a parallel job (report/ranks_section.c) ---------------------- */
+/* The "Ranks" section: text (table and the slowest rank), CSV (one row per
+ * rank) or one JSON object {"format":"opprof-ranks 1","ranks":{...}}. */
+int report_print_ranks(FILE *out, const struct rank_summary *s, enum report_format format);
+/* Appends ,"ranks":{...} to the JSON object being written (nothing for NULL). */
+void report_json_ranks(FILE *out, const struct rank_summary *s);
+/* --- end of ranks ------------------------------------------------------------ */
 
 /* --- sweeps and diffs (report/sweep_table.c, sweep_plot.c, sweep_html.c) -- */
 /* One row per combination; title (may be NULL) heads the text table. CPI and

@@ -540,6 +540,7 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     report_json_summary(out, opts->phases, opts->findings);
     struct counter_columns cc; /* per-sample counters */
     counter_columns_plan(t, &cc);
+    report_json_ranks(out, opts->ranks); /* ranks of a parallel job */
     fputs(",\"rows\":[", out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];

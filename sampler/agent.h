@@ -75,7 +75,7 @@ AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
 /* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
 AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);
-AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor */
+AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
 AGENT_HIDDEN void agent_phdr_atfork_child(void);
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
@@ -97,6 +97,26 @@ AGENT_HIDDEN int agent_python_probe(void); /* 1 when Python capture is on */
 AGENT_HIDDEN const char *agent_python_take_note(void);
 AGENT_HIDDEN unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t tid); /* handler */
 AGENT_HIDDEN bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_info *info, bool need_names);
+
+/* ---- agent_ranks.c: rank variables, other threads' Python stacks ---------- */
+/* Handler: remembers which thread state belongs to tid (fixed table, no malloc),
+ * so the writer can read a blocked thread's Python stack later. */
+AGENT_HIDDEN void agent_tstate_remember(uint32_t tid, uint64_t tstate);
+AGENT_HIDDEN uint64_t agent_tstate_lookup(uint32_t tid);   /* writer; 0: unknown */
+AGENT_HIDDEN void agent_tstate_forget(uint32_t tid);       /* writer: the state no longer matches */
+AGENT_HIDDEN void agent_tstate_reset(void);                /* fork child */
+/* Writer: reads another (blocked) thread's frame chain from its thread state,
+ * through the same checks as the handler. Frames found, 0 when unreadable. */
+AGENT_HIDDEN unsigned agent_python_capture_thread(uint64_t tstate, struct agent_pyframe *out, unsigned max,
+                                                  uint32_t tid);
+/* Writer: RANK record at stream start (force) and when the variables change. */
+AGENT_HIDDEN void agent_ranks_poll(agent_emit_fn emit, bool force);
+/* Writer (schedstat poll): a thread's run/runqueue deltas over one interval;
+ * emits OFFCPU when a Python thread was blocked for part of it. */
+AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
+                                    uint64_t delta_run_ns, uint64_t delta_wait_ns);
+/* agent_writer.c: PYSTACK id + 1 of captured frames (0: none), records written as needed. */
+AGENT_HIDDEN uint32_t agent_writer_python_stack(const struct agent_pyframe *py, unsigned n);
 
 /* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
 AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);

@@ -21,6 +21,7 @@
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,8 +66,38 @@ static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* Writer thread (or constructor): takes a new snapshot with glibc's function. */
+/* Writer thread, constructor, or a dlclose caller (below): serialized. */
+static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
+static void refresh_locked(void);
+
 void agent_phdr_refresh(void)
+{
+    pthread_mutex_lock(&refresh_lock);
+    refresh_locked();
+    pthread_mutex_unlock(&refresh_lock);
+}
+
+/* dlclose: an object unloaded since the snapshot may have its address range
+ * reused by the next dlopen (Open MPI opens and closes dozens of mca_*
+ * components in MPI_Init); the unwinder would then read the new object's
+ * bytes as the old one's .eh_frame_hdr and crash (1 run in 6 under mpirun).
+ * So the snapshot is retaken right after every dlclose, in the caller's
+ * ordinary context. */
+typedef int (*dlclose_fn)(void *);
+
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+    static dlclose_fn real_dlclose;
+    if (!real_dlclose)
+        real_dlclose = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    int rc = real_dlclose ? real_dlclose(handle) : -1;
+    if (atomic_load(&current) >= 0)
+        agent_phdr_refresh();
+    return rc;
+}
+
+/* Takes a new snapshot with glibc's function. */
+static void refresh_locked(void)
 {
     if (!real_iterate)
         real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
@@ -88,6 +119,7 @@ void agent_phdr_refresh(void)
 
 void agent_phdr_atfork_child(void)
 {
+    pthread_mutex_init(&refresh_lock, NULL); /* fork may have copied it locked */
     atomic_store(&readers[0], 0);
     atomic_store(&readers[1], 0);
     in_sample_handler = 0;

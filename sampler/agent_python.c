@@ -100,12 +100,24 @@ const char *agent_python_take_note(void)
 
 /* The walk proper; every pointer is checked against readable mappings
  * (table t, see agent_memmap.c) before it is followed. */
+static unsigned capture_walk_from(int t, uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid);
+
 static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uint32_t tid)
 {
-    const struct py_layout *L = layout;
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
+    unsigned n = capture_walk_from(t, ts, out, max, tid);
+    if (n > 0)
+        agent_tstate_remember(tid, ts); /* ranks: lets the off-CPU poll find this thread's frames */
+    return n;
+}
+
+/* The walk from a known thread state: the handler's own, or (off-CPU poll)
+ * a blocked thread's, checked to still belong to tid. */
+static unsigned capture_walk_from(int t, uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid)
+{
+    const struct py_layout *L = layout;
     if (!agent_memmap_readable(t, ts, (size_t)L->tstate_native_thread_id + 8))
         return 0;
     /* The first time, check the layout on a value we know: the thread id. */
@@ -164,6 +176,24 @@ unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t 
     if (t < 0)
         return 0;
     unsigned n = capture_walk(t, out, max, tid);
+    agent_memmap_end(t);
+    return n;
+}
+
+/* Writer (off-CPU poll): another thread's frames. Its thread state must name
+ * tid (a state freed and reused by another thread does not). */
+unsigned agent_python_capture_thread(uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid)
+{
+    if (atomic_load_explicit(&python_state, memory_order_acquire) != 1 ||
+        atomic_load_explicit(&layout_verified, memory_order_relaxed) != 1 || ts == 0 || (ts & 7))
+        return 0;
+    int t = agent_memmap_begin();
+    if (t < 0)
+        return 0;
+    unsigned n = 0;
+    if (agent_memmap_readable(t, ts, (size_t)layout->tstate_native_thread_id + 8) &&
+        load64(ts + layout->tstate_native_thread_id) == tid)
+        n = capture_walk_from(t, ts, out, max, tid);
     agent_memmap_end(t);
     return n;
 }

@@ -181,6 +181,7 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
         writer_tid = (uint32_t)syscall(SYS_gettid);
     if (last_poll_ns == 0 || gen % 100 == 0)
         read_cpus();
+    uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
     last_poll_ns = now;
     gen++;
     bool status_now = final || gen % STATUS_EVERY == 1;
@@ -208,6 +209,9 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
         unsigned long long run, wait, slices;
         if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
             continue;
+        /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
+        if (t->gen + 1 == gen && run >= t->run && wait >= t->wait)
+            agent_offcpu_note(emit, now, interval_ns, tid, run - t->run, wait - t->wait);
         t->run = run, t->wait = wait, t->slices = slices;
         if (status_now) {
             uint64_t v = read_nivcsw(tid);
@@ -240,4 +244,5 @@ void agent_threads_atfork_child(void)
     last_poll_ns = 0;
     writer_tid = 0;
     gen = 0;
+    agent_tstate_reset(); /* ranks: the parent's threads are not ours */
 }

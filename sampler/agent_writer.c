@@ -401,15 +401,21 @@ static uint32_t python_code_id(const struct agent_pyframe *f, int32_t *line)
 /* Returns PYSTACK id + 1 for the slot's Python frames, 0 when it has none. */
 static uint32_t python_stack_for(const struct agent_slot *slot)
 {
-    if (slot->npy == 0)
+    return agent_writer_python_stack(slot->py, slot->npy);
+}
+
+/* Also used by the off-CPU poll (agent_ranks.c) for a blocked thread's frames. */
+uint32_t agent_writer_python_stack(const struct agent_pyframe *py, unsigned npy)
+{
+    if (npy == 0)
         return 0;
     static struct opr_pyframe frames[OPR_MAX_PYFRAMES];
-    unsigned n = slot->npy < OPR_MAX_PYFRAMES ? slot->npy : OPR_MAX_PYFRAMES;
+    unsigned n = npy < OPR_MAX_PYFRAMES ? npy : OPR_MAX_PYFRAMES;
     for (unsigned i = 0; i < n; i++) {
         int32_t line = 0;
-        frames[i].code_id = python_code_id(&slot->py[i], &line);
+        frames[i].code_id = python_code_id(&py[i], &line);
         frames[i].line = line;
-        frames[i].flags = slot->py[i].is_entry ? OPR_PYFRAME_ENTRY : 0;
+        frames[i].flags = py[i].is_entry ? OPR_PYFRAME_ENTRY : 0;
         frames[i].pad = 0;
     }
     bool added;
@@ -536,6 +542,7 @@ static void drain_locked(void)
         emit_note(note);
     /* threading/OpenMP: schedstat poll and OMPT rings (ompt/ompt.h) */
     agent_threads_poll(emit, false);
+    agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
     ompt_writer_drain(emit, false);
     agent_counters_reap(emit, false); /* per-sample counters of exited threads */
     samples_written += drained;
@@ -632,6 +639,7 @@ static int begin_stream(void)
     outlen = sizeof h;
     emit_process();
     agent_counters_write_desc(emit); /* per-sample counters (-e) */
+    agent_ranks_poll(emit, true); /* ranks: which rank of a job this image is */
     last_maps_read_ns = 0;
     read_maps();
     python_on = agent_python_probe();

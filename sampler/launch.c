@@ -204,6 +204,21 @@ static uint64_t window_end_ns(const struct record_options *o, const struct run_f
 /* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
 static char counters_env[4096], counters_names[2048];
 
+/* ranks: the job rank opprof record itself runs as (one opprof per rank
+ * under torchrun/mpirun/srun), for report to label this directory. */
+static void write_rank_info(FILE *f)
+{
+    struct opr_rank r;
+    opr_rank_from_env(&r);
+    if (r.rank == OPR_RANK_UNSET)
+        return;
+    fprintf(f, "rank=%d\nrank_source=%s\n", (int)r.rank, opr_rank_source_name(r.source));
+    if (r.local_rank != OPR_RANK_UNSET)
+        fprintf(f, "local_rank=%d\n", (int)r.local_rank);
+    if (r.world_size != OPR_RANK_UNSET)
+        fprintf(f, "world_size=%d\n", (int)r.world_size);
+}
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
@@ -238,6 +253,7 @@ static int write_info(const char *dir, const struct record_options *o, const str
     }
     if (o->max_size_bytes)
         fprintf(f, "max_size_bytes=%llu\n", (unsigned long long)o->max_size_bytes);
+    write_rank_info(f); /* ranks */
     if (r->complete) {
         fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
         fprintf(f, "exit_status=%d\n", r->exit_status);
@@ -333,7 +349,12 @@ static void install_forwarding(bool on)
 static int make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
 {
     if (o->output_dir) {
-        snprintf(dir, dirlen, "%s", o->output_dir);
+        /* ranks: -o prof.%r, %p, %h (sampler/rank_env.c) */
+        char err[512];
+        if (record_expand_output(o->output_dir, (long)getpid(), dir, dirlen, err, sizeof err) != 0) {
+            fprintf(stderr, "opprof record: %s\n", err);
+            return -1;
+        }
         if (mkdir(dir, 0755) != 0) {
             if (errno != EEXIST) {
                 fprintf(stderr, "opprof record: cannot create %s: %s\n", dir, strerror(errno));

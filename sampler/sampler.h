@@ -298,6 +298,51 @@ static inline uint64_t opr_counter_delta(uint64_t now, uint64_t before)
 /* "type:config:config1:role:group:flags:name;..." (record_counters.c -> agent_counters.c) */
 #define OPR_ENV_COUNTERS "OPPROF_COUNTERS"
 /* --- end of per-sample counters ------------------------------------------- */
+/* --- ranks and off-CPU time (types 50-59; docs/format.md "Ranks") ---------- */
+#define OPR_REC_RANK 50   /* struct opr_rank: the launcher's rank variables seen by this image */
+#define OPR_REC_OFFCPU 51 /* struct opr_offcpu: a Python thread blocked during one poll interval */
+
+#define OPR_RANK_UNSET (-1)
+/* Which variable gave opr_rank.rank (also the info file's rank_source). */
+enum opr_rank_source {
+    OPR_RANK_FROM_NONE = 0,
+    OPR_RANK_FROM_RANK = 1,       /* RANK (torchrun, torch.distributed env://) */
+    OPR_RANK_FROM_OMPI = 2,       /* OMPI_COMM_WORLD_RANK (Open MPI) */
+    OPR_RANK_FROM_PMI = 3,        /* PMI_RANK (MPICH, Intel MPI, hydra) */
+    OPR_RANK_FROM_SLURM = 4,      /* SLURM_PROCID (srun) */
+};
+struct opr_rank {
+    uint64_t time_ns;     /* when the agent saw the variables */
+    int32_t rank;         /* OPR_RANK_UNSET when none of the variables is set */
+    int32_t local_rank;   /* LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / MPI_LOCALRANKID / SLURM_LOCALID */
+    int32_t world_size;   /* WORLD_SIZE / OMPI_COMM_WORLD_SIZE / PMI_SIZE / SLURM_NTASKS */
+    uint32_t source;      /* enum opr_rank_source */
+};
+/* Written by the writer's schedstat poll for a thread that has a Python
+ * thread state and spent part of the interval neither running nor runnable. */
+struct opr_offcpu {
+    uint64_t time_ns;     /* end of the poll interval */
+    uint64_t interval_ns; /* length of the interval */
+    uint64_t offcpu_ns;   /* interval - delta run - delta runqueue wait */
+    uint32_t tid;
+    uint32_t py_stack_id_plus1; /* the thread's Python stack at time_ns (0: unreadable) */
+    uint32_t state;       /* /proc task state letter at time_ns ('S', 'D') */
+    uint32_t pad;
+};
+
+/* Reads the rank variables of the environment (getenv), first hit in the
+ * order RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID. Pure apart from
+ * getenv; used by the launcher and (compiled in) by the agent. */
+void opr_rank_from_env(struct opr_rank *out);
+/* The same from another view of the environment (the agent's copy). */
+void opr_rank_from_lookup(struct opr_rank *out, const char *(*lookup)(const char *name, void *ctx), void *ctx);
+/* The i-th variable opr_rank_from_lookup reads (RANK, LOCAL_RANK, ...); NULL past the last. */
+const char *opr_rank_variable(size_t i);
+const char *opr_rank_source_name(uint32_t source); /* "RANK", ..., "" */
+/* Expands -o patterns: %r rank, %p pid, %h short host name, %% a percent.
+ * 0, or -1 with one sentence in err (unknown %x; %r without a rank variable). */
+int record_expand_output(const char *pattern, long pid, char *out, size_t outlen, char *err, size_t errlen);
+/* --- end of ranks ------------------------------------------------------------ */
 
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"

@@ -1,0 +1,146 @@
+/*
+ * analyze/ranks_merge.c — several results as one profile (the merged hotspot
+ * table of `opprof report DIR1 DIR2 ...`).
+ *
+ * The merge copies frames, stacks, threads, processes and samples through the
+ * model's own add functions, so equal frames of two results become one row.
+ * Threads are keyed by (pid, tid) as in one result: two results from
+ * different hosts that happen to share a pid share its thread rows (function
+ * and operator tables are unaffected). Threading data (OpenMP, schedstat) is
+ * per result and is not merged.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+
+static int compare_by_time(const void *a, const void *b)
+{
+    const struct prof_sample *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+static int merge_one(struct profile *m, const struct profile *p, uint32_t *frame_map, uint32_t *stack_map)
+{
+    uint32_t *scratch = malloc((OPR_MAX_FRAMES + 2 * OPR_MAX_PYFRAMES + 2) * sizeof *scratch);
+    uint32_t *thread_map = malloc((p->nthreads + 1) * sizeof *thread_map);
+    if (!scratch || !thread_map) {
+        free(scratch);
+        free(thread_map);
+        return -1;
+    }
+    for (size_t f = 0; f < p->nframes; f++) {
+        const struct prof_frame *fr = &p->frames[f];
+        frame_map[f] = profile_add_frame(m, fr->name, fr->module, fr->source_file, fr->line, fr->kind);
+    }
+    for (size_t s = 0; s < p->nstacks; s++) {
+        const struct prof_stack *st = &p->stacks[s];
+        uint32_t n = st->nframes <= OPR_MAX_FRAMES + 2 * OPR_MAX_PYFRAMES ? st->nframes : 0;
+        for (uint32_t k = 0; k < n; k++)
+            scratch[k] = frame_map[st->frames[k]];
+        stack_map[s] = profile_add_stack(m, scratch, n);
+    }
+    for (size_t t = 0; t < p->nthreads; t++)
+        thread_map[t] = profile_add_thread(m, p->threads[t].pid, p->threads[t].tid, p->threads[t].name);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        if (s->thread >= p->nthreads || s->stack >= p->nstacks)
+            continue;
+        profile_add_sample(m, s->time_ns, thread_map[s->thread], stack_map[s->stack], s->weight);
+        m->samples[m->nsamples - 1].flags = s->flags;
+    }
+    struct profile_priv *pv = m->priv;
+    for (size_t i = 0; i < p->nprocesses; i++) {
+        m->processes = profile_grow(m->processes, &pv->processes_cap, m->nprocesses + 1, sizeof *m->processes);
+        struct prof_process *pr = &m->processes[m->nprocesses++];
+        *pr = p->processes[i];
+        pr->exe = p->processes[i].exe ? strdup(p->processes[i].exe) : NULL;
+        pr->cmdline = p->processes[i].cmdline ? strdup(p->processes[i].cmdline) : NULL;
+        pr->notes = NULL; /* shown per result in each header; not repeated */
+        pr->nnotes = 0;
+    }
+    for (size_t i = 0; i < p->nwarnings; i++) {
+        char buf[1200];
+        snprintf(buf, sizeof buf, "%s: %s", p->dir ? p->dir : "?", p->warnings[i]);
+        profile_add_warning(m, buf);
+    }
+    free(scratch);
+    free(thread_map);
+    return 0;
+}
+
+int profile_merge(struct profile *const *parts, size_t n, struct profile **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct profile *m = profile_new_empty();
+    if (!m || n == 0) {
+        snprintf(err, errlen, "out of memory");
+        profile_free(m);
+        return -1;
+    }
+    const struct profile *first = parts[0];
+    char dirs[4096] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(dirs + o, sizeof dirs - o, "%s%s", i ? " " : "", parts[i]->dir ? parts[i]->dir : "?");
+        if (w > 0 && (size_t)w < sizeof dirs - o)
+            o += (size_t)w;
+    }
+    m->dir = strdup(dirs);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s%s", first->command ? first->command : "",
+             n > 1 ? "  (and the other results' commands)" : "");
+    m->command = strdup(cmd);
+    m->event = strdup(first->event ? first->event : "task-clock");
+    m->call_graph = strdup(first->call_graph ? first->call_graph : "dwarf");
+    m->period_ns = first->period_ns;
+    m->frequency_hz = first->frequency_hz;
+    m->start_ns = UINT64_MAX;
+    m->complete = true;
+    m->user_only = true;
+    m->exit_status = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct profile *p = parts[i];
+        if (p->period_ns != first->period_ns) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s was sampled every %" PRIu64 " ns, %s every %" PRIu64
+                     " ns: merged shares weigh samples, not time; record all ranks with one -F",
+                     p->dir, p->period_ns, first->dir, first->period_ns);
+            profile_add_warning(m, buf);
+        }
+        if (p->start_ns && p->start_ns < m->start_ns)
+            m->start_ns = p->start_ns;
+        if (p->end_ns > m->end_ns)
+            m->end_ns = p->end_ns;
+        m->complete = m->complete && p->complete;
+        m->user_only = m->user_only && p->user_only;
+        if (p->exit_status != 0 && m->exit_status == 0)
+            m->exit_status = p->exit_status, m->exit_signal = p->exit_signal;
+        m->lost_samples += p->lost_samples;
+        m->truncated_samples += p->truncated_samples;
+        m->unknown_frames += p->unknown_frames;
+        m->agent_handler_ns += p->agent_handler_ns;
+        m->agent_handler_calls += p->agent_handler_calls;
+        m->agent_writer_cpu_ns += p->agent_writer_cpu_ns;
+        m->process_cpu_ns += p->process_cpu_ns;
+        uint32_t *frame_map = malloc((p->nframes + 1) * sizeof *frame_map);
+        uint32_t *stack_map = malloc((p->nstacks + 1) * sizeof *stack_map);
+        int rc = frame_map && stack_map ? merge_one(m, p, frame_map, stack_map) : -1;
+        free(frame_map);
+        free(stack_map);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory while merging %s", p->dir ? p->dir : "a result");
+            profile_free(m);
+            return -1;
+        }
+    }
+    if (m->start_ns == UINT64_MAX)
+        m->start_ns = 0;
+    if (m->nsamples > 1)
+        qsort(m->samples, m->nsamples, sizeof *m->samples, compare_by_time);
+    *out = m;
+    return 0;
+}
