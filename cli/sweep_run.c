@@ -230,6 +230,36 @@ static int record_limited(struct record_options *ro, const char *out_path, const
     }
 }
 
+/* CPI and the LLC-miss bandwidth estimate of a row, from the per-sample
+ * counters its record took (-e/--metrics), over the runner's timed calls when
+ * it marked them (else the whole run). Left NaN without the counters; the
+ * row's counters note says why. */
+static void row_counter_metrics(struct sweep_row *r, struct profile *p)
+{
+    if (!p->counters || p->counters->n == 0)
+        return;
+    profile_keep_samples_under(p, "op_bench_timed_calls"); /* no-op when unmarked */
+    size_t nkeys = 0, width = p->counters->n * COUNTER_SUMS;
+    double *byk = counters_fold(p, false, &nkeys);
+    if (!byk)
+        return;
+    double *sums = calloc(width, sizeof *sums);
+    if (sums) {
+        for (size_t k = 0; k < nkeys; k++)
+            for (size_t j = 0; j < width; j++)
+                sums[j] += byk[k * width + j];
+        uint64_t weight = 0;
+        for (size_t i = 0; i < p->nsamples; i++)
+            weight += p->samples[i].weight;
+        struct counter_metrics m;
+        counter_metrics_compute(p->counters, sums, (double)weight * (double)p->period_ns / 1e9, &m);
+        r->cpi = m.cpi;
+        r->bandwidth_gbps = m.bandwidth_est / 1e9;
+        free(sums);
+    }
+    free(byk);
+}
+
 /* Hot kernel and active threads of a row's profile. */
 static void analyze_row(struct sweep_row *r, enum sweep_op op)
 {
@@ -260,6 +290,7 @@ static void analyze_row(struct sweep_row *r, enum sweep_op op)
         }
         hotspots_free(&t);
     }
+    row_counter_metrics(r, p);
     profile_free(p);
 }
 

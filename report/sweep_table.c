@@ -129,7 +129,10 @@ static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, 
                  "(share of its self time), or of the whole run when there is no operator.\n%s.\n",
             gbps_note);
     for (size_t k = 0; k < nreasons; k++)
-        fprintf(out, "CPI and BW (measured memory bandwidth): %s.\n", reasons[k]);
+        fprintf(out, "CPI and BW (memory bandwidth estimated from LLC misses x 64 B): %s.\n", reasons[k]);
+    if (nreasons == 0)
+        fputs("CPI: cycles / instructions of the timed calls; BW: their LLC misses x 64 B / their time "
+              "(an estimate, from per-sample counters).\n", out);
 }
 
 static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)

@@ -35,8 +35,9 @@ pycheck '
 doc = load(sys.argv[1])["ranks"]
 what = sys.argv[3]
 truth = {}
-for line in open(sys.argv[2]):
-    m = re.search(r"rank (\d+) of \d+: .* ([0-9.]+) s in all_reduce", line)
+# The ranks print at the same time: their lines can run together.
+for m in re.finditer(r"rank (\d+) of \d+: \d+ steps x \d+ products, [0-9.]+ s wall, ([0-9.]+) s in all_reduce",
+                     open(sys.argv[2]).read()):
     if m:
         truth[int(m.group(1))] = float(m.group(2))
 rows = {r["rank"]: r for r in doc["rows"]}
@@ -58,7 +59,11 @@ if not s or s["label"] != "rank 1":
     fail("%s: slowest is %s, expected rank 1" % (what, s and s["label"]))
 elif not s["because"].startswith("aten::") or "ddp_allreduce.py" not in s["python"]:
     fail("%s: blamed on %s from %s, expected an operator called from ddp_allreduce.py compute_step" % (what, s["because"], s["python"]))
-elif s["median_because_s"] <= 0 or not 2.0 <= s["because_s"] / s["median_because_s"] <= 4.5:
+# 3x the products is 3x the work, but not quite 3x the CPU time on this
+# 2-vCPU VM: the products of rank 0 run while rank 1 computes too (shared core and
+# caches: slower per product), two thirds of those of rank 1 while rank 0 waits.
+# Measured 1.7x-3.0x; below 1.5x the excess would no longer stand out.
+elif s["median_because_s"] <= 0 or not 1.5 <= s["because_s"] / s["median_because_s"] <= 4.5:
     fail("%s: %s takes %.2f s on rank 1 vs %.2f s: expected about 3x" % (what, s["because"], s["because_s"], s["median_because_s"]))
 w0, w1 = rows[0]["comm_wait_s"] or 0, rows[1]["comm_wait_s"] or 0
 if w0 < 3 * w1 or w0 < 0.1:
