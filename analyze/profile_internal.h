@@ -38,6 +38,11 @@ int hash_index_insert(struct hash_index *t, uint64_t hash, uint32_t value);
 void hash_index_free(struct hash_index *t);
 
 const char *profile_intern(struct profile *p, const char *s);
+
+/* profile_info.c: reads DIR/info into p (command, event, period, times,
+ * limits, OpenMP and rank keys). -1 with one sentence in err when the file
+ * is missing or names another format. */
+int profile_load_info(struct profile *p, const char *dir, char *err, size_t errlen);
 void *profile_grow(void *array, size_t *cap, size_t need, size_t elem);
 void profile_add_warning(struct profile *p, const char *text);
 

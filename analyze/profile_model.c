@@ -248,7 +248,7 @@ void profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, ui
 {
     struct profile_priv *pv = p->priv;
     p->samples = profile_grow(p->samples, &pv->samples_cap, p->nsamples + 1, sizeof *p->samples);
-    p->samples[p->nsamples++] = (struct prof_sample){time_ns, thread, stack, weight, 0, 0};
+    p->samples[p->nsamples++] = (struct prof_sample){.time_ns = time_ns, .thread = thread, .stack = stack, .weight = weight};
     p->total_weight += weight;
     struct prof_thread *t = &p->threads[thread];
     if (t->samples == 0 || time_ns < t->first_ns)

@@ -1,0 +1,116 @@
+/*
+ * analyze/profile_info.c — the info file of a result directory (docs/format.md,
+ * "info"): key=value lines the launcher writes at the start and rewrites at
+ * the end. Keys this reader does not know are ignored, so newer writers can
+ * add keys; the format line decides whether the streams can be read at all.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+#include "sampler/sampler.h"
+
+static char *unescape(const char *s)
+{
+    char *out = malloc(strlen(s) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] == 'n') {
+            *o++ = '\n';
+            s++;
+        } else if (s[0] == '\\' && s[1] == '\\') {
+            *o++ = '\\';
+            s++;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+int profile_load_info(struct profile *p, const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s is not an opprof result directory (no readable info file: %s); "
+                 "pass a directory written by `opprof record`", dir, strerror(errno));
+        return -1;
+    }
+    char line[8192];
+    int format = -1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *key = line, *val = eq + 1;
+        if (strcmp(key, "format") == 0) {
+            if (sscanf(val, "opprof-raw %d", &format) != 1)
+                format = -2;
+        } else if (strcmp(key, "command") == 0) {
+            free(p->command);
+            p->command = unescape(val);
+        } else if (strcmp(key, "event") == 0) {
+            free(p->event);
+            p->event = strdup(val);
+        } else if (strcmp(key, "call_graph") == 0) {
+            free(p->call_graph);
+            p->call_graph = strdup(val);
+        } else if (strcmp(key, "period_ns") == 0) {
+            p->period_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "frequency_hz") == 0) {
+            p->frequency_hz = (unsigned)strtoul(val, NULL, 10);
+        } else if (strcmp(key, "start_ns") == 0) {
+            p->start_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "end_ns") == 0) {
+            p->end_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "exit_status") == 0) {
+            p->exit_status = atoi(val);
+        } else if (strcmp(key, "exit_signal") == 0) {
+            p->exit_signal = atoi(val);
+        } else if (strcmp(key, "complete") == 0) {
+            p->complete = atoi(val) == 1;
+        } else if (strcmp(key, "window_start_ns") == 0) {
+            p->window_start_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "window_end_ns") == 0) {
+            p->window_end_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "max_size_bytes") == 0) {
+            p->max_size_bytes = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "user_only") == 0) {
+            p->user_only = atoi(val) == 1;
+        } else if (strncmp(key, "openmp_", 7) == 0) {
+            threading_info_kv(p, key, val); /* threads and OpenMP */
+        } else {
+            ranks_info_kv(p, key, val); /* ranks: rank, local_rank, world_size, hostname */
+        }
+    }
+    fclose(f);
+    if (format == -1 || format == -2) {
+        snprintf(err, errlen, "%s/info does not name an opprof raw format: the directory is corrupt "
+                 "or was not written by opprof record", dir);
+        return -1;
+    }
+    if (format != OPR_FORMAT_VERSION) {
+        snprintf(err, errlen, "%s was written in raw format version %d, this opprof reads version %d: "
+                 "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION);
+        return -1;
+    }
+    if (p->period_ns == 0)
+        p->period_ns = 1000000;
+    if (!p->event)
+        p->event = strdup("task-clock");
+    if (!p->command)
+        p->command = strdup("");
+    if (!p->call_graph)
+        p->call_graph = strdup("dwarf");
+    return 0;
+}
