@@ -9,6 +9,9 @@
 # thread, ~1.5 s). Three ways, $BENCH_RUNS runs each (default 3), median:
 #   bare     the workload alone
 #   opprof   opprof record (default rate 1000 Hz, full DWARF/CFI stacks)
+#   attach   the workload started alone, opprof record -p attached to it at once
+#            (out of process: perf_event rings, stack copies unwound by opprof;
+#            wall and CPU count the workload and opprof together)
 #   perf     perf record -e cpu-clock -F 1000 --call-graph dwarf (when perf works)
 # Prints wall time and its ratio to bare, samples, bytes on disk per sample, and
 # report throughput (samples/s) of `opprof report` and `perf report` on those
@@ -99,6 +102,34 @@ op_samples=$(median <op.samples)
 op_bytes=$(median <op.bytes)
 op_rep=$(median <op.rep)
 
+# --- attach (record -p) -------------------------------------------------------
+: >at.t
+: >at.samples
+: >at.bytes
+: >at.rep
+for i in $(seq "$RUNS"); do
+    rm -rf "at$i"
+    # sh is the parent of both, so timed counts the workload's and opprof's CPU.
+    if timed at.t sh -c '"$1" --threads "$2" --iterations "$3" 2>/dev/null & w=$!
+        "$4" record -o "$5" -p "$w" >/dev/null 2>"$5.err"; st=$?; wait "$w"; exit $st' \
+        sh "$WORKLOAD" "$THREADS" "$ITER" "$OPPROF" "at$i"; then
+        n=$(sed -n 's/^opprof record: \([0-9]*\) samples.*/\1/p' "at$i.err" | tail -n 1)
+        [ -n "$n" ] || n=0
+        echo "$n" >>at.samples
+        dir_bytes "at$i" >>at.bytes
+        : >at.rep1
+        timed at.rep1 "$OPPROF" report "at$i" --format text >/dev/null 2>&1
+        awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' at.rep1 >>at.rep
+    else
+        echo "bench: opprof record -p failed: $(tail -n 1 "at$i.err")" >&2
+    fi
+done
+at=$(col 1 at.t | median)
+at_cpu=$(col 2 at.t | median)
+at_samples=$(median <at.samples)
+at_bytes=$(median <at.bytes)
+at_rep=$(median <at.rep)
+
 # --- perf --------------------------------------------------------------------
 have_perf=0
 if command -v perf >/dev/null 2>&1 &&
@@ -151,6 +182,7 @@ hdr mode "wall s" "vs bare" "cpu s" "vs bare" samples bytes "B/sample" "report s
 hdr -------- ------ ------- ----- ------- ------- ----- -------- ------------
 row bare "$bare" "$bare_cpu" - - -
 row opprof "$op" "$op_cpu" "$op_samples" "$op_bytes" "$op_rep"
+row attach "$at" "$at_cpu" "$at_samples" "$at_bytes" "$at_rep"
 if [ "$have_perf" = 1 ]; then
     row perf "$pf" "$pf_cpu" "$pf_samples" "$pf_bytes" "$pf_rep"
 else
