@@ -349,12 +349,16 @@ static int run_one(struct sweep_ctx *c, const char *label, const struct row_plac
     double wall = now_s() - t0;
     if (st == -1) {
         snprintf(r->reason, sizeof r->reason, "timed out twice after %.0f s (killed)", c->timeout_s);
+    } else if (st > 128 && st < 128 + 65) {
+        /* record is quiet here: say how the command died, not its last words */
+        snprintf(r->reason, sizeof r->reason, "the command was killed by signal %d (%s); its output: %s.err",
+                 st - 128, strsignal(st - 128), r->dir);
     } else if (st != 0) {
         last_line(errp, NULL, r->reason, sizeof r->reason);
         if (!r->reason[0])
             snprintf(r->reason, sizeof r->reason, "exit status %d", st);
-        else if (strncmp(r->reason, "opprof record:", 14) != 0) {
-            /* The command's own last words; say how it ended too. */
+        else {
+            /* The last words (the command's, or record's); say how it ended too. */
             size_t l = strlen(r->reason);
             snprintf(r->reason + l, sizeof r->reason - l, " (exit status %d)", st);
         }

@@ -40,7 +40,6 @@ static _Atomic int python_state; /* 0 not found yet, 1 on, -1 off for good */
 static _Atomic int layout_verified; /* 0 unknown, 1 ok, -1 mismatch seen in a handler */
 static char python_note[256];
 
-static inline uint64_t load64(uint64_t addr) { return *(const uint64_t *)addr; }
 
 /* Looks for a CPython runtime in the process (the executable or a loaded
  * libpython). Called at start and whenever new code was mapped. Returns 1
@@ -98,16 +97,57 @@ const char *agent_python_take_note(void)
     return NULL;
 }
 
-/* The walk proper; every pointer is checked against readable mappings
- * (table t, see agent_memmap.c) before it is followed. */
-static unsigned capture_walk_from(int t, uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid);
+/* Where the walk reads memory. In the handler (safe == false) a region is
+ * read in place once agent_memmap_readable says it is mapped: the thread
+ * walks its own frames, which nobody frees while it is stopped in here. The
+ * off-CPU poll walks ANOTHER thread's frames, which that thread may pop and
+ * free (CPython munmaps data-stack chunks) between the mapping check and the
+ * read, so there every region is copied with process_vm_readv, which fails
+ * with EFAULT instead of faulting. */
+struct walk_reader {
+    int table;                   /* agent_memmap table (handler) */
+    bool safe;                   /* copy with process_vm_readv (writer) */
+    uint8_t buf[2][256];         /* copies: [0] frame/tstate/cframe, [1] code */
+};
+
+static bool read_mem(uint64_t addr, void *out, size_t len);
+
+/* Points at len readable bytes of addr (in place, or a copy in slot), or NULL. */
+static const uint8_t *view(struct walk_reader *r, int slot, uint64_t addr, size_t len)
+{
+    if (addr == 0 || (addr & 7))
+        return NULL;
+    if (!r->safe)
+        return agent_memmap_readable(r->table, addr, len) ? (const uint8_t *)addr : NULL;
+    if (len > sizeof r->buf[slot] || !read_mem(addr, r->buf[slot], len))
+        return NULL;
+    return r->buf[slot];
+}
+
+static inline uint64_t field64(const uint8_t *v, size_t off)
+{
+    uint64_t x;
+    memcpy(&x, v + off, sizeof x);
+    return x;
+}
+
+static inline int32_t field32(const uint8_t *v, size_t off)
+{
+    int32_t x;
+    memcpy(&x, v + off, sizeof x);
+    return x;
+}
+
+static unsigned capture_walk_from(struct walk_reader *r, uint64_t ts, struct agent_pyframe *out, unsigned max,
+                                  uint32_t tid);
 
 static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uint32_t tid)
 {
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
-    unsigned n = capture_walk_from(t, ts, out, max, tid);
+    struct walk_reader r = {.table = t, .safe = false};
+    unsigned n = capture_walk_from(&r, ts, out, max, tid);
     if (n > 0)
         agent_tstate_remember(tid, ts); /* ranks: lets the off-CPU poll find this thread's frames */
     return n;
@@ -115,54 +155,60 @@ static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uin
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)
  * a blocked thread's, checked to still belong to tid. */
-static unsigned capture_walk_from(int t, uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid)
+static unsigned capture_walk_from(struct walk_reader *r, uint64_t ts, struct agent_pyframe *out, unsigned max,
+                                  uint32_t tid)
 {
     const struct py_layout *L = layout;
-    if (!agent_memmap_readable(t, ts, (size_t)L->tstate_native_thread_id + 8))
+    size_t ts_bytes = (size_t)(L->tstate_native_thread_id > L->tstate_cframe ? L->tstate_native_thread_id
+                                                                               : L->tstate_cframe) + 8;
+    const uint8_t *v = view(r, 0, ts, ts_bytes);
+    if (!v)
         return 0;
+    uint64_t native_tid = field64(v, L->tstate_native_thread_id);
     /* The first time, check the layout on a value we know: the thread id. */
     if (atomic_load_explicit(&layout_verified, memory_order_relaxed) == 0) {
-        uint64_t native_tid = load64(ts + L->tstate_native_thread_id);
         if (native_tid != tid) {
             atomic_store(&layout_verified, -1);
             return 0;
         }
         atomic_store(&layout_verified, 1);
+    } else if (r->safe && native_tid != tid) {
+        return 0; /* a state freed and reused by another thread */
     }
-    uint64_t cframe = load64(ts + L->tstate_cframe);
-    if (cframe == 0 || (cframe & 7) || !agent_memmap_readable(t, cframe, (size_t)L->cframe_current_frame + 8))
+    uint64_t cframe = field64(v, L->tstate_cframe);
+    if (!(v = view(r, 0, cframe, (size_t)L->cframe_current_frame + 8)))
         return 0;
-    uint64_t frame = load64(cframe + L->cframe_current_frame);
+    uint64_t frame = field64(v, L->cframe_current_frame);
     size_t frame_bytes = (size_t)L->iframe_owner + 1;
     size_t code_bytes = (size_t)L->code_code_adaptive;
     unsigned n = 0;
     /* Bounded walk; a pointer that is not readable, or an f_code that is
      * not a code object, ends it (the frames found so far are kept). */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        if ((frame & 7) || !agent_memmap_readable(t, frame, frame_bytes))
+        const uint8_t *f = view(r, 0, frame, frame_bytes);
+        if (!f)
             break;
-        uint64_t code = load64(frame + L->iframe_f_code);
-        if (code == 0 || (code & 7) || !agent_memmap_readable(t, code, code_bytes) ||
-            load64(code + L->object_type) != code_type_addr)
+        uint64_t code = field64(f, L->iframe_f_code);
+        const uint8_t *c = view(r, 1, code, code_bytes);
+        if (!c || field64(c, L->object_type) != code_type_addr)
             break;
-        uint64_t prev_instr = load64(frame + L->iframe_prev_instr);
-        uint8_t owner = *(const uint8_t *)(frame + L->iframe_owner);
-        uint8_t is_entry = *(const uint8_t *)(frame + L->iframe_is_entry);
-        int32_t first_traceable = *(const int32_t *)(code + L->code_firsttraceable);
+        uint64_t prev_instr = field64(f, L->iframe_prev_instr);
+        uint8_t owner = f[L->iframe_owner];
+        uint8_t is_entry = f[L->iframe_is_entry];
+        int32_t first_traceable = field32(c, L->code_firsttraceable);
         uint64_t code_start = code + L->code_code_adaptive;
         /* Incomplete frames (still being set up) are not real calls yet. */
         bool incomplete = owner != L->owner_generator &&
                           (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable);
         if (!incomplete) {
             out[n].code = code;
-            out[n].fingerprint = load64(code + L->code_name) ^
-                                 ((uint64_t)*(const int32_t *)(code + L->code_firstlineno) << 48);
+            out[n].fingerprint = field64(c, L->code_name) ^ ((uint64_t)field32(c, L->code_firstlineno) << 48);
             int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
             out[n].instr = offset < 0 ? -1 : (int32_t)offset;
             out[n].is_entry = is_entry;
             n++;
         }
-        frame = load64(frame + L->iframe_previous);
+        frame = field64(f, L->iframe_previous);
     }
     return n;
 }
@@ -180,22 +226,18 @@ unsigned agent_python_capture(struct agent_pyframe *out, unsigned max, uint32_t 
     return n;
 }
 
-/* Writer (off-CPU poll): another thread's frames. Its thread state must name
- * tid (a state freed and reused by another thread does not). */
+/* Writer (off-CPU poll): another thread's frames, read with
+ * process_vm_readv (see struct walk_reader). Its thread state must name tid
+ * (a state freed and reused by another thread does not). */
 unsigned agent_python_capture_thread(uint64_t ts, struct agent_pyframe *out, unsigned max, uint32_t tid)
 {
     if (atomic_load_explicit(&python_state, memory_order_acquire) != 1 ||
         atomic_load_explicit(&layout_verified, memory_order_relaxed) != 1 || ts == 0 || (ts & 7))
         return 0;
-    int t = agent_memmap_begin();
-    if (t < 0)
-        return 0;
-    unsigned n = 0;
-    if (agent_memmap_readable(t, ts, (size_t)layout->tstate_native_thread_id + 8) &&
-        load64(ts + layout->tstate_native_thread_id) == tid)
-        n = capture_walk_from(t, ts, out, max, tid);
-    agent_memmap_end(t);
-    return n;
+    static struct walk_reader r; /* writer thread only; 512 bytes off its stack */
+    r.table = -1;
+    r.safe = true;
+    return capture_walk_from(&r, ts, out, max, tid);
 }
 
 /* ------------------------------------------------------------------------- */
