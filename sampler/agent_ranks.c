@@ -11,10 +11,10 @@
  * we also want the Python stack it is blocked in ("all_reduce"): the handler
  * has read that thread's state before, so it leaves (tid -> PyThreadState)
  * in a fixed table here, and the poll walks the blocked thread's frame chain
- * from it, through the same readable-memory checks the handler uses
- * (agent_python.c). A blocked thread does not change its frames; if it wakes
- * up during the walk, the checks keep the read safe and at worst the stack is
- * that of a moment later.
+ * from it (agent_python.c), copying each piece with process_vm_readv. A
+ * blocked thread does not change its frames; if it wakes up during the walk
+ * and frees a frame, the copy fails instead of faulting, and at worst the
+ * stack is that of a moment later.
  *
  * agent_tstate_remember() is SIGNAL-HANDLER CODE (atomics only, no malloc).
  * The setenv/putenv/unsetenv wrappers run in the workload's threads; the
