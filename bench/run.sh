@@ -76,54 +76,48 @@ done
 bare=$(col 1 bare.t | median)
 bare_cpu=$(col 2 bare.t | median)
 
-# --- opprof ----------------------------------------------------------------
-: >op.t
-: >op.samples
-: >op.bytes
-: >op.rep
-for i in $(seq "$RUNS"); do
-    rm -rf "op$i"
-    if timed op.t "$OPPROF" record -o "op$i" -- "$WORKLOAD" --threads "$THREADS" --iterations "$ITER" \
-        >/dev/null 2>"op$i.err"; then
-        n=$(sed -n 's/^opprof record: \([0-9]*\) samples.*/\1/p' "op$i.err" | tail -n 1)
-        [ -n "$n" ] || n=0
-        echo "$n" >>op.samples
-        dir_bytes "op$i" >>op.bytes
-        : >op.rep1
-        timed op.rep1 "$OPPROF" report "op$i" --format text >/dev/null 2>&1
-        awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' op.rep1 >>op.rep
-    else
-        echo "bench: opprof record failed: $(tail -n 1 "op$i.err")" >&2
-    fi
-done
+# --- opprof, launched and attached (record -p) ------------------------------
+# opprof_runs P launch|attach: $RUNS recordings into P1..PN, each reported
+# once; appends to P.t (wall, cpu), P.samples, P.bytes and P.rep (report
+# samples/s). Attached: the workload is started alone and opprof attaches to it
+# at once; sh is the parent of both, so timed counts their CPU together.
+opprof_runs() {
+    _p=$1
+    _mode=$2
+    : >"$_p.t"
+    : >"$_p.samples"
+    : >"$_p.bytes"
+    : >"$_p.rep"
+    for i in $(seq "$RUNS"); do
+        _d=$_p$i
+        rm -rf "$_d"
+        if [ "$_mode" = attach ]; then
+            set -- sh -c '"$1" --threads "$2" --iterations "$3" 2>/dev/null & w=$!
+                "$4" record -o "$5" -p "$w" >/dev/null; st=$?; wait "$w"; exit $st' \
+                sh "$WORKLOAD" "$THREADS" "$ITER" "$OPPROF" "$_d"
+        else
+            set -- "$OPPROF" record -o "$_d" -- "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
+        fi
+        if timed "$_p.t" "$@" >/dev/null 2>"$_d.err"; then
+            n=$(sed -n 's/^opprof record: \([0-9]*\) samples.*/\1/p' "$_d.err" | tail -n 1)
+            [ -n "$n" ] || n=0
+            echo "$n" >>"$_p.samples"
+            dir_bytes "$_d" >>"$_p.bytes"
+            : >"$_p.rep1"
+            timed "$_p.rep1" "$OPPROF" report "$_d" --format text >/dev/null 2>&1
+            awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' "$_p.rep1" >>"$_p.rep"
+        else
+            echo "bench: opprof record ($_mode) failed: $(tail -n 1 "$_d.err")" >&2
+        fi
+    done
+}
+opprof_runs op launch
 op=$(col 1 op.t | median)
 op_cpu=$(col 2 op.t | median)
 op_samples=$(median <op.samples)
 op_bytes=$(median <op.bytes)
 op_rep=$(median <op.rep)
-
-# --- attach (record -p) -------------------------------------------------------
-: >at.t
-: >at.samples
-: >at.bytes
-: >at.rep
-for i in $(seq "$RUNS"); do
-    rm -rf "at$i"
-    # sh is the parent of both, so timed counts the workload's and opprof's CPU.
-    if timed at.t sh -c '"$1" --threads "$2" --iterations "$3" 2>/dev/null & w=$!
-        "$4" record -o "$5" -p "$w" >/dev/null 2>"$5.err"; st=$?; wait "$w"; exit $st' \
-        sh "$WORKLOAD" "$THREADS" "$ITER" "$OPPROF" "at$i"; then
-        n=$(sed -n 's/^opprof record: \([0-9]*\) samples.*/\1/p' "at$i.err" | tail -n 1)
-        [ -n "$n" ] || n=0
-        echo "$n" >>at.samples
-        dir_bytes "at$i" >>at.bytes
-        : >at.rep1
-        timed at.rep1 "$OPPROF" report "at$i" --format text >/dev/null 2>&1
-        awk -v n="$n" '{ if ($1 > 0) printf "%.1f\n", n / $1 }' at.rep1 >>at.rep
-    else
-        echo "bench: opprof record -p failed: $(tail -n 1 "at$i.err")" >&2
-    fi
-done
+opprof_runs at attach
 at=$(col 1 at.t | median)
 at_cpu=$(col 2 at.t | median)
 at_samples=$(median <at.samples)

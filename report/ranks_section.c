@@ -64,22 +64,6 @@ static void print_text(FILE *out, const struct rank_summary *s)
         fputs("Comm wait / other wait: n/a, no off-CPU records (only Python threads get them).\n", out);
 }
 
-static void csv_field(FILE *out, const char *s)
-{
-    bool quote = strpbrk(s, ",\"\n") != NULL;
-    if (!quote) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static void print_csv(FILE *out, const struct rank_summary *s)
 {
     fputs("rank,label,host,pids,samples,cpu_s,wall_s,busy,comm_cpu_s,comm_wait_s,other_wait_s,compute_s,"
@@ -88,11 +72,11 @@ static void print_csv(FILE *out, const struct rank_summary *s)
     for (size_t i = 0; i < s->nrows; i++) {
         const struct rank_row *r = &s->rows[i];
         fprintf(out, "%d,", (int)r->rank);
-        csv_field(out, r->label);
+        report_csv_field(out, r->label);
         fputc(',', out);
-        csv_field(out, r->host);
+        report_csv_field(out, r->host);
         fputc(',', out);
-        csv_field(out, r->pids);
+        report_csv_field(out, r->pids);
         fprintf(out, ",%llu,%.6f,%.6f,%.4f,%.6f,", (unsigned long long)r->samples, r->cpu_s, r->wall_s, r->busy,
                 r->comm_cpu_s);
         if (s->offcpu_recorded)
@@ -100,7 +84,7 @@ static void print_csv(FILE *out, const struct rank_summary *s)
         else
             fputs(",,", out);
         fprintf(out, "%.6f,", r->compute_s);
-        csv_field(out, r->top);
+        report_csv_field(out, r->top);
         fprintf(out, ",%.4f,%d\n", r->top_share, (int)i == s->slowest ? 1 : 0);
     }
 }

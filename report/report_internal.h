@@ -11,6 +11,8 @@
 
 /* s as a JSON string literal (invalid UTF-8 as U+FFFD); NULL as null. */
 void report_json_string(FILE *out, const char *s);
+/* One CSV field, quoted (RFC 4180) only when it has to be; NULL writes nothing. */
+void report_csv_field(FILE *out, const char *s);
 /* A duration with a readable unit: "1.492 s", "12.000 ms". */
 void report_format_time(char *buf, size_t len, uint64_t ns);
 

@@ -56,21 +56,6 @@ static void json_num(FILE *out, double v)
         fprintf(out, "%.9g", v);
 }
 
-static void csv_field(FILE *out, const char *s)
-{
-    if (strpbrk(s, ",\"\n")) {
-        fputc('"', out);
-        for (; *s; s++) {
-            if (*s == '"')
-                fputc('"', out);
-            fputc(*s, out);
-        }
-        fputc('"', out);
-    } else {
-        fputs(s, out);
-    }
-}
-
 static void csv_num(FILE *out, double v)
 {
     if (!isnan(v))
@@ -142,11 +127,11 @@ static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
           out);
     for (size_t i = 0; i < n; i++) {
         const struct sweep_row *r = &rows[i];
-        csv_field(out, r->label);
+        report_csv_field(out, r->label);
         fputc(',', out);
-        csv_field(out, r->x);
+        report_csv_field(out, r->x);
         fputc(',', out);
-        csv_field(out, r->series);
+        report_csv_field(out, r->series);
         fputs(r->ok ? ",ok," : ",failed,", out);
         double v[] = {r->median_s, r->min_s, r->max_s, r->p25_s > 0 ? r->p25_s : NAN,
                       r->p75_s > 0 ? r->p75_s : NAN, r->spread, r->calls ? r->calls : NAN, r->gflops, r->gbps};
@@ -156,7 +141,7 @@ static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
             fputc(',', out);
         }
         fprintf(out, "%d,%u,", r->threads, r->threads_active);
-        csv_field(out, r->kernel);
+        report_csv_field(out, r->kernel);
         fputc(',', out);
         if (r->kernel[0])
             fprintf(out, "%.6f", r->kernel_share);
@@ -165,11 +150,11 @@ static void print_sweep_csv(FILE *out, const struct sweep_row *rows, size_t n)
         fputc(',', out);
         csv_num(out, r->bandwidth_gbps);
         fputc(',', out);
-        csv_field(out, r->counters);
+        report_csv_field(out, r->counters);
         fputc(',', out);
-        csv_field(out, r->dir);
+        report_csv_field(out, r->dir);
         fputc(',', out);
-        csv_field(out, r->ok ? "" : r->reason);
+        report_csv_field(out, r->ok ? "" : r->reason);
         fputc('\n', out);
     }
 }
@@ -234,7 +219,7 @@ void report_print_diff(FILE *out, const struct diff_table *t, const char *a, con
         fputs("name,a_self_s,a_share,b_self_s,b_share,change_pp,change_s\n", out);
         for (size_t i = 0; i < n; i++) {
             const struct diff_row *r = &t->rows[i];
-            csv_field(out, r->name);
+            report_csv_field(out, r->name);
             fprintf(out, ",%.9g,%.6f,%.9g,%.6f,%.3f,%.9g\n", r->a_s, r->a_share, r->b_s, r->b_share,
                     (r->b_share - r->a_share) * 100, r->b_s - r->a_s);
         }

@@ -175,8 +175,7 @@ void report_format_time(char *buf, size_t len, uint64_t ns)
     format_time(buf, len, ns);
 }
 
-/* Writes one CSV field, quoted (RFC 4180) only when it has to be. */
-static void csv_field(FILE *out, const char *s)
+void report_csv_field(FILE *out, const char *s)
 {
     if (!s)
         return;
@@ -487,9 +486,9 @@ static void print_csv(FILE *out, const struct hotspot_table *t, const struct rep
     fputc('\n', out);
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t->rows[i];
-        csv_field(out, r->name);
+        report_csv_field(out, r->name);
         fputc(',', out);
-        csv_field(out, r->module);
+        report_csv_field(out, r->module);
         fprintf(out, ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64,
                 percent(r->self, t->total_weight), r->self * t->period_ns,
                 percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
@@ -497,7 +496,7 @@ static void print_csv(FILE *out, const struct hotspot_table *t, const struct rep
             fprintf(out, ",%.3f", percent(r->total, t->share_denominator));
         if (t->detail_key) {
             fputc(',', out);
-            csv_field(out, r->detail);
+            report_csv_field(out, r->detail);
         }
         counter_columns_csv_cells(out, &cc, t, r);
         fputc('\n', out);

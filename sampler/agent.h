@@ -126,6 +126,13 @@ AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler */
 AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
 AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
 
+/* ---- map_ranges.c (also built into the launcher for attach mode) --------- */
+struct map_range {
+    uint64_t start, end;
+};
+AGENT_HIDDEN bool map_ranges_contain(const struct map_range *r, size_t n, uint64_t pc); /* r sorted */
+AGENT_HIDDEN void map_ranges_sort(struct map_range *r, size_t n);
+
 /* ---- agent.c: state shared by the parts ---------------------------------- */
 struct agent_config {
     char result_dir[4096];

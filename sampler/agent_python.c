@@ -292,21 +292,7 @@ static bool read_str(uint64_t obj, char *out, size_t cap)
         uint32_t cp = 0;
         if (!read_mem(obj + L->compact_data + i * kind, &cp, kind))
             return false;
-        if (cp < 0x80) {
-            out[o++] = (char)cp;
-        } else if (cp < 0x800) {
-            out[o++] = (char)(0xc0 | (cp >> 6));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            out[o++] = (char)(0xe0 | (cp >> 12));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            out[o++] = (char)(0xf0 | (cp >> 18));
-            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        }
+        o += python_utf8_put(cp, out + o);
     }
     out[o] = '\0';
     return true;

@@ -36,10 +36,6 @@
 #define OUTBUF_SIZE (256 * 1024)
 #define DRAIN_INTERVAL_NS 10000000L
 
-struct map_range {
-    uint64_t start, end;
-};
-
 static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer_thread;
 static _Atomic int writer_stop;
@@ -240,27 +236,6 @@ out:
     return len;
 }
 
-static bool pc_is_mapped(uint64_t pc)
-{
-    size_t lo = 0, hi = maps_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pc < maps[mid].start)
-            hi = mid;
-        else if (pc >= maps[mid].end)
-            lo = mid + 1;
-        else
-            return true;
-    }
-    return false;
-}
-
-static int compare_ranges(const void *a, const void *b)
-{
-    const struct map_range *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
 /* The vDSO has no file: save its image once so the report can symbolize it. */
 static void save_vdso(uint64_t start, uint64_t end)
 {
@@ -291,7 +266,7 @@ static void read_maps(void)
             continue;
         if (perms[2] != 'x')
             continue;
-        if (pc_is_mapped(start))
+        if (map_ranges_contain(maps, maps_count, start))
             continue;
         char *path = line + path_at;
         path[strcspn(path, "\n")] = '\0';
@@ -319,7 +294,7 @@ static void read_maps(void)
     }
     fclose(f);
     if (added) {
-        qsort(maps, maps_count, sizeof maps[0], compare_ranges);
+        map_ranges_sort(maps, maps_count);
         agent_phdr_refresh(); /* new code: the unwinder's snapshot must know it */
     }
 }
@@ -335,7 +310,7 @@ static int64_t stack_id_for(const uint64_t *pcs, unsigned n)
         return id;
     bool unmapped = false;
     for (unsigned i = 0; i < n && !unmapped; i++)
-        unmapped = !pc_is_mapped(pcs[i]);
+        unmapped = !map_ranges_contain(maps, maps_count, pcs[i]);
     /* New code appeared (dlopen, JIT): re-read the maps, at most every 50 ms
      * so garbage PCs from a broken unwind cannot make us re-read constantly.
      * New code may also be a libpython loaded late: look for it again. */

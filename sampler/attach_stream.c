@@ -24,10 +24,6 @@
 
 #define OUTBUF_SIZE (256 * 1024)
 
-struct map_range {
-    uint64_t start, end;
-};
-
 struct thread_name {
     uint32_t tid;
     char name[16];
@@ -230,27 +226,6 @@ static int read_build_id(const char *path, uint8_t *out)
     return len;
 }
 
-static bool pc_is_mapped(const struct attach_stream *s, uint64_t pc)
-{
-    size_t lo = 0, hi = s->nmaps;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pc < s->maps[mid].start)
-            hi = mid;
-        else if (pc >= s->maps[mid].end)
-            lo = mid + 1;
-        else
-            return true;
-    }
-    return false;
-}
-
-static int compare_ranges(const void *a, const void *b)
-{
-    const struct map_range *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
 /* The vDSO has no file: save the target's image once (vdso.so). */
 static void save_vdso(struct attach_stream *s, uint64_t start, uint64_t end)
 {
@@ -291,7 +266,7 @@ static void read_maps(struct attach_stream *s)
         int at = 0;
         if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &pgoff, &at) < 4 || perms[2] != 'x')
             continue;
-        if (pc_is_mapped(s, start))
+        if (map_ranges_contain(s->maps, s->nmaps, start))
             continue;
         char *file = line + at;
         file[strcspn(file, "\n")] = '\0';
@@ -319,7 +294,7 @@ static void read_maps(struct attach_stream *s)
     }
     fclose(f);
     if (added) {
-        qsort(s->maps, s->nmaps, sizeof s->maps[0], compare_ranges);
+        map_ranges_sort(s->maps, s->nmaps);
         attach_unwinder_maps_changed(s->unw);
     }
 }
@@ -395,7 +370,7 @@ static int64_t stack_id_for(struct attach_stream *s, const uint64_t *pcs, unsign
         return id;
     bool unmapped = false;
     for (unsigned i = 0; i < n && !unmapped; i++)
-        unmapped = !pc_is_mapped(s, pcs[i]);
+        unmapped = !map_ranges_contain(s->maps, s->nmaps, pcs[i]);
     if (unmapped && attach_now_ns() - s->last_maps_ns > 50000000ull) {
         read_maps(s); /* dlopen'ed code, or a libpython loaded late */
         if (!s->py && !s->python_probed_note)

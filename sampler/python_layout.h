@@ -81,4 +81,8 @@ static const struct py_layout *const py_layouts[] = {&py_layout_3_11};
 int python_line_from_table(const uint8_t *table, size_t len, int first_line, int32_t instr)
     __attribute__((visibility("hidden")));
 
+/* Writes code point cp as UTF-8 at out (room for 4 bytes); returns the bytes
+ * written. For str objects stored as Latin-1/UCS-2/UCS-4 (python_linetable.c). */
+size_t python_utf8_put(uint32_t cp, char *out) __attribute__((visibility("hidden")));
+
 #endif

@@ -1,7 +1,8 @@
 /*
- * sampler/python_linetable.c — CPython 3.11's co_linetable decoder, shared by
- * the agent's writer thread and attach mode (both read the table's bytes out
- * of the workload first; this only decodes them).
+ * sampler/python_linetable.c — CPython 3.11's co_linetable decoder and the
+ * UTF-8 encoding of non-ASCII str objects, shared by the agent's writer thread
+ * and attach mode (both read the bytes out of the workload first; this only
+ * decodes them).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -68,4 +69,28 @@ int python_line_from_table(const uint8_t *t, size_t len, int first_line, int32_t
         addr = end;
     }
     return line;
+}
+
+size_t python_utf8_put(uint32_t cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
 }
