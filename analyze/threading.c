@@ -742,10 +742,14 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->multi_process_oversub = s->oversubscribed && s->nprocesses > 1;
     if (s->oversubscribed) {
         char who[400] = "";
-        if (s->nops && s->ops[0].oversub_samples)
-            snprintf(who, sizeof who, " Most oversubscribed parallel regions: %s%s%s%s (%llu samples).",
-                     s->ops[0].name, s->ops[0].python[0] ? " called from " : "", s->ops[0].python, "",
-                     (unsigned long long)s->ops[0].oversub_samples);
+        if (s->nops && s->ops[0].oversub_samples) {
+            /* A long operator name or Python location is cut, not overflowed. */
+            int n = snprintf(who, sizeof who, " Most oversubscribed parallel regions: %s%s%s (%llu samples).",
+                             s->ops[0].name, s->ops[0].python[0] ? " called from " : "", s->ops[0].python,
+                             (unsigned long long)s->ops[0].oversub_samples);
+            if (n < 0)
+                who[0] = '\0';
+        }
         unsigned u = (unsigned)(s->usable_cpus + 0.5);
         if (u == 0)
             u = 1;

@@ -143,6 +143,7 @@ struct agent_config {
      * times, so forked and exec'd processes share the launcher's window. */
     uint64_t window_start_ns, window_end_ns;
     uint64_t max_bytes; /* --max-size: samples are dropped once the result dir holds this much (0: no cap) */
+    bool user_only;     /* kernel time not sampled: perf_event_paranoid refused it (launcher's check) */
 };
 
 AGENT_HIDDEN extern struct agent_config agent_config;

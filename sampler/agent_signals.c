@@ -96,5 +96,8 @@ __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t
     sigemptyset(&act.sa_mask);
     if (sigaction(sig, &act, &old) != 0)
         return SIG_ERR;
-    return (old.sa_flags & SA_SIGINFO) ? (sighandler_t)old.sa_sigaction : old.sa_handler;
+    /* sa_handler and sa_sigaction share storage (a union in glibc's struct
+     * sigaction), so sa_handler gives the previous handler's address either
+     * way, as the kernel's own signal() emulation returns it. */
+    return old.sa_handler;
 }

@@ -99,9 +99,7 @@ static int find_agent(char *out, size_t outlen)
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
-/* Opens (and closes) the same event the agent will open, on ourselves, so that
- * a refusal is explained here. Returns 0 or writes one sentence into msg. */
-static int check_perf_event(uint64_t period_ns, char *msg, size_t msglen)
+static int open_probe_event(uint64_t period_ns, bool user_only)
 {
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
@@ -112,10 +110,24 @@ static int check_perf_event(uint64_t period_ns, char *msg, size_t msglen)
     attr.inherit = 1;
     attr.remove_on_exec = 1;
     attr.sigtrap = 1;
-    attr.exclude_kernel = 1;
+    attr.exclude_kernel = user_only ? 1 : 0;
     attr.exclude_hv = 1;
     attr.disabled = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Opens (and closes) the same event the agent will open, on ourselves, so that
+ * a refusal is explained here. User and kernel mode when the kernel allows it
+ * (kernel.perf_event_paranoid <= 1, or CAP_PERFMON), else user mode only with
+ * *user_only set. Returns 0 or writes one sentence into msg. */
+static int check_perf_event(uint64_t period_ns, bool *user_only, char *msg, size_t msglen)
+{
+    *user_only = false;
+    int fd = open_probe_event(period_ns, false);
+    if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+        *user_only = true;
+        fd = open_probe_event(period_ns, true);
+    }
     if (fd >= 0) {
         close(fd);
         return 0;
@@ -201,6 +213,9 @@ static uint64_t window_end_ns(const struct record_options *o, const struct run_f
     return o->duration_s > 0 ? window_start_ns(o, r) + (uint64_t)(o->duration_s * 1e9) : 0;
 }
 
+/* The kernel allowed user-mode sampling only (check_perf_event). */
+static bool o_user_only;
+
 /* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
 static char counters_env[4096], counters_names[2048];
 
@@ -236,7 +251,7 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fputc('\n', f);
     fprintf(f, "hostname=%s\n", host);
     fprintf(f, "event=task-clock\n");
-    fprintf(f, "user_only=1\n");
+    fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
     fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
     fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
     fprintf(f, "call_graph=%s\n", call_graph_mode_name(o->call_graph));
@@ -414,10 +429,14 @@ int record_run(const struct record_options *o)
     }
     uint64_t period_ns = 1000000000ull / o->frequency_hz;
     char msg[512];
-    if (check_perf_event(period_ns, msg, sizeof msg) != 0) {
+    if (check_perf_event(period_ns, &o_user_only, msg, sizeof msg) != 0) {
         fprintf(stderr, "opprof record: %s\n", msg);
         return 2;
     }
+    if (o_user_only && !o->quiet)
+        fprintf(stderr, "opprof record: user-mode CPU time only: kernel.perf_event_paranoid=%d keeps kernel time "
+                        "(page faults, system calls) from being sampled; `sudo sysctl kernel.perf_event_paranoid=1` "
+                        "includes it\n", pmu_read_paranoid());
     /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
      * one line and is dropped; the rest are counted per sample by the agent
      * (record_counters.c) while the task-clock timer samples. */
@@ -462,6 +481,7 @@ int record_run(const struct record_options *o)
         setenv(OPR_ENV_DIR, absdir, 1);
         setenv(OPR_ENV_PERIOD, period, 1);
         setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+        setenv(OPR_ENV_USER_ONLY, o_user_only ? "1" : "0", 1);
         char limit[64];
         if (o->delay_s > 0 || o->duration_s > 0) {
             snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, &facts),
@@ -563,7 +583,7 @@ int record_run(const struct record_options *o)
             fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                             "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
         else if (samples == 0)
-            fprintf(stderr, "opprof record: warning: no samples: the workload used less user-mode CPU time "
+            fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                             "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
         if (interrupted_by)
             fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",

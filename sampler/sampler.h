@@ -347,6 +347,7 @@ int record_expand_output(const char *pattern, long pid, char *out, size_t outlen
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"
 #define OPR_ENV_PERIOD "OPPROF_PERIOD_NS"
+#define OPR_ENV_USER_ONLY "OPPROF_USER_ONLY" /* "1": sample user-mode CPU time only (kernel refused) */
 #define OPR_ENV_CALLGRAPH "OPPROF_CALL_GRAPH"
 #define OPR_ENV_WINDOW "OPPROF_WINDOW_NS"    /* "start_ns:end_ns", CLOCK_MONOTONIC; end 0 = open */
 #define OPR_ENV_MAX_BYTES "OPPROF_MAX_BYTES" /* --max-size in bytes */

@@ -4,7 +4,8 @@
 #
 # 1. torch.bmm over three shapes plus a malformed one, -e cycles: a row for
 #    each; GFLOP/s = 2*B*M*K*N / median time (1 %); the median agrees with a
-#    direct timing of the same bmm done here; the malformed row fails with the
+#    direct timing of the same bmm done here (measured once more when a
+#    burst of contention puts it out of bounds); the malformed row fails with the
 #    runner's reason and the others run; exit status 1; -e reaches every row's
 #    record and CPI/BW carry the reason they are missing.
 # 2. sweep.svg parses as XML, its bars stand on a y axis from 0 (height /
@@ -74,11 +75,34 @@ status=$?
 [ "$status" -eq 1 ] || { show stderr "$WORK/sweep.err"; fail "sweep with a malformed shape: exit $status, want 1"; }
 direct_timing "$WORK/direct2.json"
 
-pycheck '
+# timing_check SWEEP_JSON DIRECT1 DIRECT2 SHAPES: the runner times the op
+# and nothing else: each row's fastest call within 2 of the fastest direct
+# call, its median within 3 of the faster direct round's median.
+timing_check() {
+    pycheck '
 rows = load(sys.argv[1])["rows"]
 d1, d2 = load(sys.argv[2]), load(sys.argv[3])
-shapes = sys.argv[4].split(",")
-sweepdir = sys.argv[5]
+for s in sys.argv[4].split(","):
+    r = [r for r in rows if r["x"] == s and r["ok"]]
+    if not r:
+        fail("%s: no row that ran" % s); continue
+    r = r[0]
+    direct, fastest = min(d1[s][0], d2[s][0]), min(d1[s][1], d2[s][1])
+    ratio = r["min_s"] / fastest
+    (ok if 0.5 <= ratio <= 2.0 else fail)(
+        "%s: fastest call %.1f us of %d vs direct %.1f us: x%.2f, within 2" %
+        (s, r["min_s"] * 1e6, r["calls"], fastest * 1e6, ratio))
+    ratio = r["median_s"] / direct
+    (ok if 1 / 3 <= ratio <= 3.0 else fail)(
+        "%s: median %.1f us vs direct %.1f us (rounds %.1f, %.1f): x%.2f, within 3" %
+        (s, r["median_s"] * 1e6, direct * 1e6, d1[s][0] * 1e6, d2[s][0] * 1e6, ratio))
+' "$@"
+}
+
+pycheck '
+rows = load(sys.argv[1])["rows"]
+shapes = sys.argv[2].split(",")
+sweepdir = sys.argv[3]
 (ok if len(rows) == 4 else fail)("4 rows (3 shapes + 1 malformed), got %d" % len(rows))
 for s in shapes:
     r = [r for r in rows if r["x"] == s]
@@ -91,15 +115,6 @@ for s in shapes:
     want = 2 * b * m * k * n / r["median_s"] / 1e9
     (ok if abs(r["gflops"] - want) <= 0.01 * want else fail)(
         "%s: GFLOP/s %.3f = 2BMKN/median %.3f" % (s, r["gflops"], want))
-    direct, fastest = min(d1[s][0], d2[s][0]), min(d1[s][1], d2[s][1])
-    ratio = r["min_s"] / fastest
-    (ok if 0.5 <= ratio <= 2.0 else fail)(
-        "%s: fastest call %.1f us of %d vs direct %.1f us: x%.2f, within 2" %
-        (s, r["min_s"] * 1e6, r["calls"], fastest * 1e6, ratio))
-    ratio = r["median_s"] / direct
-    (ok if 1 / 3 <= ratio <= 3.0 else fail)(
-        "%s: median %.1f us vs direct %.1f us (rounds %.1f, %.1f): x%.2f, within 3" %
-        (s, r["median_s"] * 1e6, direct * 1e6, d1[s][0] * 1e6, d2[s][0] * 1e6, ratio))
     (ok if r["calls"] >= 20 and r["p25_s"] <= r["median_s"] <= r["p75_s"] else fail)(
         "%s: %d calls, quartiles %.1f <= %.1f <= %.1f us" %
         (s, r["calls"], r["p25_s"] * 1e6, r["median_s"] * 1e6, r["p75_s"] * 1e6))
@@ -113,7 +128,27 @@ for s in shapes:
 m = [r for r in rows if r["x"] == "8x64x64"]
 (ok if len(m) == 1 and not m[0]["ok"] and "malformed shape" in (m[0]["reason"] or "") else fail)(
     "malformed shape row fails with the reason: %s" % (m[0]["reason"] if m else None))
-' "$WORK/sweep.json" "$WORK/direct1.json" "$WORK/direct2.json" "$SHAPES" "$WORK/sw"
+' "$WORK/sweep.json" "$SHAPES" "$WORK/sw"
+
+# The timing comparison. Bursts of contention on this shared 2-CPU machine
+# have slowed everything (the direct round and the sweep row alike) x2 for
+# seconds: CI once saw one row at 2.04 ms for its fastest of 92 calls, with
+# quartiles 2.15-2.21 ms, against 0.92 ms in the direct round after the
+# sweep. So a row outside the bounds is measured once more, sweep and direct
+# timing back to back (both attempts printed, with the load average); a
+# runner that times the wrong thing fails both.
+saved_failures=$FAILURES
+if ! timing_check "$WORK/sweep.json" "$WORK/direct1.json" "$WORK/direct2.json" "$SHAPES"; then
+    log "note: timing outside the bounds on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)); measuring again"
+    FAILURES=$saved_failures
+    direct_timing "$WORK/direct3.json"
+    limited "$OPPROF" sweep --op torch.bmm --shapes "$SHAPES" --threads 1 --repeat 20 --min-time 0.2 \
+        --python "$PYTHON" --timeout 40 -o "$WORK/sw_again" --format json >"$WORK/sweep_again.json" 2>"$WORK/sweep_again.err"
+    status=$?
+    [ "$status" -eq 0 ] || { show stderr "$WORK/sweep_again.err"; fail "sweep (second timing attempt): exit $status"; }
+    direct_timing "$WORK/direct4.json"
+    timing_check "$WORK/sweep_again.json" "$WORK/direct3.json" "$WORK/direct4.json" "$SHAPES"
+fi
 
 # The plot: XML; every bar on the same linear scale from 0; ticks where the
 # scale puts them; values the table's; the failed row marked.
