@@ -518,6 +518,8 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
         fprintf(out, ",\"outside_window_samples\":%" PRIu64 ",\"size_cap_dropped_samples\":%" PRIu64,
                 p->outside_window_samples, p->size_cap_dropped_samples);
     fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
+    if (p) /* what the samples cover: user mode only, or user and kernel mode */
+        fprintf(out, ",\"user_only\":%s", p->user_only ? "true" : "false");
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));
     fputs(",\"sort\":", out);

@@ -46,11 +46,19 @@ doc = load(sys.argv[1])
 tw = doc.get("total_weight", 0)
 names = [r.get("name") for r in doc.get("rows", [])][:4]
 print("unprivileged recording: %d samples (weight) of about 1000, top %s" % (tw, names))
+# Kernel sampling needs perf_event_paranoid <= 1 for a normal user: above,
+# record says so in one line and the report says what the samples cover.
+said = "user-mode CPU time only" in open(sys.argv[2]).read()
+want = int(sys.argv[3]) >= 2 if sys.argv[3].isdigit() else said
+if said != want or doc.get("user_only") is not want:
+    fail("paranoid=%s: record said user-mode only: %s, report user_only: %r (want %s)" % (sys.argv[3], said, doc.get("user_only"), want))
+else:
+    ok("paranoid=%s: user mode only = %s, said by record and the report" % (sys.argv[3], want))
 if tw < 500:
     fail("unprivileged recording has %d samples, expected >= 500" % tw)
 if "spin_a" not in names:
     fail("spin_a is not among the top functions")
-' "$WORK/func.json"
+' "$WORK/func.json" "$WORK/rec.err" "$paranoid"
 else
     # opprof's own message: lines that are not the workload's.
     grep -v '^known_split' "$WORK/rec.err" >"$WORK/own.err"
