@@ -87,7 +87,8 @@ struct profile {
     int exit_status;             /* -1 when unknown */
     int exit_signal;             /* 0 when the workload exited normally */
     bool complete;               /* the launcher wrote its final info */
-    bool user_only;              /* kernel time not sampled */
+    bool user_only;              /* kernel mode not sampled */
+    bool cpu_time_weights;       /* user_only: each sample weighs its thread's CPU time since the previous one */
 
     struct prof_frame *frames;    size_t nframes;
     struct prof_stack *stacks;    size_t nstacks;
@@ -118,6 +119,10 @@ struct profile {
  * naming the problem and the fix into err. */
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen);
 void profile_free(struct profile *p);
+
+/* True for CPython's eval loop (_PyEval_EvalFrameDefault and its clones):
+ * its module is the interpreter's (python3.11 or libpython3.11.so). */
+bool splice_is_eval_frame(const char *name);
 
 /* Newest opprof.NNN in the current directory, or -1 when there is none. */
 int profile_find_newest(char *out, size_t outlen);

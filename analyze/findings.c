@@ -158,9 +158,13 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
         if (top)
             snprintf(where, sizeof where, "; the busiest line is %s in %s (%.1f %%)", top->name,
                      top->module, 100.0 * share_of(top->self, total));
+        /* Tensor advice only where tensor operators run at all; a plain
+         * Python program gets the general remedy. */
         if (add_finding(out, FINDING_INTERPRETER, "interpreter_bound", share_of(interp_w, total),
-                        "Most CPU time (%.1f %%) is in the Python interpreter, not in operators%s: "
-                        "replace per-element Python work with fewer, larger tensor operations",
+                        ix.any_op ? "Most CPU time (%.1f %%) is in the Python interpreter, not in operators%s: "
+                                    "replace per-element Python work with fewer, larger tensor operations"
+                                  : "Most CPU time (%.1f %%) is in the Python interpreter%s: move the loop "
+                                    "into a vectorized library call (NumPy, PyTorch) or compiled code",
                         100.0 * share_of(interp_w, total), where) != 0)
             goto done;
     }

@@ -87,6 +87,8 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
             p->max_size_bytes = strtoull(val, NULL, 10);
         } else if (strcmp(key, "user_only") == 0) {
             p->user_only = atoi(val) == 1;
+        } else if (strcmp(key, "sample_weight") == 0) {
+            p->cpu_time_weights = strcmp(val, "thread_cpu_time") == 0;
         } else if (strncmp(key, "openmp_", 7) == 0) {
             threading_info_kv(p, key, val); /* threads and OpenMP */
         } else {

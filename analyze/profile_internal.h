@@ -48,7 +48,6 @@ void profile_add_warning(struct profile *p, const char *text);
 
 /* splice.c: merges a native chain and a Python chain (both leaf first) into
  * out (room for nnative + npython). Returns the merged length. */
-bool splice_is_eval_frame(const char *name);
 size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, size_t nnative,
                      const uint32_t *python, const bool *python_entry, size_t npython,
                      uint32_t *out);

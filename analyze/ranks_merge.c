@@ -100,7 +100,8 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->frequency_hz = first->frequency_hz;
     m->start_ns = UINT64_MAX;
     m->complete = true;
-    m->user_only = true;
+    m->user_only = false;      /* any part without kernel samples makes the whole so */
+    m->cpu_time_weights = true; /* ... and every such part must carry weights */
     m->exit_status = 0;
     for (size_t i = 0; i < n; i++) {
         const struct profile *p = parts[i];
@@ -116,7 +117,9 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         if (p->end_ns > m->end_ns)
             m->end_ns = p->end_ns;
         m->complete = m->complete && p->complete;
-        m->user_only = m->user_only && p->user_only;
+        m->user_only = m->user_only || p->user_only;
+        if (p->user_only && !p->cpu_time_weights)
+            m->cpu_time_weights = false;
         if (p->exit_status != 0 && m->exit_status == 0)
             m->exit_status = p->exit_status, m->exit_signal = p->exit_signal;
         m->lost_samples += p->lost_samples;

@@ -432,8 +432,11 @@ static bool is_outlined(const char *n)
     return strstr(n, "._omp_fn.") || strstr(n, "omp_outlined");
 }
 
-/* Operator (or plain function) and Python line a region sample belongs to. */
-static void op_of(const struct profile *p, const struct prof_stack *st, char *name, size_t nlen, char *py, size_t plen)
+/* Operator (or plain function) and Python line a region sample belongs to.
+ * False when the stack names nothing better than its leaf (unwinding stopped
+ * inside the runtime, e.g. a worker in sched_yield): the caller then uses
+ * another sample of the same region. */
+static bool op_of(const struct profile *p, const struct prof_stack *st, char *name, size_t nlen, char *py, size_t plen)
 {
     name[0] = py[0] = '\0';
     char buf[160];
@@ -460,10 +463,10 @@ static void op_of(const struct profile *p, const struct prof_stack *st, char *na
             fallback = f->name;
     }
     if (name[0])
-        return;
+        return true;
     if (fallback) {
         snprintf(name, nlen, "%s", op_name_from_frame(fallback, buf, sizeof buf) ? buf : fallback);
-        return;
+        return true;
     }
     /* No operator: the function containing the parallel construct. On the
      * opener, the caller of the runtime's fork entry (the frame after the
@@ -475,15 +478,58 @@ static void op_of(const struct profile *p, const struct prof_stack *st, char *na
             k = i + 1;
     if (k > 0 && k < st->nframes && p->frames[st->frames[k]].kind != FRAME_PYTHON) {
         snprintf(name, nlen, "%s", p->frames[st->frames[k]].name);
-        return;
+        return true;
     }
     for (uint32_t i = 0; i + 1 < st->nframes; i++) {
         if (is_outlined(p->frames[st->frames[i]].name)) {
             snprintf(name, nlen, "%s", p->frames[st->frames[i + 1]].name);
-            return;
+            return true;
         }
     }
     snprintf(name, nlen, "%s", st->nframes ? p->frames[st->frames[0]].name : "[no frame]");
+    return false;
+}
+
+/* Region id -> a sample of that region whose stack names its operator or
+ * opener (open addressing; ids are never 0). */
+struct region_namer {
+    uint64_t *ids;
+    size_t *sample;
+    size_t mask;
+};
+
+static size_t region_slot(const struct region_namer *m, uint64_t id)
+{
+    size_t h = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
+    while (m->ids[h] && m->ids[h] != id)
+        h = (h + 1) & m->mask;
+    return h;
+}
+
+static void region_namer_build(const struct profile *p, struct region_namer *m)
+{
+    size_t cap = 64;
+    while (cap < 2 * p->nsamples)
+        cap *= 2;
+    m->ids = calloc(cap, sizeof *m->ids);
+    m->sample = calloc(cap, sizeof *m->sample);
+    m->mask = cap - 1;
+    if (!m->ids || !m->sample) {
+        free(m->ids), free(m->sample);
+        m->ids = NULL, m->sample = NULL;
+        return;
+    }
+    char name[160], py[160];
+    for (size_t i = 0; i < p->nsamples; i++) {
+        uint64_t id = p->samples[i].omp_region;
+        if (!id)
+            continue;
+        size_t h = region_slot(m, id);
+        if (m->ids[h])
+            continue; /* named already */
+        if (op_of(p, &p->stacks[p->samples[i].stack], name, sizeof name, py, sizeof py))
+            m->ids[h] = id, m->sample[h] = i;
+    }
 }
 
 static int cmp_ops(const void *a, const void *b)
@@ -690,6 +736,8 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     /* Samples: in regions, spinning in the runtime, per operator. */
     struct threading_op *ops = calloc(256, sizeof *ops);
     size_t nops = 0;
+    struct region_namer namer = {0};
+    region_namer_build(p, &namer);
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *sm = &p->samples[i];
         const struct prof_stack *st = &p->stacks[sm->stack];
@@ -705,7 +753,11 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
             continue;
         s->region_samples += sm->weight;
         char name[160], py[160];
-        op_of(p, st, name, sizeof name, py, sizeof py);
+        if (!op_of(p, st, name, sizeof name, py, sizeof py) && namer.ids) {
+            size_t h = region_slot(&namer, sm->omp_region);
+            if (namer.ids[h]) /* the region's name from one of its samples that has it */
+                op_of(p, &p->stacks[p->samples[namer.sample[h]].stack], name, sizeof name, py, sizeof py);
+        }
         size_t k = 0;
         while (k < nops && (strcmp(ops[k].name, name) || strcmp(ops[k].python, py)))
             k++;
@@ -723,6 +775,8 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
                 ops[k].oversub_samples += sm->weight;
         }
     }
+    free(namer.ids);
+    free(namer.sample);
     if (ops) {
         qsort(ops, nops, sizeof *ops, cmp_ops);
         s->nops = nops < 8 ? nops : 8;

@@ -88,8 +88,8 @@ static void write_summary(FILE *out, const struct profile *p, const struct expor
             p->lost_samples, p->truncated_samples);
     fputs("<tr><td>event</td><td>", out);
     export_xml_text(out, p->event ? p->event : "task-clock");
-    fprintf(out, " at %u Hz (%.3f ms per sample)%s</td></tr>\n", p->frequency_hz, period_s * 1e3,
-            p->user_only ? ", user mode only" : "");
+    fprintf(out, " at %u Hz (%.3f ms per sample), %s</td></tr>\n", p->frequency_hz, period_s * 1e3,
+            report_sampled_modes(p));
     fprintf(out, "<tr><td>processes, threads</td><td>%zu, %zu", p->nprocesses, p->nthreads);
     if (o && o->online_cpus)
         fprintf(out, " (%u CPUs online)", o->online_cpus);

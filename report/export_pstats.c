@@ -11,7 +11,12 @@
  *       sample even under recursion (total)
  *   nc = cc  number of such samples (so "percall" is about one period)
  * and per caller edge the same restricted to samples where that caller
- * called the function. Python functions are keyed (co_filename, smallest line
+ * called the function. As cProfile does, the interpreter's own work on a
+ * Python function's bytecode (long arithmetic, allocation, PyObject_Free) is
+ * that function's own time: a sample whose frames leafward of the innermost
+ * Python frame are all interpreter code is charged to the Python function.
+ * Native code of other modules (a torch kernel, sgemm_) keeps its own entry,
+ * as cProfile gives built-ins theirs. Python functions are keyed (co_filename, smallest line
  * sampled in the function, co_qualname): the profile knows the line that was
  * executing, not the def line, so firstlineno is the lowest line seen (the
  * def line or a little after). Native functions are keyed (module, 0, name),
@@ -201,6 +206,56 @@ static void w_key(FILE *out, const struct export_funcs *fn, uint32_t f)
     }
 }
 
+/* The modules that hold CPython's eval loop in this profile (one per
+ * interpreter binary or libpython seen; a few at most). */
+#define PSTATS_MAX_INTERPRETERS 8
+struct interpreters {
+    const char *module[PSTATS_MAX_INTERPRETERS];
+    size_t n;
+};
+
+static void find_interpreters(const struct profile *p, struct interpreters *in)
+{
+    in->n = 0;
+    for (size_t i = 0; i < p->nframes && in->n < PSTATS_MAX_INTERPRETERS; i++) {
+        const struct prof_frame *f = &p->frames[i];
+        if (f->kind == FRAME_PYTHON || !f->module || !splice_is_eval_frame(f->name))
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < in->n && !seen; k++)
+            seen = strcmp(in->module[k], f->module) == 0;
+        if (!seen)
+            in->module[in->n++] = f->module;
+    }
+}
+
+static bool is_interpreter_frame(const struct interpreters *in, const struct prof_frame *f)
+{
+    if (f->kind == FRAME_PYTHON || !f->module)
+        return false;
+    for (size_t k = 0; k < in->n; k++)
+        if (strcmp(in->module[k], f->module) == 0)
+            return true;
+    return false;
+}
+
+/* How many leaf frames are interpreter code working for the innermost Python
+ * frame (0 when a foreign native frame or no Python frame is leafward). */
+static uint32_t interpreter_leaf_frames(const struct profile *p, const struct interpreters *in,
+                                        const struct prof_stack *st)
+{
+    if (in->n == 0)
+        return 0;
+    for (uint32_t k = 0; k < st->nframes; k++) {
+        const struct prof_frame *f = &p->frames[st->frames[k]];
+        if (f->kind == FRAME_PYTHON)
+            return k;
+        if (!is_interpreter_frame(in, f))
+            return 0;
+    }
+    return 0;
+}
+
 int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
 {
     if (p->nsamples == 0 || p->total_weight == 0) {
@@ -219,6 +274,8 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
     int rc = -1;
     if (!funcs || export_stack_weights(p, &weight, &count) != 0)
         goto done;
+    struct interpreters interp;
+    find_interpreters(p, &interp);
 
     for (size_t s = 0; s < p->nstacks; s++) {
         if (!count[s])
@@ -232,8 +289,9 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
             f->samples += count[s];
             continue;
         }
-        funcs[fn.of_frame[st->frames[0]]].self_w += weight[s];
-        for (uint32_t k = 0; k < st->nframes; k++) {
+        uint32_t first = interpreter_leaf_frames(p, &interp, st);
+        funcs[fn.of_frame[st->frames[first]]].self_w += weight[s];
+        for (uint32_t k = first; k < st->nframes; k++) {
             uint32_t callee = fn.of_frame[st->frames[k]];
             struct pstats_func *f = &funcs[callee];
             if (f->gen != gen) { /* once per sample, even under recursion */
@@ -246,7 +304,7 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
             struct pstats_edge *e = edge_get(&em, fn.of_frame[st->frames[k + 1]], callee);
             if (!e)
                 goto done;
-            if (k == 0)
+            if (k == first)
                 e->self_w += weight[s];
             if (e->gen != gen) {
                 e->gen = gen;

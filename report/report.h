@@ -31,6 +31,9 @@ int report_format_parse(const char *text, enum report_format *out);
 
 /* Header (command, duration, samples, lost, event and rate, warnings). */
 void report_print_header(FILE *out, const struct profile *p);
+/* What the samples cover, for headers: "user + kernel CPU time", or how a
+ * user-mode-only recording accounts for kernel time. */
+const char *report_sampled_modes(const struct profile *p);
 
 /* Prints the hotspot table (or the callers/callees table) in opts->format. */
 int report_print_table(FILE *out, const struct profile *p, const struct hotspot_table *t,

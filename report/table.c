@@ -259,6 +259,15 @@ static void print_process_warnings(FILE *out, const struct profile *p)
         fprintf(out, "warning: ... and %zu more processes with warnings or notes\n", hidden);
 }
 
+const char *report_sampled_modes(const struct profile *p)
+{
+    if (!p->user_only)
+        return "user + kernel CPU time";
+    if (p->cpu_time_weights) /* agent.c: kernel time rides on the next user-mode sample */
+        return "user-mode samples weighted by user + kernel CPU time";
+    return "user mode only";
+}
+
 void report_print_header(FILE *out, const struct profile *p)
 {
     fprintf(out, "opprof report: %s\n", p->dir ? p->dir : "(in memory)");
@@ -289,7 +298,7 @@ void report_print_header(FILE *out, const struct profile *p)
         fprintf(out, " at %u Hz", p->frequency_hz);
     if (p->period_ns)
         fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
-    fprintf(out, ", %s\n", p->user_only ? "user mode only" : "user and kernel mode");
+    fprintf(out, ", %s\n", report_sampled_modes(p));
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
     print_collection_limits(out, p);
     counter_columns_print_header(out, p); /* per-sample counters */

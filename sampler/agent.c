@@ -10,16 +10,28 @@
  *
  * How sampling works (see ../shared/design.md, "Recommended sampling design"):
  * the constructor opens one task-clock perf event on the calling thread with
- * inherit=1 (every thread created later, and every forked child, gets a copy),
- * sigtrap=1 (each overflow sends a synchronous SIGTRAP to the thread that
- * overflowed) and remove_on_exec=1 (the kernel requires it for sigtrap; the new
- * image's agent opens its own event). So every thread is sampled without any
+ * inherit=1 + inherit_thread=1 (every thread created later gets a copy; child
+ * processes do not), sigtrap=1 (each overflow sends a synchronous SIGTRAP to
+ * the thread that overflowed) and remove_on_exec=1 (the kernel requires it for
+ * sigtrap; the new image's agent opens its own event). A forked child opens
+ * its own event in the atfork handler. So every thread is sampled without any
  * per-thread setup, and the sample is taken by the sampled thread itself.
+ *
+ * Kernel mode is sampled too (where perf_event_paranoid allows): a tick in a
+ * page fault or a system call raises the SIGTRAP on the way back to user mode,
+ * at the instruction that entered the kernel, so that code is charged. The
+ * signal is queued as task work (TWA_RESUME), not made pending during a
+ * blocking call: 0 EINTR in 3,000 epoll_wait/select/nanosleep calls between
+ * faulting loops. One hazard: a tick inside execve raises its SIGTRAP in the
+ * new image, whose SIGTRAP action is the default (core dump). Hence one event
+ * per process (inherit_thread: a posix_spawn or vfork child, whose exec we
+ * cannot intercept, has no event), disabled before every exec we intercept.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -51,6 +63,7 @@ AGENT_HIDDEN _Atomic uint64_t agent_samples_outside_window;
 static int perf_fd = -1;
 static pid_t event_owner_pid; /* the process that opened perf_fd */
 static bool agent_started;
+static void stop_agent(bool clean);
 
 static __thread pid_t cached_tid;
 
@@ -66,6 +79,57 @@ static pid_t current_tid(void)
     if (cached_tid == 0)
         cached_tid = (pid_t)syscall(SYS_gettid);
     return cached_tid;
+}
+
+/*
+ * Sample weights, where only user mode may be sampled (perf_event_paranoid
+ * >= 2 without CAP_PERFMON: agent_config.user_only). Each sample then stands
+ * for the thread's CPU time, user and kernel, since its previous sample, in
+ * timer periods: a tick that lands in kernel mode is dropped (a thread that
+ * faults in fresh memory lost a third of its samples), and its time goes into
+ * the weight of the thread's next user-mode sample, which charges it to the
+ * code that runs after the fault or system call (an approximation, said so by
+ * record and report). The remainder is carried, so the weights add up to the
+ * thread's CPU time; the handler's own time is left out (charged to nobody).
+ * With kernel mode sampled every sample weighs 1.
+ *
+ * charged_cpu_ns is 0 in a new thread, whose CPU clock starts at 0; the
+ * opener thread and a forked child's thread set it when sampling starts.
+ * A vfork child shares this TLS with its parent: its clock is below the
+ * parent's charged time, and then nothing is written.
+ */
+static __thread uint64_t charged_cpu_ns;
+static __thread bool charged_cpu_ours; /* this call updated charged_cpu_ns */
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) /* async-signal-safe (POSIX) */
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t take_sample_weight(void)
+{
+    uint64_t now = thread_cpu_ns(), period = agent_config.period_ns;
+    charged_cpu_ours = false;
+    if (now == 0 || now < charged_cpu_ns || period == 0)
+        return 1; /* no clock, a vfork child, or timer slack: one period */
+    uint64_t periods = (now - charged_cpu_ns + period / 2) / period;
+    if (periods == 0)
+        periods = 1; /* a tick is at least one period of CPU time */
+    if (periods > OPR_MAX_SAMPLE_WEIGHT)
+        periods = OPR_MAX_SAMPLE_WEIGHT;
+    charged_cpu_ns += periods * period;
+    charged_cpu_ours = true;
+    return (uint32_t)periods;
+}
+
+/* The handler's own time since entry_ns is nobody's sample. */
+static void leave_handler_uncharged(uint64_t entry_ns)
+{
+    if (charged_cpu_ours)
+        charged_cpu_ns += agent_now_ns() - entry_ns;
 }
 
 /*
@@ -141,10 +205,15 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
 {
     if (si->si_code != TRAP_PERF || siginfo_perf_data(si) != AGENT_SIG_COOKIE)
         return false;
-    if (!atomic_load_explicit(&agent_accepting, memory_order_acquire) || agent_is_writer_thread())
-        return true; /* ours, but not wanted: starting, stopping, or our own writer */
-
+    if (agent_is_writer_thread())
+        return true; /* ours, but our own writer thread */
     uint64_t entry_ns = agent_now_ns();
+    /* Even a sample that is not recorded consumes the CPU time before it, so
+     * that the next one does not carry it. */
+    uint32_t weight = agent_config.user_only ? take_sample_weight() : 1;
+    if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
+        return true; /* ours, but not wanted: starting or stopping */
+
     if (entry_ns < agent_config.window_start_ns ||
         (agent_config.window_end_ns && entry_ns >= agent_config.window_end_ns)) {
         /* --delay/--duration: outside the window the signal still arrives
@@ -170,6 +239,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->time_ns = entry_ns;
     slot->tid = (uint32_t)current_tid();
     slot->flags = 0;
+    slot->weight = weight;
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
         /* libunwind's dl_iterate_phdr calls are served from a snapshot while
@@ -195,6 +265,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     /* Our own cost, so that overhead is measured, not guessed (two vDSO
      * clock reads: ~40 ns). */
     atomic_fetch_add_explicit(&agent_handler_ns, agent_now_ns() - entry_ns, memory_order_relaxed);
+    leave_handler_uncharged(entry_ns);
     return true;
 }
 
@@ -211,30 +282,27 @@ static int open_timer_event_mode(bool user_only)
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = agent_config.period_ns;
     attr.inherit = 1;
+    attr.inherit_thread = 1; /* threads of this process; a child process opens its own */
     attr.remove_on_exec = 1;
     attr.sigtrap = 1;
     attr.sig_data = AGENT_SIG_COOKIE;
-    /* User and kernel mode: CPU time the thread spends in the kernel (page
-     * faults, system calls) is part of its cost; with exclude_kernel those
-     * ticks were dropped, and a thread that faults in fresh memory lost over
-     * half its samples. An overflow in kernel mode queues the SIGTRAP as task
-     * work (TWA_RESUME), which runs on the way back to user mode: it does not
-     * make a signal pending during a blocking call (measured: 0 EINTR in 3,000
-     * epoll_wait/select/nanosleep calls between faulting loops), and the
-     * handler sees the user context that entered the kernel, so the time is
-     * charged to that code. */
-    attr.exclude_kernel = user_only ? 1 : 0;
+    attr.exclude_kernel = user_only ? 1 : 0; /* see the top of this file */
     attr.exclude_hv = 1;
     return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 /* The launcher checked which mode the kernel allows (OPR_ENV_USER_ONLY); a
- * process that gained or lost privileges since (setuid) retries user mode. */
+ * process that lost privileges since (setuid to a user) falls back to user
+ * mode with weights. */
 static int open_timer_event(void)
 {
     int fd = open_timer_event_mode(agent_config.user_only);
-    if (fd < 0 && !agent_config.user_only && (errno == EACCES || errno == EPERM))
+    if (fd < 0 && !agent_config.user_only && (errno == EACCES || errno == EPERM)) {
+        agent_config.user_only = true;
         fd = open_timer_event_mode(true);
+    }
+    if (fd >= 0)
+        event_owner_pid = getpid();
     return fd;
 }
 
@@ -242,11 +310,12 @@ static void start_after_fork_in_child(void)
 {
     if (!agent_started)
         return;
-    /* The inherited event keeps firing in the child while we rebuild its
-     * state: a sample taken in the middle of agent_queue_reset() would claim
-     * a slot that the reset then hands out again (the queue's head going
-     * backwards), and the next claim would spin forever. So refuse samples
-     * and hold SIGTRAP until the child's queue and writer are ready. */
+    /* The child has no event of its own yet (inherit_thread), but a SIGTRAP
+     * of the parent's event may still be on its way to this thread: a sample
+     * taken in the middle of agent_queue_reset() would claim a slot that the
+     * reset then hands out again (the queue's head going backwards), and the
+     * next claim would spin forever. So refuse samples and hold SIGTRAP until
+     * the child's queue, writer and event are ready. */
     atomic_store_explicit(&agent_accepting, 0, memory_order_release);
     sigset_t trap, old;
     sigemptyset(&trap);
@@ -259,6 +328,19 @@ static void start_after_fork_in_child(void)
     atomic_store(&agent_samples_lost, 0);
     atomic_store(&agent_samples_outside_window, 0);
     agent_writer_atfork_child(); /* new stream file, new writer thread */
+    /* The parent's event fd is the parent's: this process opens its own,
+     * after the writer thread exists so that the writer is not counted. The
+     * child's thread is a new task whose CPU clock restarted; our set-up
+     * above is no sample's time. */
+    if (perf_fd >= 0)
+        close(perf_fd);
+    charged_cpu_ns = thread_cpu_ns();
+    perf_fd = open_timer_event();
+    if (perf_fd < 0) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        stop_agent(true); /* keeps the stream (its PROCESS record) with no samples */
+        return;
+    }
     atomic_store_explicit(&agent_accepting, 1, memory_order_release);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -270,8 +352,8 @@ static void stop_agent(bool clean)
         return;
     agent_started = false;
     atomic_store_explicit(&agent_accepting, 0, memory_order_release);
-    /* Only the opener may disable: in a forked child perf_fd names the parent's
-     * event, and disabling it would stop sampling in the parent too. */
+    /* Only the owner may disable: in a vfork child perf_fd names the parent's
+     * event, and disabling it would stop sampling in the parent. */
     if (perf_fd >= 0 && getpid() == event_owner_pid)
         ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
     agent_writer_stop(clean);
@@ -323,6 +405,7 @@ __attribute__((constructor)) static void agent_init(void)
     agent_started = true;
     pthread_atfork(agent_writer_atfork_prepare, agent_writer_atfork_parent, start_after_fork_in_child);
 
+    charged_cpu_ns = thread_cpu_ns(); /* CPU time before sampling starts is no sample's */
     perf_fd = open_timer_event();
     if (perf_fd < 0) {
         /* The launcher checked perf_event_open already; reaching here means
@@ -330,7 +413,6 @@ __attribute__((constructor)) static void agent_init(void)
         stop_agent(true);
         return;
     }
-    event_owner_pid = getpid();
     atomic_store_explicit(&agent_accepting, 1, memory_order_release);
 }
 
@@ -344,12 +426,35 @@ __attribute__((destructor)) static void agent_fini(void)
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execvp_fn)(const char *, char *const[]);
 typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
-typedef void (*exit_fn)(int);
+typedef int (*execveat_fn)(int, char *const[], char *const[]); /* fexecve */
+typedef int (*execveat_at_fn)(int, const char *, char *const[], char *const[], int);
 
-/* Before exec the writer drains what it has; the new image gets a new stream
- * (the same pid, the next generation). If exec fails, sampling goes on. */
-#define FLUSH_BEFORE_EXEC() \
-    do { if (agent_started && agent_writer_owns_process()) agent_writer_flush(); } while (0)
+/* Before exec the event stops (a tick inside execve would raise its SIGTRAP
+ * in the new image, killing it: see the top of this file) and the writer
+ * drains what it has; the new image gets a new stream (the same pid, the next
+ * generation). If exec fails, sampling goes on. In a vfork child neither is
+ * ours to touch: it has no event, and the writer is the parent's. */
+static bool stop_event_before_exec(void)
+{
+    if (!agent_started || perf_fd < 0 || getpid() != event_owner_pid)
+        return false;
+    ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (agent_writer_owns_process())
+        agent_writer_flush();
+    return true;
+}
+
+static int resume_after_failed_exec(bool stopped, int rc)
+{
+    int err = errno;
+    if (stopped)
+        ioctl(perf_fd, PERF_EVENT_IOC_ENABLE, 0);
+    errno = err;
+    return rc;
+}
+
+#define FLUSH_BEFORE_EXEC() bool stopped_ = stop_event_before_exec()
+#define AFTER_FAILED_EXEC(rc) resume_after_failed_exec(stopped_, (rc))
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
 {
@@ -357,7 +462,7 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
     if (!real)
         real = (execve_fn)dlsym(RTLD_NEXT, "execve");
     FLUSH_BEFORE_EXEC();
-    return real(path, argv, envp);
+    return AFTER_FAILED_EXEC(real(path, argv, envp));
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
@@ -366,7 +471,7 @@ __attribute__((visibility("default"))) int execv(const char *path, char *const a
     if (!real)
         real = (execvp_fn)dlsym(RTLD_NEXT, "execv");
     FLUSH_BEFORE_EXEC();
-    return real(path, argv);
+    return AFTER_FAILED_EXEC(real(path, argv));
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
@@ -375,7 +480,7 @@ __attribute__((visibility("default"))) int execvp(const char *file, char *const 
     if (!real)
         real = (execvp_fn)dlsym(RTLD_NEXT, "execvp");
     FLUSH_BEFORE_EXEC();
-    return real(file, argv);
+    return AFTER_FAILED_EXEC(real(file, argv));
 }
 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[])
@@ -384,7 +489,66 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
     if (!real)
         real = (execvpe_fn)dlsym(RTLD_NEXT, "execvpe");
     FLUSH_BEFORE_EXEC();
-    return real(file, argv, envp);
+    return AFTER_FAILED_EXEC(real(file, argv, envp));
+}
+
+/* glibc's execl, execle and execlp reach execve through internal calls that
+ * the wrappers above do not see: gather the arguments and take the same path.
+ * fexecve and execveat are wrapped for the same reason. */
+#define GATHER_EXECL_ARGS(arg0, ap, argv_name, envp_out)                      \
+    size_t n_ = 1;                                                            \
+    va_start(ap, arg0);                                                       \
+    while (va_arg(ap, const char *) != NULL)                                  \
+        n_++;                                                                 \
+    va_end(ap);                                                               \
+    char *argv_name[n_ + 1];                                                  \
+    va_start(ap, arg0);                                                       \
+    argv_name[0] = (char *)(arg0);                                            \
+    for (size_t i_ = 1; i_ <= n_; i_++)                                       \
+        argv_name[i_] = va_arg(ap, char *); /* the last one is NULL */       \
+    envp_out;                                                                 \
+    va_end(ap)
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER_EXECL_ARGS(arg, ap, argv, (void)0);
+    return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char **envp;
+    GATHER_EXECL_ARGS(arg, ap, argv, envp = va_arg(ap, char **));
+    return execve(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    GATHER_EXECL_ARGS(arg, ap, argv, (void)0);
+    return execvp(file, argv);
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    static execveat_fn real;
+    if (!real)
+        real = (execveat_fn)dlsym(RTLD_NEXT, "fexecve");
+    FLUSH_BEFORE_EXEC();
+    return AFTER_FAILED_EXEC(real(fd, argv, envp));
+}
+
+__attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
+                                                    char *const envp[], int flags)
+{
+    static execveat_at_fn real;
+    if (!real)
+        real = (execveat_at_fn)dlsym(RTLD_NEXT, "execveat");
+    FLUSH_BEFORE_EXEC();
+    return AFTER_FAILED_EXEC(real ? real(dirfd, path, argv, envp, flags)
+                                  : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags));
 }
 
 /* _exit skips destructors (multiprocessing children leave through os._exit):

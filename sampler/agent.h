@@ -44,7 +44,7 @@ struct agent_slot {
     uint16_t nframes;
     uint16_t flags;       /* OPR_SAMPLE_* */
     uint32_t npy;         /* Python frames, 0 when the thread runs no Python */
-    uint32_t pad;
+    uint32_t weight;      /* periods of thread CPU time (user + kernel) it stands for */
     /* --- threading/OpenMP (ompt/ompt.h) --- */
     uint64_t omp_region;  /* sampled thread's parallel region id (0: none) */
     /* --- end threading/OpenMP --- */
@@ -143,7 +143,7 @@ struct agent_config {
      * times, so forked and exec'd processes share the launcher's window. */
     uint64_t window_start_ns, window_end_ns;
     uint64_t max_bytes; /* --max-size: samples are dropped once the result dir holds this much (0: no cap) */
-    bool user_only;     /* kernel time not sampled: perf_event_paranoid refused it (launcher's check) */
+    bool user_only;     /* kernel mode not sampled (perf_event_paranoid): samples weighted by thread CPU time */
 };
 
 AGENT_HIDDEN extern struct agent_config agent_config;

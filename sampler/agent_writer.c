@@ -496,7 +496,8 @@ static void drain_locked(void)
             emit(OPR_REC_OMP_CONTEXT, &c, sizeof c, NULL, 0);
         } else if (id >= 0) {
             note_thread(slot->tid);
-            struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags, 1};
+            struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags,
+                                   slot->weight ? slot->weight : 1};
             struct opr_sample_python py = {python_stack_for(slot), 0};
             /* threading/OpenMP: the region tail only when the thread was in one */
             struct { struct opr_sample_python py; struct opr_sample_openmp omp; } tails = {py, {slot->omp_region}};

@@ -108,6 +108,7 @@ static int open_probe_event(uint64_t period_ns, bool user_only)
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = period_ns;
     attr.inherit = 1;
+    attr.inherit_thread = 1; /* as the agent opens it: threads, not child processes */
     attr.remove_on_exec = 1;
     attr.sigtrap = 1;
     attr.exclude_kernel = user_only ? 1 : 0;
@@ -252,6 +253,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
     fprintf(f, "hostname=%s\n", host);
     fprintf(f, "event=task-clock\n");
     fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
+    if (o_user_only) /* kernel time in the weights instead (agent.c) */
+        fprintf(f, "sample_weight=thread_cpu_time\n");
     fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
     fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
     fprintf(f, "call_graph=%s\n", call_graph_mode_name(o->call_graph));
@@ -285,7 +288,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
 static struct opr_live *create_live_file(const char *dir)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, dir);
+    if (snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, dir) >= (int)sizeof path)
+        return NULL;
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return NULL;
@@ -311,7 +315,8 @@ static uint64_t dir_size(const char *dir)
     while ((e = readdir(d))) {
         char path[PATH_MAX];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+            continue;
         if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode))
             total += (uint64_t)st.st_size;
     }
@@ -434,9 +439,10 @@ int record_run(const struct record_options *o)
         return 2;
     }
     if (o_user_only && !o->quiet)
-        fprintf(stderr, "opprof record: user-mode CPU time only: kernel.perf_event_paranoid=%d keeps kernel time "
-                        "(page faults, system calls) from being sampled; `sudo sysctl kernel.perf_event_paranoid=1` "
-                        "includes it\n", pmu_read_paranoid());
+        fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode samples only: kernel time "
+                        "(page faults, system calls) is charged to each thread's next user-mode sample, not to the "
+                        "code that entered the kernel; `sudo sysctl kernel.perf_event_paranoid=1` makes it exact\n",
+                pmu_read_paranoid());
     /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
      * one line and is dropped; the rest are counted per sample by the agent
      * (record_counters.c) while the task-clock timer samples. */

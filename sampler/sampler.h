@@ -105,6 +105,10 @@ struct opr_sample {
     uint32_t flags;  /* OPR_SAMPLE_* */
     uint32_t weight; /* number of timer periods this sample stands for (>= 1) */
 };
+/* In user-mode-only recordings a weight is the thread's CPU time since its
+ * previous sample; a gap past this many periods (100 s at 1 kHz) is cut here
+ * rather than trusted. */
+#define OPR_MAX_SAMPLE_WEIGHT 100000u
 /* Optional tail of a SAMPLE record (present when the body is >= 32 bytes). */
 struct opr_sample_python {
     uint32_t py_stack_id_plus1; /* 0: no Python frames; else PYSTACK id + 1 */

@@ -42,4 +42,39 @@ for r in mine:
     fi
 done
 
+# Many fork+exec'd children, each sampled from its first instruction, and
+# each exec made while the child's timer runs: a tick that lands inside
+# execve must not kill the new image (its SIGTRAP would, with the default
+# action). Ground truth: every child exits 0, so the shell does, and so does
+# record; and each child process is a stream of its own.
+log "=== 300 fork+exec children (sh), 100 subprocess + 100 os.fork/os.execv (python)"
+limited "$OPPROF" record -q -o "$WORK/res-storm" -- sh -c \
+    'i=0; while [ $i -lt 300 ]; do /bin/true || exit 9; i=$((i+1)); done' 2>"$WORK/storm.err"
+st=$?
+if [ "$st" -ne 0 ]; then
+    fail "sh with 300 fork+exec children: record exit $st, want 0 (a child killed by a stray SIGTRAP exits 133)"
+    sed 's/^/  stderr: /' "$WORK/storm.err" | head -5
+else
+    pass "sh with 300 fork+exec children: every child exited 0"
+fi
+limited "$OPPROF" record -q -o "$WORK/res-storm-py" -- "${OPPROF_TEST_PYTHON:-python3}" -c '
+import os, subprocess, sys
+bad = []
+for i in range(100):
+    r = subprocess.run(["/bin/true"])
+    if r.returncode: bad.append(("subprocess", r.returncode))
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/true", ["true"])
+    st = os.waitpid(pid, 0)[1]
+    if st: bad.append(("fork+execv", st))
+print("storm: children not exiting 0:", bad)
+sys.exit(1 if bad else 0)' >"$WORK/storm-py.out" 2>&1
+st=$?
+if [ "$st" -ne 0 ]; then
+    fail "python with 200 children: exit $st: $(tail -1 "$WORK/storm-py.out")"
+else
+    pass "python with 100 subprocess.run and 100 fork+execv children: every child exited 0"
+fi
+
 finish

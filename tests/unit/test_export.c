@@ -317,6 +317,51 @@ static void test_pstats_empty_and_native_without_module(void)
     profile_free(p);
 }
 
+/* Interpreter code leafward of the innermost Python frame is that function's
+ * own time (as cProfile counts it); a foreign native frame keeps its entry,
+ * and interpreter frames under it stay too (called back from C). The eval
+ * loop itself is in the frame table (the splice removed it from stacks). */
+static void test_pstats_interpreter_work(void)
+{
+    struct profile *p = profile_new_empty();
+    profile_add_frame(p, "_PyEval_EvalFrameDefault", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t main_f = profile_add_frame(p, "main", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t hot = profile_add_frame(p, "hot", "s.py", "/a/s.py", 4, FRAME_PYTHON);
+    uint32_t lfree = profile_add_frame(p, "PyObject_Free", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t ladd = profile_add_frame(p, "python3.11+0x5a8530", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t gemm = profile_add_frame(p, "sgemm_", "libblas.so.3", NULL, 0, FRAME_NATIVE);
+    uint32_t s1[] = {lfree, hot, main_f}, s2[] = {ladd, lfree, hot, main_f}, s3[] = {hot, main_f};
+    uint32_t s4[] = {gemm, hot, main_f}, s5[] = {lfree, gemm, hot, main_f};
+    uint32_t t = profile_add_thread(p, 1, 1, "t");
+    profile_add_sample(p, 1, t, profile_add_stack(p, s1, 3), 3);
+    profile_add_sample(p, 2, t, profile_add_stack(p, s2, 4), 2);
+    profile_add_sample(p, 3, t, profile_add_stack(p, s3, 2), 1);
+    profile_add_sample(p, 4, t, profile_add_stack(p, s4, 3), 4);
+    profile_add_sample(p, 5, t, profile_add_stack(p, s5, 4), 1);
+    p->period_ns = 1000000;
+    p->total_weight = 11;
+    char *buf = NULL;
+    size_t len = 0;
+    char err[256];
+    CAPTURE(buf, len, export_pstats(out, p, err, sizeof err));
+    struct reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, false};
+    struct mv d;
+    mv_read(&r, &d);
+    CU_ASSERT_FALSE(r.bad);
+    const double ms = 0.001;
+    /* hot: its own 1 + the interpreter's 3 + 2 under it; sgemm_ 4 and the
+     * PyObject_Free called under sgemm_ 1 are not hot's own time. */
+    /* (nc counts samples, 5 in all; tt and ct their weights.) */
+    check_stat(dict_get(&d, "/a/s.py", 4, "hot"), 5, 6 * ms, 11 * ms, 1);
+    check_stat(dict_get(&d, "libblas.so.3", 0, "sgemm_"), 2, 4 * ms, 5 * ms, 1);
+    check_stat(dict_get(&d, "python3.11", 0, "PyObject_Free"), 1, 1 * ms, 1 * ms, 1);
+    CU_ASSERT_PTR_NULL(dict_get(&d, "python3.11", 0, "python3.11+0x5a8530"));
+    check_stat(dict_get(&d, "python3.11", 0, "main"), 5, 0, 11 * ms, 0);
+    mv_free(&d);
+    free(buf);
+    profile_free(p);
+}
+
 static size_t count_of(const char *hay, const char *needle)
 {
     size_t n = 0;
@@ -434,6 +479,7 @@ void register_export_tests(void)
     CU_add_test(s, "JSON and XML escaping", test_json_escaping);
     CU_add_test(s, "pstats: marshal decodes to the expected stats", test_pstats_decode);
     CU_add_test(s, "pstats: empty profile refused, built-in key convention", test_pstats_empty_and_native_without_module);
+    CU_add_test(s, "pstats: interpreter work is the Python function's own time", test_pstats_interpreter_work);
     CU_add_test(s, "speedscope: runs of equal stacks merged", test_speedscope_runs);
     CU_add_test(s, "chrome trace: slices, names, active threads, lanes", test_chrome_slices);
     CU_add_test(s, "flame graph SVG and HTML page", test_svg_and_html);

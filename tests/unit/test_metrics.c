@@ -3,7 +3,9 @@
  * (scaling, CPI, IPC, bandwidth, miss ratios, utilization) and the opprof
  * stat table rendered from hand-made counts, including a multiplexed counter.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream */
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

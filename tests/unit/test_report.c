@@ -7,7 +7,9 @@
  * set (dir, command, processes, warnings) point at test-owned storage and are
  * put back before profile_free.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +212,7 @@ static void test_json_escaping(void)
     CU_ASSERT_EQUAL(report_print_table(c.f, p, &t, &o, NULL), 0);
     CU_ASSERT_STRING_EQUAL(capture_text(&c),
         "{\"dir\":\"opprof.000\",\"command\":\"./a \\\"b\\\"\",\"period_ns\":1000,\"total_weight\":2,"
-        "\"lost_samples\":2,\"complete\":true,\"group_by\":\"module\",\"sort\":\"total\","
+        "\"lost_samples\":2,\"complete\":true,\"user_only\":false,\"group_by\":\"module\",\"sort\":\"total\","
         "\"warnings\":[\"w\\\\1\"],\"rows\":[\n"
         "{\"name\":\"q\\\"b\\\\s\\nt\\u0001\\t\\ufffd\xc3\xa9\",\"module\":\"m\",\"self_pct\":50.000,"
         "\"self_ns\":1000,\"total_pct\":50.000,\"total_ns\":1000,\"samples\":1},\n"
@@ -331,7 +333,7 @@ static void test_header_warnings(void)
         "  command     (unknown)\n"
         "  duration    unknown (the recording did not finish), exit status unknown\n"
         "  samples     1 (weight 2 periods; lost 5, truncated stacks 1, unwind failed 3), event (unknown), "
-        "user and kernel mode\n"
+        "user + kernel CPU time\n"
         "  processes   1, threads 1\n"
         "warning: recording did not finish (opprof record was interrupted); figures cover what was written\n"
         "warning: module libfoo.so not found\n"

@@ -154,6 +154,49 @@ static void test_worker_charged_to_opener(void)
     profile_free(p);
 }
 
+/* A worker's stack that unwinding left inside the runtime (sched_yield <-
+ * __kmp_wait, nothing rootward) names no operator: its samples go to the
+ * region's opener, named by another sample of the same region, not to
+ * "sched_yield". */
+static void test_truncated_worker_named_by_region(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t body = profile_add_frame(p, "work._omp_fn.0", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t invoke = profile_add_frame(p, "__kmp_invoke_microtask", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t fork = profile_add_frame(p, "GOMP_parallel", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t opener = profile_add_frame(p, "opener_fn", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t mainf = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t yield = profile_add_frame(p, "sched_yield", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t wait = profile_add_frame(p, "__kmp_wait_template", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t os_frames[] = {body, invoke, fork, opener, mainf};
+    uint32_t cut_frames[] = {yield, wait};
+    uint32_t os = profile_add_stack(p, os_frames, 5);
+    uint32_t cut = profile_add_stack(p, cut_frames, 2);
+    uint32_t t_open = profile_add_thread(p, 100, 100, "prog");
+    uint32_t t_work = profile_add_thread(p, 100, 101, "prog");
+    struct opr_omp_region r = {7, 0, 1000, 5000, 100, 2, 2, 0};
+    threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r, sizeof r);
+    size_t sorted = 0;
+    uint32_t idx = threading_region_lookup(p, 0, &sorted, 100, 7);
+    uint32_t other = threading_region_lookup(p, 0, &sorted, 100, 9); /* a region nobody names */
+    for (int i = 0; i < 3; i++)
+        profile_add_sample(p, 2100 + 100 * (uint64_t)i, t_work, cut, 1);
+    profile_add_sample(p, 2500, t_open, os, 1);
+    profile_add_sample(p, 2600, t_work, cut, 1);
+    for (size_t i = 0; i < 4; i++)
+        p->samples[i].omp_region = idx;
+    p->samples[4].omp_region = other;
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_EQUAL(s.region_samples, 5);
+    CU_ASSERT_EQUAL_FATAL(s.nops, 2);
+    CU_ASSERT_STRING_EQUAL(s.ops[0].name, "opener_fn");
+    CU_ASSERT_EQUAL(s.ops[0].samples, 4);
+    CU_ASSERT_STRING_EQUAL(s.ops[1].name, "sched_yield"); /* nothing better known */
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
 void register_threading_tests(void)
 {
     CU_pSuite s = CU_add_suite("threading", NULL, NULL);
@@ -161,4 +204,5 @@ void register_threading_tests(void)
     CU_add_test(s, "two processes oversubscribe together", test_two_processes_together);
     CU_add_test(s, "OMP ticks: regions, active threads, imbalance, nesting", test_omp_ticks);
     CU_add_test(s, "worker samples charged to the opener", test_worker_charged_to_opener);
+    CU_add_test(s, "truncated worker stacks named by their region", test_truncated_worker_named_by_region);
 }
