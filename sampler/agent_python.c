@@ -99,7 +99,13 @@ const char *agent_python_take_note(void)
 
 /* Where the walk reads memory. In the handler (safe == false) a region is
  * read in place once agent_memmap_readable says it is mapped: the thread
- * walks its own frames, which nobody frees while it is stopped in here. The
+ * walks its own frames, which nobody frees while it is stopped in here;
+ * except the innermost one, which may be in the middle of being popped
+ * (_PyEvalFrameClearAndPop: f_code decref'd, the data-stack chunk munmapped,
+ * and only then current_frame moves on). A sample taken on the way out of
+ * that munmap (kernel mode is sampled) found the chunk gone though the
+ * mapping table still listed it: so the innermost frame and its code object
+ * are copied with process_vm_readv (first_safe), the rest read in place. The
  * off-CPU poll walks ANOTHER thread's frames, which that thread may pop and
  * free (CPython munmaps data-stack chunks) between the mapping check and the
  * read, so there every region is copied with process_vm_readv, which fails
@@ -107,6 +113,7 @@ const char *agent_python_take_note(void)
 struct walk_reader {
     int table;                   /* agent_memmap table (handler) */
     bool safe;                   /* copy with process_vm_readv (writer) */
+    bool first_safe;             /* handler: copy the innermost frame and its code only */
     uint8_t buf[2][256];         /* copies: [0] frame/tstate/cframe, [1] code */
 };
 
@@ -146,7 +153,7 @@ static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uin
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
-    struct walk_reader r = {.table = t, .safe = false};
+    struct walk_reader r = {.table = t, .safe = false, .first_safe = true};
     unsigned n = capture_walk_from(&r, ts, out, max, tid);
     if (n > 0)
         agent_tstate_remember(tid, ts); /* ranks: lets the off-CPU poll find this thread's frames */
@@ -184,7 +191,9 @@ static unsigned capture_walk_from(struct walk_reader *r, uint64_t ts, struct age
     unsigned n = 0;
     /* Bounded walk; a pointer that is not readable, or an f_code that is
      * not a code object, ends it (the frames found so far are kept). */
+    bool in_place = !r->safe;
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
+        r->safe = !in_place || (steps == 0 && r->first_safe);
         const uint8_t *f = view(r, 0, frame, frame_bytes);
         if (!f)
             break;

@@ -28,10 +28,15 @@ def spin_c(n):
 
 
 def run_work(seconds):
-    unit = 2000  # iterations per tenth of a round
+    # Iterations per tenth of a round. The round length varies (a cycle of
+    # unit sizes, 1.7k..2.4k) so that it cannot phase-lock with the 1 ms
+    # sampling period: a round of exactly 0.5 ms put every other sample at
+    # the same point of a round and moved shares by 3 pp.
+    units = (2000, 2311, 1777, 2203, 1901, 2399, 1703)
     start = time.process_time()
     rounds = 0
     while time.process_time() - start < seconds:
+        unit = units[rounds % len(units)]
         spin_a(5 * unit)
         spin_b(3 * unit)
         spin_c(2 * unit)
