@@ -221,6 +221,33 @@ else
     echo "(PyTorch not importable by /usr/bin/python3: PyTorch overhead skipped)"
 fi
 
+# --- process churn: many short fork+exec children ------------------------------
+# What a shell script or a build under record costs: every child loads the
+# agent, opens its stream and timer, and leaves. Runs alternated per mode.
+echo
+CHURN=${BENCH_CHURN_CHILDREN:-500}
+churn_cmd="i=0; while [ \$i -lt $CHURN ]; do /bin/true; i=\$((i+1)); done"
+echo "== process churn: sh running /bin/true $CHURN times, $RUNS runs per mode, median"
+for i in $(seq 1 "$RUNS"); do
+    timed churn_bare.t sh -c "$churn_cmd" >/dev/null 2>&1
+    rm -rf "$TMP/churn.$i"
+    timed churn_op.t "$BUILD/opprof" record -q -o "$TMP/churn.$i" -- sh -c "$churn_cmd" >/dev/null 2>&1
+    if [ "$have_perf" = 1 ]; then
+        timed churn_pf.t perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$TMP/churn.$i.perf" -- \
+            sh -c "$churn_cmd" >/dev/null 2>&1
+        rm -f "$TMP/churn.$i.perf"
+    fi
+done
+cb=$(col 1 churn_bare.t | median)
+printf "%-8s %8s %9s %12s\n" mode "wall s" "vs bare" "ms per child"
+for m in bare op pf; do
+    [ -s "churn_$m.t" ] || continue
+    w=$(col 1 "churn_$m.t" | median)
+    name=$m; [ "$m" = op ] && name=opprof; [ "$m" = pf ] && name=perf
+    printf "%-8s %8.3f %9.3f %12.2f\n" "$name" "$w" "$(awk -v a="$w" -v b="$cb" 'BEGIN{print a/b}')" \
+        "$(awk -v a="$w" -v b="$cb" -v n="$CHURN" 'BEGIN{print (a-b)*1000/n}')"
+done
+
 # --- hotspots_bench ------------------------------------------------------------
 echo
 if [ -f "$SRC/bench/hotspots_bench.c" ]; then
