@@ -18,7 +18,11 @@ require_opprof
     || skip "$PYTHON is not CPython 3.11 (the version whose frames opprof reads)"
 make_workdir
 WORKLOAD="$OPPROF_SRCDIR/tests/workloads/ddp_allreduce.py"
-STEPS=${OPPROF_TEST_TORCH_STEPS:-20}
+# Enough steps that rank 1's extra products (about 0.03 s per step) outweigh
+# the spread of each rank's start-up (importing torch: ~2 s of CPU, user and
+# kernel, varying by ±0.2 s between ranks): with 20 steps the rank that
+# imported slower was named slowest in 2 of 3 runs.
+STEPS=${OPPROF_TEST_TORCH_STEPS:-60}
 free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # torchrun's flag for a non-Python entry point: --no-python (torch >= 2) or --no_python (1.13).
