@@ -52,4 +52,12 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
                      const uint32_t *python, const bool *python_entry, size_t npython,
                      uint32_t *out);
 
+/* threading_ops.c, for threading.c: a frame of an OpenMP runtime or of the
+ * agent; the region samples of s counted per operator and Python line (with
+ * those in buckets of b where more than oversub_runnable threads were
+ * runnable; 0: none flagged) and the runtime's spin samples. */
+bool threading_is_runtime_or_agent(const struct prof_frame *f);
+void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
+                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
+
 #endif

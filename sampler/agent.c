@@ -125,11 +125,11 @@ static uint32_t take_sample_weight(void)
     return (uint32_t)periods;
 }
 
-/* The handler's own time since entry_ns is nobody's sample. */
-static void leave_handler_uncharged(uint64_t entry_ns)
+/* The handler's own time (handler_ns) is nobody's sample. */
+static void leave_handler_uncharged(uint64_t handler_ns)
 {
     if (charged_cpu_ours)
-        charged_cpu_ns += agent_now_ns() - entry_ns;
+        charged_cpu_ns += handler_ns;
 }
 
 /*
@@ -264,8 +264,9 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     agent_counters_leave();
     /* Our own cost, so that overhead is measured, not guessed (two vDSO
      * clock reads: ~40 ns). */
-    atomic_fetch_add_explicit(&agent_handler_ns, agent_now_ns() - entry_ns, memory_order_relaxed);
-    leave_handler_uncharged(entry_ns);
+    uint64_t handler_ns = agent_now_ns() - entry_ns;
+    atomic_fetch_add_explicit(&agent_handler_ns, handler_ns, memory_order_relaxed);
+    leave_handler_uncharged(handler_ns);
     return true;
 }
 

@@ -114,9 +114,11 @@ struct walk_reader {
     int table;                   /* agent_memmap table (handler) */
     bool safe;                   /* copy with process_vm_readv (writer) */
     bool first_safe;             /* handler: copy the innermost frame and its code only */
+    pid_t task;                  /* a thread of this process to read through (its tid: no getpid per read) */
     uint8_t buf[2][256];         /* copies: [0] frame/tstate/cframe, [1] code */
 };
 
+static bool read_mem_via(pid_t task, uint64_t addr, void *out, size_t len);
 static bool read_mem(uint64_t addr, void *out, size_t len);
 
 /* Points at len readable bytes of addr (in place, or a copy in slot), or NULL. */
@@ -126,7 +128,7 @@ static const uint8_t *view(struct walk_reader *r, int slot, uint64_t addr, size_
         return NULL;
     if (!r->safe)
         return agent_memmap_readable(r->table, addr, len) ? (const uint8_t *)addr : NULL;
-    if (len > sizeof r->buf[slot] || !read_mem(addr, r->buf[slot], len))
+    if (len > sizeof r->buf[slot] || !read_mem_via(r->task, addr, r->buf[slot], len))
         return NULL;
     return r->buf[slot];
 }
@@ -153,7 +155,7 @@ static unsigned capture_walk(int t, struct agent_pyframe *out, unsigned max, uin
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
-    struct walk_reader r = {.table = t, .safe = false, .first_safe = true};
+    struct walk_reader r = {.table = t, .safe = false, .first_safe = true, .task = (pid_t)tid};
     unsigned n = capture_walk_from(&r, ts, out, max, tid);
     if (n > 0)
         agent_tstate_remember(tid, ts); /* ranks: lets the off-CPU poll find this thread's frames */
@@ -245,6 +247,7 @@ unsigned agent_python_capture_thread(uint64_t ts, struct agent_pyframe *out, uns
         return 0;
     static struct walk_reader r; /* writer thread only; 512 bytes off its stack */
     r.table = -1;
+    r.task = (pid_t)tid; /* same address space; a thread that has exited fails the read (ESRCH) */
     r.safe = true;
     return capture_walk_from(&r, ts, out, max, tid);
 }
@@ -253,11 +256,16 @@ unsigned agent_python_capture_thread(uint64_t ts, struct agent_pyframe *out, uns
 /* Writer side: names and lines                                               */
 /* ------------------------------------------------------------------------- */
 
-static bool read_mem(uint64_t addr, void *out, size_t len)
+static bool read_mem_via(pid_t task, uint64_t addr, void *out, size_t len)
 {
     struct iovec local = {out, len};
     struct iovec remote = {(void *)addr, len};
-    return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == (long)len;
+    return syscall(SYS_process_vm_readv, task, &local, 1, &remote, 1, 0) == (long)len;
+}
+
+static bool read_mem(uint64_t addr, void *out, size_t len)
+{
+    return read_mem_via(getpid(), addr, out, len);
 }
 
 static bool read_u64(uint64_t addr, uint64_t *out) { return read_mem(addr, out, sizeof *out); }

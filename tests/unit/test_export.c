@@ -244,18 +244,25 @@ static void check_stat(struct mv *v, long long n, double tt, double ct, size_t n
     }
 }
 
+/* Exports p as pstats into *buf and decodes it into d (asserting that it
+ * decodes); true when nothing follows the decoded value. */
+static bool pstats_of(const struct profile *p, char **buf, struct mv *d)
+{
+    size_t len = 0;
+    char err[256];
+    CAPTURE(*buf, len, export_pstats(out, p, err, sizeof err));
+    struct reader r = {(const unsigned char *)*buf, (const unsigned char *)*buf + len, false};
+    mv_read(&r, d);
+    CU_ASSERT_FALSE(r.bad);
+    return r.p == r.end;
+}
+
 static void test_pstats_decode(void)
 {
     struct profile *p = make_profile();
     char *buf = NULL;
-    size_t len = 0;
-    char err[256];
-    CAPTURE(buf, len, export_pstats(out, p, err, sizeof err));
-    struct reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, false};
     struct mv d;
-    mv_read(&r, &d);
-    CU_ASSERT_FALSE(r.bad);
-    CU_ASSERT_PTR_EQUAL(r.p, r.end); /* nothing after the dict */
+    CU_ASSERT_TRUE(pstats_of(p, &buf, &d)); /* nothing after the dict */
     CU_ASSERT_EQUAL(d.type, MV_DICT);
     CU_ASSERT_EQUAL(d.n, 5); /* main, spin, work, mm, rec */
     const double ms = 0.001;
@@ -303,12 +310,8 @@ static void test_pstats_empty_and_native_without_module(void)
     profile_add_sample(p, 5, t, s, 2);
     fclose(out);
     char *buf = NULL;
-    size_t len = 0;
-    CAPTURE(buf, len, export_pstats(out, p, err, sizeof err));
-    struct reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, false};
     struct mv d;
-    mv_read(&r, &d);
-    CU_ASSERT_FALSE(r.bad);
+    pstats_of(p, &buf, &d);
     CU_ASSERT_EQUAL(d.n, 1);
     /* Invalid UTF-8 became U+FFFD in a 'u' string. */
     check_stat(dict_get(&d, "~", 0, "<\xef\xbf\xbdodd>"), 1, 0.002, 0.002, 0);
@@ -341,13 +344,8 @@ static void test_pstats_interpreter_work(void)
     p->period_ns = 1000000;
     p->total_weight = 11;
     char *buf = NULL;
-    size_t len = 0;
-    char err[256];
-    CAPTURE(buf, len, export_pstats(out, p, err, sizeof err));
-    struct reader r = {(const unsigned char *)buf, (const unsigned char *)buf + len, false};
     struct mv d;
-    mv_read(&r, &d);
-    CU_ASSERT_FALSE(r.bad);
+    pstats_of(p, &buf, &d);
     const double ms = 0.001;
     /* hot: its own 1 + the interpreter's 3 + 2 under it; sgemm_ 4 and the
      * PyObject_Free called under sgemm_ 1 are not hot's own time. */

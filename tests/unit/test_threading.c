@@ -97,28 +97,50 @@ static void test_omp_ticks(void)
     profile_free(p);
 }
 
-static void test_worker_charged_to_opener(void)
+/* A process (pid 100) whose thread 100 opened region 7 (two threads) from
+ * opener_fn, called by main; thread 101 is a worker. The opener's stack
+ * (os) runs the outlined body under the runtime's fork entry. */
+struct opener_fixture {
+    struct profile *p;
+    uint32_t body, invoke, opener, mainf; /* frames */
+    uint32_t os;                          /* the opener's stack */
+    uint32_t t_open, t_work;              /* threads */
+    uint32_t region;                      /* region 7's index */
+    size_t sorted;                        /* for threading_region_lookup */
+};
+
+static void opener_fixture_make(struct opener_fixture *f)
 {
-    struct profile *p = profile_new_empty();
-    uint32_t body = profile_add_frame(p, "work._omp_fn.0", "prog", NULL, 0, FRAME_NATIVE);
-    uint32_t invoke = profile_add_frame(p, "__kmp_invoke_microtask", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    struct profile *p = f->p = profile_new_empty();
+    f->body = profile_add_frame(p, "work._omp_fn.0", "prog", NULL, 0, FRAME_NATIVE);
+    f->invoke = profile_add_frame(p, "__kmp_invoke_microtask", "libomp.so.5", NULL, 0, FRAME_NATIVE);
     uint32_t fork = profile_add_frame(p, "GOMP_parallel", "libomp.so.5", NULL, 0, FRAME_NATIVE);
-    uint32_t opener = profile_add_frame(p, "opener_fn", "prog", NULL, 0, FRAME_NATIVE);
-    uint32_t mainf = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
-    uint32_t start = profile_add_frame(p, "start_thread", "libc.so.6", NULL, 0, FRAME_NATIVE);
-    uint32_t wait = profile_add_frame(p, "__kmp_wait_template", "libomp.so.5", NULL, 0, FRAME_NATIVE);
-    uint32_t os_frames[] = {body, invoke, fork, opener, mainf};
-    uint32_t ws_frames[] = {body, invoke, start};
-    uint32_t spin_frames[] = {wait, invoke, start};
-    uint32_t os = profile_add_stack(p, os_frames, 5);
-    uint32_t ws = profile_add_stack(p, ws_frames, 3);
-    uint32_t spin = profile_add_stack(p, spin_frames, 3);
-    uint32_t t_open = profile_add_thread(p, 100, 100, "prog");
-    uint32_t t_work = profile_add_thread(p, 100, 101, "prog");
+    f->opener = profile_add_frame(p, "opener_fn", "prog", NULL, 0, FRAME_NATIVE);
+    f->mainf = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t os_frames[] = {f->body, f->invoke, fork, f->opener, f->mainf};
+    f->os = profile_add_stack(p, os_frames, 5);
+    f->t_open = profile_add_thread(p, 100, 100, "prog");
+    f->t_work = profile_add_thread(p, 100, 101, "prog");
     struct opr_omp_region r = {7, 0, 1000, 5000, 100, 2, 2, 0};
     threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r, sizeof r);
-    size_t sorted = 0;
-    uint32_t idx = threading_region_lookup(p, 0, &sorted, 100, 7);
+    f->sorted = 0;
+    f->region = threading_region_lookup(p, 0, &f->sorted, 100, 7);
+}
+
+static void test_worker_charged_to_opener(void)
+{
+    struct opener_fixture fx;
+    opener_fixture_make(&fx);
+    struct profile *p = fx.p;
+    uint32_t body = fx.body, invoke = fx.invoke, opener = fx.opener, mainf = fx.mainf;
+    uint32_t os = fx.os, t_open = fx.t_open, t_work = fx.t_work, idx = fx.region;
+    uint32_t start = profile_add_frame(p, "start_thread", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t wait = profile_add_frame(p, "__kmp_wait_template", "libomp.so.5", NULL, 0, FRAME_NATIVE);
+    uint32_t ws_frames[] = {body, invoke, start};
+    uint32_t spin_frames[] = {wait, invoke, start};
+    uint32_t ws = profile_add_stack(p, ws_frames, 3);
+    uint32_t spin = profile_add_stack(p, spin_frames, 3);
+    size_t sorted = fx.sorted;
     CU_ASSERT_EQUAL(idx, 1);
     uint32_t placeholder = threading_region_lookup(p, 0, &sorted, 100, 9); /* no REGION record */
     CU_ASSERT_EQUAL(placeholder, 2);
@@ -160,24 +182,15 @@ static void test_worker_charged_to_opener(void)
  * "sched_yield". */
 static void test_truncated_worker_named_by_region(void)
 {
-    struct profile *p = profile_new_empty();
-    uint32_t body = profile_add_frame(p, "work._omp_fn.0", "prog", NULL, 0, FRAME_NATIVE);
-    uint32_t invoke = profile_add_frame(p, "__kmp_invoke_microtask", "libomp.so.5", NULL, 0, FRAME_NATIVE);
-    uint32_t fork = profile_add_frame(p, "GOMP_parallel", "libomp.so.5", NULL, 0, FRAME_NATIVE);
-    uint32_t opener = profile_add_frame(p, "opener_fn", "prog", NULL, 0, FRAME_NATIVE);
-    uint32_t mainf = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    struct opener_fixture fx;
+    opener_fixture_make(&fx);
+    struct profile *p = fx.p;
     uint32_t yield = profile_add_frame(p, "sched_yield", "libc.so.6", NULL, 0, FRAME_NATIVE);
     uint32_t wait = profile_add_frame(p, "__kmp_wait_template", "libomp.so.5", NULL, 0, FRAME_NATIVE);
-    uint32_t os_frames[] = {body, invoke, fork, opener, mainf};
     uint32_t cut_frames[] = {yield, wait};
-    uint32_t os = profile_add_stack(p, os_frames, 5);
     uint32_t cut = profile_add_stack(p, cut_frames, 2);
-    uint32_t t_open = profile_add_thread(p, 100, 100, "prog");
-    uint32_t t_work = profile_add_thread(p, 100, 101, "prog");
-    struct opr_omp_region r = {7, 0, 1000, 5000, 100, 2, 2, 0};
-    threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r, sizeof r);
-    size_t sorted = 0;
-    uint32_t idx = threading_region_lookup(p, 0, &sorted, 100, 7);
+    uint32_t os = fx.os, t_open = fx.t_open, t_work = fx.t_work, idx = fx.region;
+    size_t sorted = fx.sorted;
     uint32_t other = threading_region_lookup(p, 0, &sorted, 100, 9); /* a region nobody names */
     for (int i = 0; i < 3; i++)
         profile_add_sample(p, 2100 + 100 * (uint64_t)i, t_work, cut, 1);

@@ -1,0 +1,191 @@
+/*
+ * analyze/threading_ops.c — which operator (or function) each OpenMP region
+ * sample belongs to, for the Threading section: samples per operator and
+ * Python line, the share in oversubscribed time, and spin samples in the
+ * runtime. Called by threading_analyze() (threading.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+
+bool threading_is_runtime_or_agent(const struct prof_frame *f)
+{
+    return threading_is_omp_runtime(f->module) || strncmp(f->module, "libopprof_agent", 15) == 0;
+}
+
+static bool is_spin_name(const char *n)
+{
+    static const char *const words[] = {"wait", "barrier", "yield", "spin", "sleep", "futex", "flag", "suspend"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcasestr(n, words[i]))
+            return true;
+    return false;
+}
+
+static bool is_outlined(const char *n)
+{
+    return strstr(n, "._omp_fn.") || strstr(n, "omp_outlined");
+}
+
+/* Operator (or plain function) and Python line a region sample belongs to.
+ * False when the stack names nothing better than its leaf (unwinding stopped
+ * inside the runtime, e.g. a worker in sched_yield): the caller then uses
+ * another sample of the same region. */
+static bool op_of(const struct profile *p, const struct prof_stack *st, char *name, size_t nlen, char *py, size_t plen)
+{
+    name[0] = py[0] = '\0';
+    char buf[160];
+    const char *fallback = NULL;
+    bool py_is_lib = false;
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        const struct prof_frame *f = &p->frames[st->frames[i]];
+        if (f->kind == FRAME_PYTHON) {
+            /* The innermost line of the user's code: past torch's own
+             * Python (functional.py) when there is such a frame. */
+            bool lib = f->source_file && strstr(f->source_file, "/torch/");
+            if (!py[0] || (py_is_lib && !lib)) {
+                snprintf(py, plen, "%s:%d", f->module, f->line);
+                py_is_lib = lib;
+            }
+            continue;
+        }
+        if (name[0])
+            continue;
+        enum op_frame_kind k = op_frame_classify(f->name, buf, sizeof buf);
+        if (k == OP_FRAME_ATEN || k == OP_FRAME_AUTOGRAD)
+            snprintf(name, nlen, "%s", buf);
+        else if (k == OP_FRAME_FALLBACK && !fallback)
+            fallback = f->name;
+    }
+    if (name[0])
+        return true;
+    if (fallback) {
+        snprintf(name, nlen, "%s", op_name_from_frame(fallback, buf, sizeof buf) ? buf : fallback);
+        return true;
+    }
+    /* No operator: the function containing the parallel construct. On the
+     * opener, the caller of the runtime's fork entry (the frame after the
+     * rootmost runtime or agent frame); on a grafted worker stack, the frame
+     * after the outlined body; else the leaf. */
+    size_t k = 0;
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (threading_is_runtime_or_agent(&p->frames[st->frames[i]]))
+            k = i + 1;
+    if (k > 0 && k < st->nframes && p->frames[st->frames[k]].kind != FRAME_PYTHON) {
+        snprintf(name, nlen, "%s", p->frames[st->frames[k]].name);
+        return true;
+    }
+    for (uint32_t i = 0; i + 1 < st->nframes; i++) {
+        if (is_outlined(p->frames[st->frames[i]].name)) {
+            snprintf(name, nlen, "%s", p->frames[st->frames[i + 1]].name);
+            return true;
+        }
+    }
+    snprintf(name, nlen, "%s", st->nframes ? p->frames[st->frames[0]].name : "[no frame]");
+    return false;
+}
+
+/* Region id -> a sample of that region whose stack names its operator or
+ * opener (open addressing; ids are never 0). */
+struct region_namer {
+    uint64_t *ids;
+    size_t *sample;
+    size_t mask;
+};
+
+static size_t region_slot(const struct region_namer *m, uint64_t id)
+{
+    size_t h = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
+    while (m->ids[h] && m->ids[h] != id)
+        h = (h + 1) & m->mask;
+    return h;
+}
+
+static void region_namer_build(const struct profile *p, struct region_namer *m)
+{
+    size_t cap = 64;
+    while (cap < 2 * p->nsamples)
+        cap *= 2;
+    m->ids = calloc(cap, sizeof *m->ids);
+    m->sample = calloc(cap, sizeof *m->sample);
+    m->mask = cap - 1;
+    if (!m->ids || !m->sample) {
+        free(m->ids), free(m->sample);
+        m->ids = NULL, m->sample = NULL;
+        return;
+    }
+    char name[160], py[160];
+    for (size_t i = 0; i < p->nsamples; i++) {
+        uint64_t id = p->samples[i].omp_region;
+        if (!id)
+            continue;
+        size_t h = region_slot(m, id);
+        if (m->ids[h])
+            continue; /* named already */
+        if (op_of(p, &p->stacks[p->samples[i].stack], name, sizeof name, py, sizeof py))
+            m->ids[h] = id, m->sample[h] = i;
+    }
+}
+
+static int cmp_ops(const void *a, const void *b)
+{
+    const struct threading_op *x = a, *y = b;
+    return x->samples < y->samples ? 1 : x->samples > y->samples ? -1 : strcmp(x->name, y->name);
+}
+
+void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
+                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable)
+{
+    struct threading_op *ops = calloc(256, sizeof *ops);
+    size_t nops = 0;
+    struct region_namer namer = {0};
+    region_namer_build(p, &namer);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *sm = &p->samples[i];
+        const struct prof_stack *st = &p->stacks[sm->stack];
+        if (st->nframes) {
+            const struct prof_frame *leaf = &p->frames[st->frames[0]];
+            bool spin = threading_is_omp_runtime(leaf->module) && is_spin_name(leaf->name);
+            if (!spin && st->nframes > 1 && strstr(leaf->name, "sched_yield"))
+                spin = threading_is_omp_runtime(p->frames[st->frames[1]].module);
+            if (spin)
+                s->spin_samples += sm->weight;
+        }
+        if (!sm->omp_region || !ops)
+            continue;
+        s->region_samples += sm->weight;
+        char name[160], py[160];
+        if (!op_of(p, st, name, sizeof name, py, sizeof py) && namer.ids) {
+            size_t h = region_slot(&namer, sm->omp_region);
+            if (namer.ids[h]) /* the region's name from one of its samples that has it */
+                op_of(p, &p->stacks[p->samples[namer.sample[h]].stack], name, sizeof name, py, sizeof py);
+        }
+        size_t k = 0;
+        while (k < nops && (strcmp(ops[k].name, name) || strcmp(ops[k].python, py)))
+            k++;
+        if (k == nops) {
+            if (nops == 256)
+                continue;
+            snprintf(ops[k].name, sizeof ops[k].name, "%s", name);
+            snprintf(ops[k].python, sizeof ops[k].python, "%s", py);
+            nops++;
+        }
+        ops[k].samples += sm->weight;
+        if (sm->time_ns >= t0) {
+            size_t bi = (size_t)((sm->time_ns - t0) / bns);
+            if (bi < nb && oversub_runnable > 0 && b[bi].runnable > oversub_runnable)
+                ops[k].oversub_samples += sm->weight;
+        }
+    }
+    free(namer.ids);
+    free(namer.sample);
+    if (ops) {
+        qsort(ops, nops, sizeof *ops, cmp_ops);
+        s->nops = nops < 8 ? nops : 8;
+        memcpy(s->ops, ops, s->nops * sizeof *ops);
+        free(ops);
+    }
+}
