@@ -72,6 +72,31 @@ struct agent_dedup {
 AGENT_HIDDEN int64_t agent_dedup_find_or_add(struct agent_dedup *d, const void *key, size_t len, bool *added);
 AGENT_HIDDEN void agent_dedup_clear(struct agent_dedup *d);
 
+/* ---- double-buffered snapshots (agent_phdr.c, agent_memmap.c) ----------
+ * A writer fills the table not published, after waiting until no handler
+ * still reads it, then publishes it by storing its index in *current. A
+ * handler counts itself in to the published table and re-checks that it is
+ * still the published one. When a refresh published the other table in
+ * between, it tries again rather than report "no snapshot": libunwind caches
+ * a frame it could not find unwind info for as the outermost one for the
+ * rest of the thread's life, so one spurious miss cut every later stack
+ * through that PC (test_dlopen: main()'s samples stopped at spin() for a
+ * whole run while other threads dlclose'd 4,000 times a second).
+ * Handler-safe: atomics only. Returns the table index, -1 when none. */
+static inline int agent_snapshot_enter(_Atomic int *current, _Atomic int *readers)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int t = atomic_load_explicit(current, memory_order_acquire);
+        if (t < 0)
+            return -1;
+        atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
+        if (atomic_load_explicit(current, memory_order_acquire) == t)
+            return t;
+        atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
+    }
+    return -1;
+}
+
 /* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
 AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);

@@ -45,16 +45,7 @@ static uint64_t last_refresh_ns;
  * index, or -1 when there is none yet (then nothing may be read). */
 int agent_memmap_begin(void)
 {
-    int t = atomic_load_explicit(&current, memory_order_acquire);
-    if (t < 0)
-        return -1;
-    atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
-    /* Re-check: the writer may have switched tables before we counted in. */
-    if (atomic_load_explicit(&current, memory_order_acquire) != t) {
-        atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
-        return -1;
-    }
-    return t;
+    return agent_snapshot_enter(&current, readers);
 }
 
 void agent_memmap_end(int t)

@@ -134,14 +134,9 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(struc
         return real_iterate ? real_iterate(callback, data) : 0;
     }
     /* Inside the sample handler: the snapshot only. */
-    int t = atomic_load_explicit(&current, memory_order_acquire);
+    int t = agent_snapshot_enter(&current, readers);
     if (t < 0)
         return 0;
-    atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
-    if (atomic_load_explicit(&current, memory_order_acquire) != t) {
-        atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
-        return 0;
-    }
     int ret = 0;
     for (size_t i = 0; i < tables[t].count && ret == 0; i++) {
         struct dl_phdr_info info = tables[t].info[i]; /* the callback may not modify ours */

@@ -18,7 +18,6 @@
  * table) gives "no function", never a crash. No table (linked without
  * --eh-frame-hdr) also gives nothing.
  */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>

@@ -12,7 +12,6 @@
  * bogus sh_link): libelf bounds-checks section data against the file size, and
  * we check every returned pointer; a bad file just yields no symbols.
  */
-#define _GNU_SOURCE
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,6 @@
  *   (path, recorded id) -> module           (one stat/open per library path)
  *   build-id, else path+size+mtime -> loaded module (one ELF read per file)
  */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

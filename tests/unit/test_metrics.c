@@ -4,7 +4,6 @@
  * stat table rendered from hand-made counts, including a multiplexed counter.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* open_memstream */
 #endif
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,6 @@
  * sections of the report.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE
 #endif
 #include <stdio.h>
 #include <stdlib.h>

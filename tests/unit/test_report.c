@@ -8,7 +8,6 @@
  * put back before profile_free.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* open_memstream */
 #endif
 #include <stdio.h>
 #include <stdlib.h>
