@@ -150,6 +150,7 @@ AGENT_HIDDEN struct agent_slot *agent_queue_claim(void);   /* handler; NULL when
 AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler */
 AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
 AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
+AGENT_HIDDEN void agent_queue_prefault(void);              /* writer: back the next slots with memory */
 
 /* ---- map_ranges.c (also built into the launcher for attach mode) --------- */
 struct map_range {

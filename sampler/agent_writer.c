@@ -537,6 +537,7 @@ static void *writer_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     while (!atomic_load(&writer_stop)) {
+        agent_queue_prefault(); /* before the producers reach fresh pages */
         struct timespec ts = {0, DRAIN_INTERVAL_NS};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&writer_lock);

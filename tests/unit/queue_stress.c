@@ -62,6 +62,9 @@ static int run_round(int round)
     for (unsigned i = 0; i < PRODUCERS; i++)
         last_seen[i] = UINT64_MAX;
     for (;;) {
+        /* As the writer does between drains; here while producers write
+         * into the very pages it backs. */
+        agent_queue_prefault();
         struct agent_slot *s = agent_queue_peek();
         if (!s) {
             if (atomic_load(&producers_done) == PRODUCERS && !agent_queue_peek())
