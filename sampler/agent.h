@@ -31,7 +31,7 @@
 /* One Python frame as the handler saw it (names are resolved later). */
 struct agent_pyframe {
     uint64_t code;        /* PyCodeObject address */
-    uint64_t fingerprint; /* co_name pointer ^ co_firstlineno << 48 */
+    uint64_t fingerprint; /* py_code_fingerprint (python_layout.h) */
     int32_t instr;        /* code-unit offset of the executing instruction, -1 before the first */
     uint32_t is_entry;    /* the frame was entered from C (a native eval loop frame below it) */
 };
@@ -101,6 +101,7 @@ static inline int agent_snapshot_enter(_Atomic int *current, _Atomic int *reader
 AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);
 AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
+AGENT_HIDDEN void agent_phdr_refresh_if_changed(void); /* writer: after a dlopen */
 AGENT_HIDDEN void agent_phdr_atfork_child(void);
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */

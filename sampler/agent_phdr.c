@@ -12,15 +12,18 @@
  * dl_iterate_phdr for the whole process: outside our handler every call goes
  * straight to glibc's; inside it, the callback is fed from a snapshot that the
  * writer thread takes with the real function (in ordinary context) at start
- * and whenever new code is mapped. A library loaded since the last snapshot is
- * simply not found: that sample's stack stops there, and the writer, seeing a
- * PC outside known mappings, takes a new snapshot.
+ * and whenever glibc's count of loaded and unloaded objects has changed
+ * (checked every drain) or a sample shows code outside the known mappings.
+ * A library loaded since the last snapshot is simply not found: that
+ * sample's stack stops there.
  *
  * The snapshot is double-buffered like agent_memmap.c: readers count
  * themselves in and out, and the writer never fills the table being read.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -44,6 +47,8 @@ struct phdr_table {
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 
 static struct phdr_table tables[2];
+/* glibc's load and unload counts when the published snapshot was taken. */
+static unsigned long long snapshot_adds, snapshot_subs;
 static _Atomic int current = -1;
 static _Atomic int readers[2];
 static __thread int in_sample_handler;
@@ -65,6 +70,36 @@ static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
     t->nheaders += info->dlpi_phnum;
     return 0;
 }
+
+/* glibc counts every object it loads and unloads (dlpi_adds, dlpi_subs,
+ * the same in every entry): cheap to read, the first entry is enough. */
+struct load_counts {
+    unsigned long long adds, subs;
+    bool valid;
+};
+
+static int first_entry_counts(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct load_counts *c = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        c->adds = info->dlpi_adds;
+        c->subs = info->dlpi_subs;
+        c->valid = true;
+    }
+    return 1;
+}
+
+static bool read_load_counts(struct load_counts *c)
+{
+    if (!real_iterate)
+        real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
+    *c = (struct load_counts){0, 0, false};
+    if (real_iterate)
+        real_iterate(first_entry_counts, c);
+    return c->valid;
+}
+
+static void resolve_find_object(void);
 
 /* Writer thread, constructor, or a dlclose caller (below): serialized. */
 static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -99,6 +134,7 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
 /* Takes a new snapshot with glibc's function. */
 static void refresh_locked(void)
 {
+    resolve_find_object();
     if (!real_iterate)
         real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
     if (!real_iterate)
@@ -111,10 +147,35 @@ static void refresh_locked(void)
     }
     if (atomic_load(&readers[next]) != 0)
         return;
+    struct load_counts before;
+    read_load_counts(&before);
     tables[next].count = 0;
     tables[next].nheaders = 0;
     real_iterate(copy_one, &tables[next]);
     atomic_store_explicit(&current, next, memory_order_release);
+    /* Counts from before the copy: a load that raced with it is seen as a
+     * change at the next check and copied then. */
+    snapshot_adds = before.adds;
+    snapshot_subs = before.subs;
+}
+
+/* Writer thread, every drain (outside the writer lock: glibc's
+ * dl_iterate_phdr waits for a dlopen in progress). A library dlopen'ed since
+ * the snapshot has no unwind info for the handler, and libunwind caches each
+ * PC it found none for as an outermost frame for the rest of the thread's
+ * life: sgemm_, first run after the snapshot, stayed a root frame for good
+ * in a recording that started after `import torch` (--delay), since no
+ * sample from the import had made the writer see new code. So the snapshot
+ * follows glibc's load count, at most one drain interval behind. */
+void agent_phdr_refresh_if_changed(void)
+{
+    if (atomic_load(&current) < 0)
+        return;
+    struct load_counts now;
+    if (!read_load_counts(&now))
+        return;
+    if (now.adds != snapshot_adds || now.subs != snapshot_subs)
+        agent_phdr_refresh();
 }
 
 void agent_phdr_atfork_child(void)
@@ -123,6 +184,63 @@ void agent_phdr_atfork_child(void)
     atomic_store(&readers[0], 0);
     atomic_store(&readers[1], 0);
     in_sample_handler = 0;
+}
+
+/*
+ * A PC in an object loaded since the snapshot. Not finding its unwind info
+ * would be more than one short stack: libunwind keeps each PC it found none
+ * for as an outermost frame for the rest of the thread's life (a library
+ * dlopen'ed and run at once: 65 % of its samples cut at its leaf for good,
+ * with the snapshot at most one drain interval old). glibc 2.35 and later
+ * answer "which object holds this address" without a lock and
+ * async-signal-safely (_dl_find_object, made for unwinders); its program
+ * headers are read from the object's ELF header, at the start of its first
+ * mapping. The address looked up is the first member of the data libunwind
+ * passes (struct dwarf_callback_data, src/dwarf/Gfind_proc_info-lsb.c); should
+ * that ever differ, the lookup finds no object, or one the callback rejects,
+ * and the stack stops there as it did before.
+ */
+struct found_object { /* glibc's struct dl_find_object, with room to spare */
+    unsigned long long flags;
+    void *map_start, *map_end;
+    struct link_map *link_map;
+    void *eh_frame;
+    unsigned long long reserved[16];
+};
+typedef int (*find_object_fn)(void *, struct found_object *);
+static find_object_fn find_object;  /* NULL before glibc 2.35 */
+static _Atomic int find_object_resolved;
+
+static void resolve_find_object(void) /* ordinary context */
+{
+    if (!atomic_load(&find_object_resolved)) {
+        find_object = (find_object_fn)dlsym(RTLD_DEFAULT, "_dl_find_object");
+        atomic_store(&find_object_resolved, 1);
+    }
+}
+
+static int offer_live_object(int (*callback)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+    if (!find_object || !data)
+        return 0;
+    uint64_t ip;
+    memcpy(&ip, data, sizeof ip);
+    struct found_object fo;
+    if (find_object((void *)(uintptr_t)ip, &fo) != 0 || !fo.link_map || !fo.map_start)
+        return 0;
+    const ElfW(Ehdr) *eh = fo.map_start;
+    size_t page = 4096;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0 ||
+        eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > page ||
+        (char *)fo.map_end - (char *)fo.map_start < (ptrdiff_t)page)
+        return 0; /* headers not in the first page: not read */
+    struct dl_phdr_info info;
+    memset(&info, 0, sizeof info);
+    info.dlpi_addr = fo.link_map->l_addr;
+    info.dlpi_name = fo.link_map->l_name;
+    info.dlpi_phdr = (const ElfW(Phdr) *)((const char *)fo.map_start + eh->e_phoff);
+    info.dlpi_phnum = eh->e_phnum;
+    return callback(&info, sizeof info, data);
 }
 
 __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *, size_t, void *),
@@ -143,5 +261,7 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(struc
         ret = callback(&info, sizeof info, data);
     }
     atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
+    if (ret == 0)
+        ret = offer_live_object(callback, data);
     return ret;
 }

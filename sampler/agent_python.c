@@ -5,8 +5,9 @@
  * SIGNAL-HANDLER CODE: agent_python_capture() runs inside the SIGTRAP handler.
  * No malloc, no locks, no stdio. It only follows pointers of the sampled
  * thread's own frame chain (which no other thread modifies) and records, per
- * frame, the code object's address, a fingerprint of it (its co_name pointer
- * and co_firstlineno) and the instruction offset. Turning those into names and
+ * frame, the code object's address, a fingerprint of it (py_code_fingerprint:
+ * its co_name and co_filename pointers and co_firstlineno) and the
+ * instruction offset. Turning those into names and
  * line numbers (reading strings, decoding the line table) happens in the
  * writer thread (agent_python_resolve), which reads memory through
  * process_vm_readv so that a code object freed in between cannot crash it, and
@@ -213,7 +214,8 @@ static unsigned capture_walk_from(struct walk_reader *r, uint64_t ts, struct age
                           (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable);
         if (!incomplete) {
             out[n].code = code;
-            out[n].fingerprint = field64(c, L->code_name) ^ ((uint64_t)field32(c, L->code_firstlineno) << 48);
+            out[n].fingerprint = py_code_fingerprint(field64(c, L->code_name), field64(c, L->code_filename),
+                                                     (int32_t)field32(c, L->code_firstlineno));
             int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
             out[n].instr = offset < 0 ? -1 : (int32_t)offset;
             out[n].is_entry = is_entry;
@@ -325,15 +327,14 @@ bool agent_python_resolve(const struct agent_pyframe *f, struct agent_pycode_inf
     uint64_t type, name_ptr, filename_ptr, qualname_ptr, linetable;
     int32_t first_line;
     if (!read_u64(f->code + L->object_type, &type) || type != code_type_addr ||
-        !read_u64(f->code + L->code_name, &name_ptr) ||
+        !read_u64(f->code + L->code_name, &name_ptr) || !read_u64(f->code + L->code_filename, &filename_ptr) ||
         !read_mem(f->code + L->code_firstlineno, &first_line, sizeof first_line))
         return false;
-    if ((name_ptr ^ ((uint64_t)first_line << 48)) != f->fingerprint)
+    if (py_code_fingerprint(name_ptr, filename_ptr, first_line) != f->fingerprint)
         return false; /* the address now holds another code object */
     info->first_line = first_line;
     if (need_names) {
-        if (!read_u64(f->code + L->code_filename, &filename_ptr) ||
-            !read_u64(f->code + L->code_qualname, &qualname_ptr) ||
+        if (!read_u64(f->code + L->code_qualname, &qualname_ptr) ||
             !read_str(filename_ptr, info->filename, sizeof info->filename) ||
             !read_str(qualname_ptr, info->qualname, sizeof info->qualname))
             return false;

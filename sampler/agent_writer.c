@@ -538,6 +538,7 @@ static void *writer_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     while (!atomic_load(&writer_stop)) {
         agent_queue_prefault(); /* before the producers reach fresh pages */
+        agent_phdr_refresh_if_changed(); /* libraries dlopen'ed since the last drain */
         struct timespec ts = {0, DRAIN_INTERVAL_NS};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&writer_lock);

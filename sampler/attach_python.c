@@ -306,16 +306,17 @@ unsigned attach_python_capture(struct attach_python *py, uint32_t tid, struct ag
             break; /* the frame changed under us: keep what was read */
         uint8_t owner = fbuf[L->iframe_owner], is_entry = fbuf[L->iframe_is_entry];
         int32_t first_traceable, first_line;
-        uint64_t name;
+        uint64_t name, filename;
         memcpy(&first_traceable, cbuf + L->code_firsttraceable, 4);
         memcpy(&first_line, cbuf + L->code_firstlineno, 4);
         memcpy(&name, cbuf + L->code_name, 8);
+        memcpy(&filename, cbuf + L->code_filename, 8);
         uint64_t code_start = code + L->code_code_adaptive;
         bool incomplete = owner != L->owner_generator &&
                           (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable);
         if (!incomplete) {
             int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
-            out[n++] = (struct agent_pyframe){code, name ^ ((uint64_t)first_line << 48),
+            out[n++] = (struct agent_pyframe){code, py_code_fingerprint(name, filename, first_line),
                                               offset < 0 ? -1 : (int32_t)offset, is_entry};
         }
         frame = previous;
@@ -361,13 +362,14 @@ bool attach_python_resolve(struct attach_python *py, const struct agent_pyframe 
     uint64_t type, name, filename, qualname, linetable;
     int32_t first_line;
     if (!rd64(py, f->code + L->object_type, &type) || type != py->code_type ||
-        !rd64(py, f->code + L->code_name, &name) || !rd(py, f->code + L->code_firstlineno, &first_line, 4))
+        !rd64(py, f->code + L->code_name, &name) || !rd64(py, f->code + L->code_filename, &filename) ||
+        !rd(py, f->code + L->code_firstlineno, &first_line, 4))
         return false;
-    if ((name ^ ((uint64_t)first_line << 48)) != f->fingerprint)
+    if (py_code_fingerprint(name, filename, first_line) != f->fingerprint)
         return false; /* the address holds another code object now */
     info->first_line = first_line;
     if (need_names &&
-        (!rd64(py, f->code + L->code_filename, &filename) || !rd64(py, f->code + L->code_qualname, &qualname) ||
+        (!rd64(py, f->code + L->code_qualname, &qualname) ||
          !read_str(py, filename, info->filename, sizeof info->filename) ||
          !read_str(py, qualname, info->qualname, sizeof info->qualname)))
         return false;

@@ -85,4 +85,16 @@ int python_line_from_table(const uint8_t *table, size_t len, int first_line, int
  * written. For str objects stored as Latin-1/UCS-2/UCS-4 (python_linetable.c). */
 size_t python_utf8_put(uint32_t cp, char *out) __attribute__((visibility("hidden")));
 
+/* What tells a code object from one allocated later at the same address
+ * (sample names are cached by (address, fingerprint)): its co_name and
+ * co_filename pointers and co_firstlineno. co_name and the first line alone
+ * did not: a .pth file's exec'd "<string>" module, sampled during interpreter
+ * start-up and freed, had its address reused by the main script's module
+ * code (co_name "<module>", first line 1 for both), whose frames were then
+ * named "<string>". Handler-safe: arithmetic only. */
+static inline uint64_t py_code_fingerprint(uint64_t name, uint64_t filename, int32_t first_line)
+{
+    return name ^ (filename * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(uint32_t)first_line << 48);
+}
+
 #endif
