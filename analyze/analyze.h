@@ -319,8 +319,14 @@ const char *op_name_from_frame(const char *name, char *buf, size_t len);
 /* Whether a user's query names op: "bmm" and "aten::bmm" both name "aten::bmm". */
 bool op_name_matches(const char *op, const char *query);
 
-/* Rows for "[no operator]" / "[no Python frame]" / "[no native frame]". */
+/* Rows for "[no operator]" / "[no Python frame]" / "[no native frame]".
+ * Samples without an operator that run under `import` (stack_is_import) get
+ * their own row in the operator table, so start-up is not read as a gap in
+ * operator attribution. */
 #define NO_OPERATOR_NAME "[no operator]"
+#define NO_OPERATOR_IMPORT_NAME "[no operator: import]"
+/* Whether an operator-table row is one of the two above, not an operator. */
+bool is_no_operator_row(const char *name);
 #define NO_PYTHON_FRAME_NAME "[no Python frame]"
 #define NO_NATIVE_FRAME_NAME "[no native frame]"
 
@@ -350,7 +356,11 @@ int hotspots_op_neighbours(const struct profile *p, const char *op, bool callees
  *   (rules 1 and 3 ignore "<module>" frames: importing torch is not a phase)
  *   4. forward      an operator frame, or a Python frame named forward or
  *                   _call_impl (nn.Module.__call__)
- *   5. other        the rest (interpreter start-up, imports, plain Python)
+ *   5. other        the rest (interpreter start-up, plain Python)
+ * Before all of them, 0. import: a Python frame of importlib's bootstrap
+ * (stack_is_import), i.e. a module being found, loaded or run by `import`;
+ * "import torch" alone is 1-2 s of CPU, and ops run while a module is
+ * imported are start-up too, not forward.
  * The optimizer runs ops and may sit under nothing else, so it goes first;
  * backward before data loading because the engine never runs under a
  * DataLoader; data loading before forward because collate runs ops. */
@@ -359,6 +369,7 @@ enum phase {
     PHASE_BACKWARD,
     PHASE_OPTIMIZER,
     PHASE_DATA_LOADING,
+    PHASE_IMPORT,
     PHASE_OTHER,
     PHASE_COUNT
 };
@@ -370,6 +381,12 @@ struct phase_summary {
                                phases mean something */
 };
 const char *phase_name(enum phase ph);
+/* Whether a stack runs under `import` (rule 0 above): a Python frame whose
+ * file is importlib's bootstrap ("<frozen importlib._bootstrap>",
+ * "<frozen importlib._bootstrap_external>", or importlib/_bootstrap*.py
+ * where the interpreter was built without frozen modules). */
+bool stack_is_import(const struct profile *p, const struct prof_stack *st);
+bool frame_is_importlib(const struct prof_frame *f); /* one such frame */
 /* The phase of one stack (rules above). */
 enum phase phase_of_stack(const struct profile *p, const struct prof_stack *st);
 /* Returns 0, -1 on out of memory. */
@@ -385,10 +402,11 @@ enum finding_kind {
     FINDING_INTERPRETER,        /* time in the Python interpreter, not in ops */
     FINDING_DOMINANT_OP,        /* one operator takes most self time */
     FINDING_HIGH_CPI,           /* a hot operator/function has CPI > 1 (counters) */
+    FINDING_IMPORT,             /* start-up: much of the time is `import` */
 };
 struct finding {
     enum finding_kind kind;
-    const char *id;   /* "reference_blas", "interpreter_bound", "dominant_operator" */
+    const char *id;   /* "reference_blas", "interpreter_bound", "dominant_operator", "high_cpi", "import_startup" */
     double share;     /* the share (0..1) of CPU time the finding is about */
     char *text;       /* the sentence shown to the user */
 };

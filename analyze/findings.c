@@ -7,6 +7,9 @@
  *                       libblas.so.3): the fix is a library, not user code
  *   interpreter_bound   most time in the Python interpreter outside operators
  *   dominant_operator   one operator takes most of the self time
+ *   high_cpi            a hot operator or function retires instructions slowly
+ *   import_startup      much of the profile is modules being imported: the
+ *                       run was too short for the steady state to dominate
  */
 #include <math.h>
 #include <stdarg.h>
@@ -29,6 +32,10 @@
 /* Dominant operator: at 40 % self one operator is the obvious first target
  * (halving it saves a fifth of the run); below that the table says enough. */
 #define DOMINANT_OP_MIN_SHARE 0.40
+/* Import: "import torch" alone is 1-2 s of CPU. At a fifth of the profile
+ * start-up visibly dilutes every other share; a profile of minutes of
+ * training keeps it under a few per cent and gets no line. */
+#define IMPORT_MIN_SHARE 0.20
 
 static int add_finding(struct findings *out, enum finding_kind kind, const char *id, double share,
                        const char *fmt, ...)
@@ -86,7 +93,33 @@ static const struct prof_frame *leaf_of(const struct profile *p, const struct pr
     return st->nframes && st->frames[0] < p->nframes ? &p->frames[st->frames[0]] : NULL;
 }
 
-/* (1) Reference BLAS and (2) interpreter-bound: one pass over the stacks. */
+/* The import statement outside the import machinery that a stack under
+ * `import` started from ("torch_train.py:12"): the first Python frame
+ * rootward of the outermost importlib frame. Counted into rows of b. */
+static int note_import_line(const struct profile *p, const struct prof_stack *st, uint64_t w,
+                            struct hs_builder *b)
+{
+    long outer = -1;
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        if (st->frames[i] < p->nframes && frame_is_importlib(&p->frames[st->frames[i]]))
+            outer = i;
+    }
+    long caller = outer >= 0 ? python_frame_from(p, st, (size_t)outer + 1) : -1;
+    if (caller < 0)
+        return 0;
+    const struct prof_frame *f = &p->frames[st->frames[caller]];
+    const char *slash = strrchr(f->module, '/');
+    char key[1024];
+    snprintf(key, sizeof key, "%s:%d", slash ? slash + 1 : f->module, f->line);
+    long r = hs_builder_row(b, key, NULL);
+    if (r < 0)
+        return -1;
+    b->rows[r].self += w;
+    return 0;
+}
+
+/* (1) Reference BLAS, (2) interpreter-bound and (5) import start-up: one pass
+ * over the stacks. */
 static int leaf_findings(const struct profile *p, uint64_t total, struct findings *out)
 {
     struct op_index ix;
@@ -97,8 +130,8 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
         op_index_free(&ix);
         return -1;
     }
-    struct hs_builder blas_fn = {0}, interp_line = {0};
-    uint64_t blas_w = 0, netlib_w = 0, interp_w = 0;
+    struct hs_builder blas_fn = {0}, interp_line = {0}, import_line = {0};
+    uint64_t blas_w = 0, netlib_w = 0, interp_w = 0, import_w = 0;
     const char *blas_module = NULL;
     int rc = -1;
     for (size_t s = 0; s < p->nstacks; s++) {
@@ -119,6 +152,13 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
                     goto done;
                 blas_fn.rows[r].self += sw[s];
             }
+        }
+        if (stack_is_import(p, st)) {
+            /* Start-up, not the workload's interpreter-bound code. */
+            import_w += sw[s];
+            if (note_import_line(p, st, sw[s], &import_line) != 0)
+                goto done;
+            continue;
         }
         if (leaf->kind != FRAME_PYTHON && is_interpreter_module(leaf->module) &&
             op_stack_innermost(&ix, p, st) < 0) {
@@ -168,10 +208,30 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
                         100.0 * share_of(interp_w, total), where) != 0)
             goto done;
     }
+    if (share_of(import_w, total) >= IMPORT_MIN_SHARE) {
+        const struct hotspot_row *top = NULL;
+        for (size_t i = 0; i < import_line.nrows; i++)
+            if (!top || import_line.rows[i].self > top->self)
+                top = &import_line.rows[i];
+        char where[1024] = "";
+        if (top)
+            snprintf(where, sizeof where, ", %.1f %% under the import at %s", 100.0 * share_of(top->self, total),
+                     top->name);
+        char time[32] = "";
+        if (p->period_ns)
+            snprintf(time, sizeof time, " (%.2f s)", (double)import_w * (double)p->period_ns / 1e9);
+        if (add_finding(out, FINDING_IMPORT, "import_startup", share_of(import_w, total),
+                        "Start-up: %.1f %% of CPU time%s is modules being imported%s; every other share "
+                        "is diluted by it: profile a longer run, or skip start-up with "
+                        "'opprof record --delay S'",
+                        100.0 * share_of(import_w, total), time, where) != 0)
+            goto done;
+    }
     rc = 0;
 done:
     hs_builder_abort(&blas_fn);
     hs_builder_abort(&interp_line);
+    hs_builder_abort(&import_line);
     free(sw);
     free(sc);
     op_index_free(&ix);
@@ -186,7 +246,7 @@ static int dominant_op_finding(const struct profile *p, uint64_t total, struct f
         return -1;
     const struct hotspot_row *top = NULL;
     for (size_t i = 0; i < t.nrows; i++)
-        if (strcmp(t.rows[i].name, NO_OPERATOR_NAME) != 0 && (!top || t.rows[i].self > top->self))
+        if (!is_no_operator_row(t.rows[i].name) && (!top || t.rows[i].self > top->self))
             top = &t.rows[i];
     int rc = 0;
     if (top && share_of(top->self, total) >= DOMINANT_OP_MIN_SHARE) {
@@ -231,7 +291,7 @@ static int high_cpi_findings(const struct profile *p, uint64_t total, struct fin
     for (size_t i = 0; i < t.nrows && shown < HIGH_CPI_MAX_FINDINGS && rc == 0; i++) {
         const struct hotspot_row *r = &t.rows[i];
         double share = share_of(r->self, total);
-        if (share < HIGH_CPI_MIN_SHARE || !r->counters || strcmp(r->name, NO_OPERATOR_NAME) == 0)
+        if (share < HIGH_CPI_MIN_SHARE || !r->counters || is_no_operator_row(r->name))
             continue;
         struct counter_metrics m;
         counter_metrics_compute(p->counters, r->counters, (double)r->self * (double)p->period_ns / 1e9, &m);

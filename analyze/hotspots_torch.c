@@ -5,7 +5,8 @@
  *                      key_averages): self = samples whose innermost operator
  *                      is the op, total = samples with the op anywhere (once
  *                      per sample); samples without operator go to
- *                      "[no operator]" so self adds up to 100 %. Each op row
+ *                      "[no operator]" ("[no operator: import]" under
+ *                      `import`) so self adds up to 100 %. Each op row
  *                      names its top Python caller (file:line, function, share
  *                      of the op's total).
  *   --group-by line    Python file:line; self = the innermost Python frame's
@@ -338,7 +339,8 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
                     goto oom;
             }
             if (!any) {
-                long r = hs_builder_row(&w.b, NO_OPERATOR_NAME, NULL);
+                const char *none = stack_is_import(p, st) ? NO_OPERATOR_IMPORT_NAME : NO_OPERATOR_NAME;
+                long r = hs_builder_row(&w.b, none, NULL);
                 if (r < 0)
                     goto oom;
                 count_row(&w.b, (size_t)r, gen, true, weight, n);

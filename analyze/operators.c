@@ -200,6 +200,11 @@ const char *op_name_from_frame(const char *name, char *buf, size_t len)
     return op_frame_classify(name, buf, len) != OP_FRAME_NONE ? buf : NULL;
 }
 
+bool is_no_operator_row(const char *name)
+{
+    return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0;
+}
+
 bool op_name_matches(const char *op, const char *query)
 {
     if (!op || !query || !query[0])

@@ -1,6 +1,7 @@
 /*
  * analyze/phases.c — which part of a training step each sample belongs to:
- * forward, backward (autograd engine), optimizer step, data loading, other.
+ * forward, backward (autograd engine), optimizer step, data loading, import,
+ * other.
  *
  * The rules and their order are documented with enum phase in analyze.h. They
  * read only frame names and Python file paths, so they hold on a stripped
@@ -19,6 +20,7 @@ static const char *const phase_names[PHASE_COUNT] = {
     [PHASE_BACKWARD] = "backward",
     [PHASE_OPTIMIZER] = "optimizer step",
     [PHASE_DATA_LOADING] = "data loading",
+    [PHASE_IMPORT] = "import",
     [PHASE_OTHER] = "other",
 };
 
@@ -45,11 +47,31 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+static bool file_is_importlib(const char *file)
+{
+    return strstr(file, "importlib._bootstrap") || strstr(file, "/importlib/_bootstrap");
+}
+
+bool frame_is_importlib(const struct prof_frame *f)
+{
+    return f->kind == FRAME_PYTHON && file_is_importlib(file_of(f));
+}
+
+bool stack_is_import(const struct profile *p, const struct prof_stack *st)
+{
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (st->frames[i] < p->nframes && frame_is_importlib(&p->frames[st->frames[i]]))
+            return true;
+    return false;
+}
+
 /* What one frame says about the phase (bit per phase it is evidence of). */
 static unsigned frame_evidence(const struct prof_frame *f, enum op_frame_kind op)
 {
     if (f->kind == FRAME_PYTHON) {
         const char *file = file_of(f), *last = last_component(f->name);
+        if (file_is_importlib(file))
+            return 1u << PHASE_IMPORT;
         /* Module-level code of torch/optim or torch/utils/data runs at
          * "import torch": that is start-up, not an optimizer or a loader. */
         bool import = strcmp(f->name, "<module>") == 0;
@@ -75,7 +97,7 @@ static unsigned frame_evidence(const struct prof_frame *f, enum op_frame_kind op
 /* The first phase in precedence order whose bit is set. */
 static enum phase phase_from_evidence(unsigned e)
 {
-    static const enum phase order[] = {PHASE_OPTIMIZER, PHASE_BACKWARD, PHASE_DATA_LOADING,
+    static const enum phase order[] = {PHASE_IMPORT, PHASE_OPTIMIZER, PHASE_BACKWARD, PHASE_DATA_LOADING,
                                        PHASE_FORWARD};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (e & (1u << order[i]))

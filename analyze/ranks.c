@@ -272,7 +272,7 @@ static struct profile view_of(const struct profile *p, const size_t *idx, size_t
 static const struct hotspot_row *top_row(const struct hotspot_table *t)
 {
     for (size_t i = 0; i < t->nrows; i++)
-        if (strcmp(t->rows[i].name, NO_OPERATOR_NAME) != 0 && t->rows[i].self > 0)
+        if (!is_no_operator_row(t->rows[i].name) && t->rows[i].self > 0)
             return &t->rows[i];
     return NULL;
 }
@@ -506,7 +506,7 @@ int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary
             goto done;
         }
         for (size_t i = 0; i < t.nrows; i++) {
-            if (strcmp(t.rows[i].name, NO_OPERATOR_NAME) == 0 || t.rows[i].self == 0)
+            if (is_no_operator_row(t.rows[i].name) || t.rows[i].self == 0)
                 continue;
             long k = key_index(&keys, t.rows[i].name, nunits);
             if (k < 0) {

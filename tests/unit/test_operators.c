@@ -570,6 +570,70 @@ static char *render(const struct profile *p, enum report_format format, bool sum
     return buf;
 }
 
+/* Start-up under `import`: its own phase and operator-table row, a finding
+ * naming the import line, and no interpreter-bound advice from it. */
+static struct profile *import_profile(uint32_t import_w, uint32_t op_in_import_w, uint32_t rest_w)
+{
+    struct profile *p = profile_new_empty();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    uint32_t eval = profile_add_frame(p, "_PyEval_EvalFrameDefault", "python3.11", NULL, 0, FRAME_NATIVE);
+    uint32_t mod = profile_add_frame(p, "<module>", "__init__.py", TORCH_PY "__init__.py", 800, FRAME_PYTHON);
+    uint32_t boot = profile_add_frame(p, "_call_with_frames_removed", "<frozen importlib._bootstrap>",
+                                      "<frozen importlib._bootstrap>", 241, FRAME_PYTHON);
+    uint32_t load = profile_add_frame(p, "_find_and_load", "<frozen importlib._bootstrap>",
+                                      "<frozen importlib._bootstrap>", 1176, FRAME_PYTHON);
+    uint32_t user = profile_add_frame(p, "<module>", "train.py", "/home/u/train.py", 3, FRAME_PYTHON);
+    uint32_t mm = profile_add_frame(p, "at::_ops::mm::call()", "libtorch_cpu.so", NULL, 0, FRAME_NATIVE);
+    uint32_t step = profile_add_frame(p, "step", "train.py", "/home/u/train.py", 42, FRAME_PYTHON);
+    uint32_t t = profile_add_thread(p, 1, 1, "main");
+    uint32_t in_import[] = {eval, mod, boot, load, user};        /* leaf first */
+    uint32_t op_in_import[] = {mm, mod, boot, load, user};
+    uint32_t plain[] = {eval, step, user};
+    if (import_w)
+        profile_add_sample(p, 1, t, profile_add_stack(p, in_import, 5), import_w);
+    if (op_in_import_w)
+        profile_add_sample(p, 2, t, profile_add_stack(p, op_in_import, 5), op_in_import_w);
+    if (rest_w)
+        profile_add_sample(p, 3, t, profile_add_stack(p, plain, 3), rest_w);
+    p->total_weight = import_w + op_in_import_w + rest_w;
+    p->period_ns = 1000000;
+    return p;
+}
+
+static void test_import_startup(void)
+{
+    struct profile *p = import_profile(30, 5, 65);
+    struct phase_summary ph;
+    CU_ASSERT_EQUAL_FATAL(phases_compute(p, &ph), 0);
+    CU_ASSERT_EQUAL(ph.weight[PHASE_IMPORT], 35); /* an op run while importing is start-up too */
+    CU_ASSERT_EQUAL(ph.weight[PHASE_OTHER], 65);
+    CU_ASSERT_EQUAL(ph.weight[PHASE_FORWARD], 0);
+    CU_ASSERT_STRING_EQUAL(phase_name(PHASE_IMPORT), "import");
+    CU_ASSERT(stack_is_import(p, &p->stacks[p->samples[0].stack]));
+    CU_ASSERT_FALSE(stack_is_import(p, &p->stacks[p->samples[2].stack]));
+
+    struct hotspot_table t;
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_OP, &t), 0);
+    ROW(&t, NO_OPERATOR_IMPORT_NAME, NULL, 30, 30);
+    ROW(&t, NO_OPERATOR_NAME, NULL, 65, 65);
+    ROW(&t, "aten::mm", NULL, 5, 5);
+    CU_ASSERT(is_no_operator_row(NO_OPERATOR_IMPORT_NAME));
+    CU_ASSERT(is_no_operator_row(NO_OPERATOR_NAME));
+    CU_ASSERT_FALSE(is_no_operator_row("aten::mm"));
+    hotspots_free(&t);
+    profile_free(p);
+
+    /* 35 % under import fires and names the user's import line; the 65 %
+     * of plain interpreter time is interpreter-bound, the import is not. */
+    check_finding(import_profile(30, 5, 65), FINDING_IMPORT, true,
+                  "Start-up: 35.0 % of CPU time (0.04 s) is modules being imported, 35.0 % under the import at "
+                  "train.py:3");
+    check_finding(import_profile(30, 5, 65), FINDING_INTERPRETER, true, "Most CPU time (65.0 %)");
+    /* 19 % does not fire; 60 % import + 40 % other is not interpreter-bound. */
+    check_finding(import_profile(19, 0, 81), FINDING_IMPORT, false, NULL);
+    check_finding(import_profile(60, 0, 40), FINDING_INTERPRETER, false, NULL);
+}
+
 static void test_report_sections(void)
 {
     struct profile *p = make_torch();
@@ -630,5 +694,6 @@ void register_operators_tests(void)
     CU_add_test(s, "finding: reference BLAS threshold", test_finding_reference_blas);
     CU_add_test(s, "finding: interpreter-bound threshold", test_finding_interpreter);
     CU_add_test(s, "finding: dominant operator threshold", test_finding_dominant_op);
+    CU_add_test(s, "import: phase, operator row, finding", test_import_startup);
     CU_add_test(s, "report: findings and phases sections", test_report_sections);
 }
