@@ -192,19 +192,26 @@ static void test_truncated_worker_named_by_region(void)
     uint32_t os = fx.os, t_open = fx.t_open, t_work = fx.t_work, idx = fx.region;
     size_t sorted = fx.sorted;
     uint32_t other = threading_region_lookup(p, 0, &sorted, 100, 9); /* a region nobody names */
+    uint32_t third = threading_region_lookup(p, 0, &sorted, 100, 10);
+    /* What grafting makes of a worker stack cut at the wait call itself:
+     * sched_yield directly on the opener's context. */
+    uint32_t grafted_frames[] = {yield, fx.opener, fx.mainf};
+    uint32_t grafted = profile_add_stack(p, grafted_frames, 3);
     for (int i = 0; i < 3; i++)
         profile_add_sample(p, 2100 + 100 * (uint64_t)i, t_work, cut, 1);
     profile_add_sample(p, 2500, t_open, os, 1);
     profile_add_sample(p, 2600, t_work, cut, 1);
+    profile_add_sample(p, 2700, t_work, grafted, 1);
     for (size_t i = 0; i < 4; i++)
         p->samples[i].omp_region = idx;
     p->samples[4].omp_region = other;
+    p->samples[5].omp_region = third;
     struct threading_summary s;
     CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
-    CU_ASSERT_EQUAL(s.region_samples, 5);
+    CU_ASSERT_EQUAL(s.region_samples, 6);
     CU_ASSERT_EQUAL_FATAL(s.nops, 2);
     CU_ASSERT_STRING_EQUAL(s.ops[0].name, "opener_fn");
-    CU_ASSERT_EQUAL(s.ops[0].samples, 4);
+    CU_ASSERT_EQUAL(s.ops[0].samples, 5);
     CU_ASSERT_STRING_EQUAL(s.ops[1].name, "sched_yield"); /* nothing better known */
     threading_summary_free(&s);
     profile_free(p);
