@@ -16,7 +16,7 @@ bool threading_is_runtime_or_agent(const struct prof_frame *f)
     return threading_is_omp_runtime(f->module) || strncmp(f->module, "libopprof_agent", 15) == 0;
 }
 
-static bool is_spin_name(const char *n)
+bool threading_is_spin_name(const char *n)
 {
     static const char *const words[] = {"wait", "barrier", "yield", "spin", "sleep", "futex", "flag", "suspend"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
@@ -84,16 +84,6 @@ static bool op_of(const struct profile *p, const struct prof_stack *st, char *na
             return true;
         }
     }
-    /* A worker waiting in the runtime whose own stack stopped at the wait
-     * call (sched_yield) and was grafted onto the opener's context: the
-     * frame after the wait is the opener's function. (LLVM libomp workers
-     * at OMP_NUM_THREADS=8 on 2 CPUs: ~40 % of region samples, named
-     * "sched_yield" and once outnumbering the opener in CI.) */
-    if (st->nframes > 1 && is_spin_name(p->frames[st->frames[0]].name) &&
-        p->frames[st->frames[1]].kind != FRAME_PYTHON && !threading_is_runtime_or_agent(&p->frames[st->frames[1]])) {
-        snprintf(name, nlen, "%s", p->frames[st->frames[1]].name);
-        return true;
-    }
     snprintf(name, nlen, "%s", st->nframes ? p->frames[st->frames[0]].name : "[no frame]");
     return false;
 }
@@ -158,7 +148,7 @@ void threading_samples_by_op(const struct profile *p, struct threading_summary *
         const struct prof_stack *st = &p->stacks[sm->stack];
         if (st->nframes) {
             const struct prof_frame *leaf = &p->frames[st->frames[0]];
-            bool spin = threading_is_omp_runtime(leaf->module) && is_spin_name(leaf->name);
+            bool spin = threading_is_omp_runtime(leaf->module) && threading_is_spin_name(leaf->name);
             if (!spin && st->nframes > 1 && strstr(leaf->name, "sched_yield"))
                 spin = threading_is_omp_runtime(p->frames[st->frames[1]].module);
             if (spin)
