@@ -93,6 +93,16 @@ static const struct prof_frame *leaf_of(const struct profile *p, const struct pr
     return st->nframes && st->frames[0] < p->nframes ? &p->frames[st->frames[0]] : NULL;
 }
 
+/* The row of b with the most self weight, NULL when b has none. */
+static const struct hotspot_row *busiest_row(const struct hs_builder *b)
+{
+    const struct hotspot_row *top = NULL;
+    for (size_t i = 0; i < b->nrows; i++)
+        if (!top || b->rows[i].self > top->self)
+            top = &b->rows[i];
+    return top;
+}
+
 /* The import statement outside the import machinery that a stack under
  * `import` started from ("torch_train.py:12"): the first Python frame
  * rootward of the outermost importlib frame. Counted into rows of b. */
@@ -176,10 +186,7 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
         }
     }
     if (share_of(netlib_w, total) >= REFERENCE_BLAS_MIN_SHARE) {
-        const struct hotspot_row *top = NULL;
-        for (size_t i = 0; i < blas_fn.nrows; i++)
-            if (!top || blas_fn.rows[i].self > top->self)
-                top = &blas_fn.rows[i];
+        const struct hotspot_row *top = busiest_row(&blas_fn);
         if (add_finding(out, FINDING_REFERENCE_BLAS, "reference_blas", share_of(blas_w, total),
                         "Reference BLAS in use: %.1f %% of CPU time is in %s (%s %.1f %%); it is "
                         "single-threaded and unoptimized: install OpenBLAS or MKL "
@@ -190,10 +197,7 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
             goto done;
     }
     if (share_of(interp_w, total) >= INTERPRETER_MIN_SHARE) {
-        const struct hotspot_row *top = NULL;
-        for (size_t i = 0; i < interp_line.nrows; i++)
-            if (!top || interp_line.rows[i].self > top->self)
-                top = &interp_line.rows[i];
+        const struct hotspot_row *top = busiest_row(&interp_line);
         char where[1024] = "";
         if (top)
             snprintf(where, sizeof where, "; the busiest line is %s in %s (%.1f %%)", top->name,
@@ -209,10 +213,7 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
             goto done;
     }
     if (share_of(import_w, total) >= IMPORT_MIN_SHARE) {
-        const struct hotspot_row *top = NULL;
-        for (size_t i = 0; i < import_line.nrows; i++)
-            if (!top || import_line.rows[i].self > top->self)
-                top = &import_line.rows[i];
+        const struct hotspot_row *top = busiest_row(&import_line);
         char where[1024] = "";
         if (top)
             snprintf(where, sizeof where, ", %.1f %% under the import at %s", 100.0 * share_of(top->self, total),

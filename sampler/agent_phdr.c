@@ -40,6 +40,7 @@
  * object that holds the PC, which is mapped since code there is running. */
 struct phdr_table {
     size_t count, nheaders;
+    unsigned long long adds, subs; /* glibc's load/unload counts at the copy */
     struct dl_phdr_info info[PHDR_MAX_OBJECTS];
     ElfW(Phdr) headers[PHDR_MAX_HEADERS];
 };
@@ -47,12 +48,18 @@ struct phdr_table {
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 
 static struct phdr_table tables[2];
-/* glibc's load and unload counts when the published snapshot was taken. */
-static unsigned long long snapshot_adds, snapshot_subs;
 static _Atomic int current = -1;
 static _Atomic int readers[2];
 static __thread int in_sample_handler;
 static iterate_fn real_iterate;
+
+/* glibc's dl_iterate_phdr (ours interposes it), resolved on first use. */
+static iterate_fn glibc_iterate(void)
+{
+    if (!real_iterate)
+        real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
+    return real_iterate;
+}
 
 void agent_phdr_enter_handler(void) { in_sample_handler = 1; }
 void agent_phdr_leave_handler(void) { in_sample_handler = 0; }
@@ -62,6 +69,10 @@ static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
     struct phdr_table *t = arg;
     if (t->count >= PHDR_MAX_OBJECTS || t->nheaders + info->dlpi_phnum > PHDR_MAX_HEADERS)
         return 1;
+    if (t->count == 0 && size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        t->adds = info->dlpi_adds; /* the same in every entry, and the loader lock is */
+        t->subs = info->dlpi_subs; /* held for the whole walk: these match the copy */
+    }
     struct dl_phdr_info *dst = &t->info[t->count++];
     memset(dst, 0, sizeof *dst);
     memcpy(dst, info, size < sizeof *dst ? size : sizeof *dst);
@@ -91,10 +102,8 @@ static int first_entry_counts(struct dl_phdr_info *info, size_t size, void *arg)
 
 static bool read_load_counts(struct load_counts *c)
 {
-    if (!real_iterate)
-        real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
     *c = (struct load_counts){0, 0, false};
-    if (real_iterate)
+    if (glibc_iterate())
         real_iterate(first_entry_counts, c);
     return c->valid;
 }
@@ -135,9 +144,7 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
 static void refresh_locked(void)
 {
     resolve_find_object();
-    if (!real_iterate)
-        real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
-    if (!real_iterate)
+    if (!glibc_iterate())
         return;
     int cur = atomic_load(&current);
     int next = cur == 0 ? 1 : 0;
@@ -147,16 +154,11 @@ static void refresh_locked(void)
     }
     if (atomic_load(&readers[next]) != 0)
         return;
-    struct load_counts before;
-    read_load_counts(&before);
     tables[next].count = 0;
     tables[next].nheaders = 0;
+    tables[next].adds = tables[next].subs = 0;
     real_iterate(copy_one, &tables[next]);
     atomic_store_explicit(&current, next, memory_order_release);
-    /* Counts from before the copy: a load that raced with it is seen as a
-     * change at the next check and copied then. */
-    snapshot_adds = before.adds;
-    snapshot_subs = before.subs;
 }
 
 /* Writer thread, every drain (outside the writer lock: glibc's
@@ -172,10 +174,13 @@ void agent_phdr_refresh_if_changed(void)
     if (atomic_load(&current) < 0)
         return;
     struct load_counts now;
-    if (!read_load_counts(&now))
+    if (!read_load_counts(&now)) /* outside refresh_lock: it may wait for a dlopen */
         return;
-    if (now.adds != snapshot_adds || now.subs != snapshot_subs)
-        agent_phdr_refresh();
+    pthread_mutex_lock(&refresh_lock); /* a dlclose caller may be refreshing */
+    const struct phdr_table *t = &tables[atomic_load(&current)];
+    if (now.adds != t->adds || now.subs != t->subs)
+        refresh_locked();
+    pthread_mutex_unlock(&refresh_lock);
 }
 
 void agent_phdr_atfork_child(void)
@@ -247,9 +252,7 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(struc
                                                           void *data)
 {
     if (!in_sample_handler) {
-        if (!real_iterate)
-            real_iterate = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
-        return real_iterate ? real_iterate(callback, data) : 0;
+        return glibc_iterate() ? real_iterate(callback, data) : 0;
     }
     /* Inside the sample handler: the snapshot only. */
     int t = agent_snapshot_enter(&current, readers);
