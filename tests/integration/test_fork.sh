@@ -10,7 +10,7 @@ for mode in fork exec; do
     log "=== --$mode"
     # A hang fails the test but the other mode still runs.
     RECORD_HANG_OK=1
-    record_checked_split "$WORK/res-$mode" main 1 --"$mode" --seconds "$SECONDS_OF_WORK" || continue
+    record_checked_split "$WORK/res-$mode" main --"$mode" --seconds "$SECONDS_OF_WORK" || continue
     RECORD_HANG_OK=0
     child=$(worker_pid "$RECORD_ERR")
     [ -n "$child" ] || die "could not find the child pid in the workload output"

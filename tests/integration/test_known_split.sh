@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 require_all
 
-record_checked_split "$WORK/res" main 1 --seconds "$SECONDS_OF_WORK" ||
+record_checked_split "$WORK/res" main --seconds "$SECONDS_OF_WORK" ||
     die "no report to check further"
 
 # The same result grouped by module: libsplit_stripped.so has spin_c's 20 %.

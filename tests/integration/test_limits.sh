@@ -22,6 +22,8 @@ grep -q "outside that window were not recorded" "$RECORD_ERR" &&
     pass "record's summary counts the samples outside the window" ||
     fail "record's summary does not mention the window"
 report_json "$WORK/win" "$WORK/win.json" || die "report of the window run failed"
+# 3 pp, not TOL_PP: the 2 s window holds ~4,000 samples (sigma of a 50 % share
+# 0.8 pp), and there is no second attempt here.
 check_split "$WORK/win.json" "" 2000 3
 limited "$OPPROF" export "$WORK/win" --chrome-trace "$WORK/win.trace" >/dev/null 2>&1 ||
     fail "export --chrome-trace of the window run failed"

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 require_all
 
-record_checked_split "$WORK/res" worker_main 2 --threads 2 --seconds "$SECONDS_OF_WORK" ||
+record_checked_split "$WORK/res" worker_main --threads 2 --seconds "$SECONDS_OF_WORK" ||
     die "no report to check further"
 pid=$(worker_pid "$RECORD_ERR")
 log "workload pid: ${pid:-unknown}"
