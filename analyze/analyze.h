@@ -80,8 +80,9 @@ struct profile {
     /* From the info file. */
     char *command;
     char *event;
-    uint64_t period_ns;
+    uint64_t period_ns;          /* CPU time per unit of weight; 0 with sample_period */
     unsigned frequency_hz;
+    uint64_t sample_period;      /* record -c N: events of `event` per sample (0: timer samples) */
     char *call_graph;
     uint64_t start_ns, end_ns;   /* monotonic; end_ns == 0 when recording did not finish */
     int exit_status;             /* -1 when unknown */
@@ -178,7 +179,9 @@ struct hotspot_table {
     struct hotspot_row *rows;
     size_t nrows;
     uint64_t total_weight; /* denominator of every percentage */
-    uint64_t period_ns;    /* to turn weights into time */
+    uint64_t period_ns;    /* to turn weights into time (0: samples are not time) */
+    uint64_t sample_period; /* record -c N: events per unit of weight (then period_ns is 0) */
+    const char *event;      /* the event sample_period counts */
     /* Column titles when the table is not a function table (static strings,
      * NULL: the default "Module" and no detail column). detail_key names the
      * detail in CSV/JSON. */

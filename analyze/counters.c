@@ -167,5 +167,11 @@ void counter_metrics_compute(const struct prof_counters *c, const double *sums, 
     m->ipc = metric_ipc(m->cycles, m->instructions);
     m->llc_miss_ratio = metric_ratio(m->llc_misses, m->llc_refs);
     m->llc_mpki = metric_ratio(m->llc_misses * 1000.0, m->instructions);
+    /* Samples taken on an event (record -c) are no time: a counted
+     * task-clock, when there is one, says how long the row ran. */
+    if (!(seconds > 0)) {
+        double task_ns = role_sum(c, sums, PMU_ROLE_TASK_CLOCK);
+        seconds = isnan(task_ns) ? 0.0 : task_ns / 1e9;
+    }
     m->bandwidth_est = metric_llc_estimate_bytes_per_s(m->llc_misses, seconds);
 }

@@ -37,6 +37,13 @@
  * training keeps it under a few per cent and gets no line. */
 #define IMPORT_MIN_SHARE 0.20
 
+/* What the shares are shares of: CPU time (timer samples), or with record -c
+ * the event the samples were taken on. */
+static const char *sampled_quantity(const struct profile *p)
+{
+    return p->sample_period && p->event && p->event[0] ? p->event : "CPU time";
+}
+
 static int add_finding(struct findings *out, enum finding_kind kind, const char *id, double share,
                        const char *fmt, ...)
 {
@@ -188,11 +195,11 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
     if (share_of(netlib_w, total) >= REFERENCE_BLAS_MIN_SHARE) {
         const struct hotspot_row *top = busiest_row(&blas_fn);
         if (add_finding(out, FINDING_REFERENCE_BLAS, "reference_blas", share_of(blas_w, total),
-                        "Reference BLAS in use: %.1f %% of CPU time is in %s (%s %.1f %%); it is "
+                        "Reference BLAS in use: %.1f %% of %s is in %s (%s %.1f %%); it is "
                         "single-threaded and unoptimized: install OpenBLAS or MKL "
                         "(update-alternatives --config libblas.so.3-x86_64-linux-gnu) or use a "
                         "PyTorch build with MKL",
-                        100.0 * share_of(blas_w, total), blas_module, top->name,
+                        100.0 * share_of(blas_w, total), sampled_quantity(p), blas_module, top->name,
                         100.0 * share_of(top->self, total)) != 0)
             goto done;
     }
@@ -205,11 +212,11 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
         /* Tensor advice only where tensor operators run at all; a plain
          * Python program gets the general remedy. */
         if (add_finding(out, FINDING_INTERPRETER, "interpreter_bound", share_of(interp_w, total),
-                        ix.any_op ? "Most CPU time (%.1f %%) is in the Python interpreter, not in operators%s: "
+                        ix.any_op ? "Most %s (%.1f %%) is in the Python interpreter, not in operators%s: "
                                     "replace per-element Python work with fewer, larger tensor operations"
-                                  : "Most CPU time (%.1f %%) is in the Python interpreter%s: move the loop "
+                                  : "Most %s (%.1f %%) is in the Python interpreter%s: move the loop "
                                     "into a vectorized library call (NumPy, PyTorch) or compiled code",
-                        100.0 * share_of(interp_w, total), where) != 0)
+                        sampled_quantity(p), 100.0 * share_of(interp_w, total), where) != 0)
             goto done;
     }
     if (share_of(import_w, total) >= IMPORT_MIN_SHARE) {
@@ -222,10 +229,10 @@ static int leaf_findings(const struct profile *p, uint64_t total, struct finding
         if (p->period_ns)
             snprintf(time, sizeof time, " (%.2f s)", (double)import_w * (double)p->period_ns / 1e9);
         if (add_finding(out, FINDING_IMPORT, "import_startup", share_of(import_w, total),
-                        "Start-up: %.1f %% of CPU time%s is modules being imported%s; every other share "
+                        "Start-up: %.1f %% of %s%s is modules being imported%s; every other share "
                         "is diluted by it: profile a longer run, or skip start-up with "
                         "'opprof record --delay S'",
-                        100.0 * share_of(import_w, total), time, where) != 0)
+                        100.0 * share_of(import_w, total), sampled_quantity(p), time, where) != 0)
             goto done;
     }
     rc = 0;
@@ -255,8 +262,8 @@ static int dominant_op_finding(const struct profile *p, uint64_t total, struct f
         if (top->detail)
             snprintf(caller, sizeof caller, "; its top Python caller is %s", top->detail);
         rc = add_finding(out, FINDING_DOMINANT_OP, "dominant_operator", share_of(top->self, total),
-                         "%s takes %.1f %% of CPU time (self): start there%s", top->name,
-                         100.0 * share_of(top->self, total), caller);
+                         "%s takes %.1f %% of %s (self): start there%s", top->name,
+                         100.0 * share_of(top->self, total), sampled_quantity(p), caller);
     }
     hotspots_free(&t);
     return rc;
@@ -311,8 +318,8 @@ static int high_cpi_findings(const struct profile *p, uint64_t total, struct fin
             snprintf(why, sizeof why, "memory stalls, slow instructions or calls not inlined; record with "
                      "-e cycles,instructions,cache-misses to tell them apart");
         rc = add_finding(out, FINDING_HIGH_CPI, "high_cpi", share,
-                         "%s has CPI %.2f (IPC %.2f) over %.1f %% of CPU time, above %.1f: %s", r->name, m.cpi,
-                         m.ipc, 100.0 * share, HIGH_CPI, why);
+                         "%s has CPI %.2f (IPC %.2f) over %.1f %% of %s, above %.1f: %s", r->name, m.cpi,
+                         m.ipc, 100.0 * share, sampled_quantity(p), HIGH_CPI, why);
         shown++;
     }
     hotspots_free(&t);

@@ -255,6 +255,8 @@ int hs_builder_finish(struct hs_builder *b, const struct profile *p, uint64_t co
      * profile left it at zero. */
     out->total_weight = p->total_weight ? p->total_weight : counted_weight;
     out->period_ns = p->period_ns;
+    out->sample_period = p->sample_period;
+    out->event = p->event;
     return 0;
 }
 

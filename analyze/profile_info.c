@@ -67,6 +67,8 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
             p->call_graph = strdup(val);
         } else if (strcmp(key, "period_ns") == 0) {
             p->period_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "sample_period") == 0) {
+            p->sample_period = strtoull(val, NULL, 10); /* -c N */
         } else if (strcmp(key, "frequency_hz") == 0) {
             p->frequency_hz = (unsigned)strtoul(val, NULL, 10);
         } else if (strcmp(key, "start_ns") == 0) {
@@ -106,7 +108,11 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
                  "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION);
         return -1;
     }
-    if (p->period_ns == 0)
+    if (p->sample_period) {
+        p->period_ns = 0; /* -c N: a sample is N events, no time */
+        p->frequency_hz = 0;
+    }
+    else if (p->period_ns == 0)
         p->period_ns = 1000000;
     if (!p->event)
         p->event = strdup("task-clock");

@@ -98,6 +98,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->call_graph = strdup(first->call_graph ? first->call_graph : "dwarf");
     m->period_ns = first->period_ns;
     m->frequency_hz = first->frequency_hz;
+    m->sample_period = first->sample_period;
     m->start_ns = UINT64_MAX;
     m->complete = true;
     m->user_only = false;      /* any part without kernel samples makes the whole so */
@@ -105,7 +106,14 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->exit_status = 0;
     for (size_t i = 0; i < n; i++) {
         const struct profile *p = parts[i];
-        if (p->period_ns != first->period_ns) {
+        if (p->sample_period != first->sample_period || (p->event && first->event && strcmp(p->event, first->event))) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s was sampled on %s every %" PRIu64 ", %s on %s every %" PRIu64
+                     " (0: the CPU-time timer): merged shares mix samples of different kinds; record all "
+                     "ranks with the same -e/-c", p->dir, p->event ? p->event : "?", p->sample_period,
+                     first->dir, first->event ? first->event : "?", first->sample_period);
+            profile_add_warning(m, buf);
+        } else if (p->period_ns != first->period_ns) {
             char buf[512];
             snprintf(buf, sizeof buf, "%s was sampled every %" PRIu64 " ns, %s every %" PRIu64
                      " ns: merged shares weigh samples, not time; record all ranks with one -F",

@@ -234,6 +234,11 @@ int cmd_export(int argc, char **argv)
         if (!profiles[i]->complete)
             fprintf(stderr, "opprof export: warning: %s: recording did not finish (opprof record was "
                             "interrupted); exporting what was written\n", dirs[i]);
+        if (profiles[i]->sample_period) /* record -c: the formats below speak time */
+            fprintf(stderr, "opprof export: note: %s was sampled on %s (one sample per %llu events): "
+                            "durations in the exported files are samples x 1 ms, not time\n", dirs[i],
+                    profiles[i]->event ? profiles[i]->event : "an event",
+                    (unsigned long long)profiles[i]->sample_period);
         if (profiles[i]->nsamples == 0) {
             fprintf(stderr, "opprof export: %s has no samples\n", dirs[i]);
             empty = true;

@@ -1,6 +1,7 @@
 /*
  * cli/cmd_record.c — `opprof record`: parse options, hand over to sampler/.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,8 +30,13 @@ static void record_usage(FILE *out)
           "  -g, --call-graph MODE      dwarf (CFI, default; works without frame pointers),\n"
           "                             fp (frame pointers), none (leaf function only)\n"
           "  -q, --quiet                no live status line and no summary\n"
-          "  -e, --event EVENTS         sampling leader (and counted members), as opprof stat -e;\n"
-          "                             without a PMU: one line, then the task-clock timer\n"
+          "  -e, --event EVENTS         events counted per sample (as opprof stat -e: CPI, misses\n"
+          "                             per function); one that needs a missing PMU: one line\n"
+          "  -c, --count N              sample every N events of the first -e event (the sampling\n"
+          "                             leader: -e cycles,instructions -c 1000000, -e page-faults\n"
+          "                             -c 64) instead of the CPU-time timer; shares are then\n"
+          "                             shares of that event. Without a PMU for it: one line,\n"
+          "                             then the timer\n"
           "  --openmp-runtime MODE      auto (default): preload an LLVM libomp found on this machine\n"
           "                             so GNU libgomp programs report OpenMP regions (OMPT);\n"
           "                             keep: leave the runtime alone; or the path of a libomp\n"
@@ -92,6 +98,7 @@ int cmd_record(int argc, char **argv)
         {"call-graph", required_argument, NULL, 'g'},
         {"quiet", no_argument, NULL, 'q'},
         {"event", required_argument, NULL, 'e'},
+        {"count", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {"openmp-runtime", required_argument, NULL, 256}, /* threading/OpenMP */
         {"no-omp-swap", no_argument, NULL, 257},
@@ -106,7 +113,8 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     opterr = 0;
     /* '+': stop at the first non-option, which is the workload's command. */
-    while ((c = getopt_long(argc, argv, "+F:o:g:qe:hp:", options, NULL)) != -1) {
+    bool freq_given = false;
+    while ((c = getopt_long(argc, argv, "+F:o:g:qe:c:hp:", options, NULL)) != -1) {
         switch (c) {
         case 'F': {
             char *end;
@@ -116,6 +124,19 @@ int cmd_record(int argc, char **argv)
                 return 2;
             }
             o.frequency_hz = (unsigned)hz;
+            freq_given = true;
+            break;
+        }
+        case 'c': { /* -c N: sample every N events of the first -e event */
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(optarg, &end, 10);
+            if (errno || *end || end == optarg || optarg[0] == '-' || n < 1 || n > (1ull << 40)) {
+                fprintf(stderr, "opprof record: -c %s: give the number of events per sample (1 or more, e.g. "
+                                "-e cycles -c 1000000)\n", optarg);
+                return 2;
+            }
+            o.sample_count = n;
             break;
         }
         case 'o':
@@ -188,7 +209,22 @@ int cmd_record(int argc, char **argv)
             return 2;
         }
     }
+    if (o.sample_count && !o.events) {
+        fprintf(stderr, "opprof record: -c %llu needs the event to sample on: -e EVENT -c N (e.g. -e cycles "
+                        "-c 1000000, -e page-faults -c 64)\n", (unsigned long long)o.sample_count);
+        return 2;
+    }
+    if (o.sample_count && freq_given) {
+        fprintf(stderr, "opprof record: -F sets the CPU-time timer, -c samples on an event instead: give one "
+                        "of them\n");
+        return 2;
+    }
     if (o.attach_pid) {
+        if (o.sample_count) {
+            fprintf(stderr, "opprof record: -p samples on CPU time only; -c (sampling on an event) needs a "
+                            "launched command: opprof record -e EVENT -c N -- CMD\n");
+            return 2;
+        }
         if (optind < argc) {
             fprintf(stderr, "opprof record: -p %d attaches to a running process: give either -p PID or a "
                             "command to run, not both\n", (int)o.attach_pid);

@@ -56,6 +56,29 @@ static void format_time(char *buf, size_t len, uint64_t ns)
         snprintf(buf, len, "0 s");
 }
 
+/* An event count (record -c): "40000", "1.23 M", "4.56 G". */
+static void format_count(char *buf, size_t len, uint64_t n)
+{
+    if (n >= 1000000000u)
+        snprintf(buf, len, "%.2f G", (double)n / 1e9);
+    else if (n >= 1000000u)
+        snprintf(buf, len, "%.2f M", (double)n / 1e6);
+    else
+        snprintf(buf, len, "%" PRIu64, n);
+}
+
+/* The two "time" cells of a row: CPU time, or with record -c the events the
+ * samples stand for, or "-" when neither is known. */
+static void format_amount(char *buf, size_t len, const struct hotspot_table *t, uint64_t weight)
+{
+    if (t->period_ns)
+        format_time(buf, len, weight * t->period_ns);
+    else if (t->sample_period)
+        format_count(buf, len, weight * t->sample_period);
+    else
+        snprintf(buf, len, "-");
+}
+
 static double percent(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
@@ -261,6 +284,8 @@ static void print_process_warnings(FILE *out, const struct profile *p)
 
 const char *report_sampled_modes(const struct profile *p)
 {
+    if (p->sample_period) /* record -c: the events were counted in these modes */
+        return p->user_only ? "user-mode events only" : "user + kernel mode events";
     if (!p->user_only)
         return "user + kernel CPU time";
     if (p->cpu_time_weights) /* agent.c: kernel time rides on the next user-mode sample */
@@ -298,6 +323,9 @@ void report_print_header(FILE *out, const struct profile *p)
         fprintf(out, " at %u Hz", p->frequency_hz);
     if (p->period_ns)
         fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
+    if (p->sample_period) /* record -c: shares are shares of this event, not of time */
+        fprintf(out, " (one sample per %" PRIu64 " events: shares are shares of %s, not time)",
+                p->sample_period, p->event && p->event[0] ? p->event : "the event");
     fprintf(out, ", %s\n", report_sampled_modes(p));
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
     print_collection_limits(out, p);
@@ -411,7 +439,10 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     struct counter_columns cc; /* per-sample counters: only recorded ones */
     counter_columns_plan(t, &cc);
 
-    fprintf(out, "%8s%12s%9s%12s%9s  ", "Self %", "Self time", "Total %", "Total time", "Samples");
+    bool events = !t->period_ns && t->sample_period; /* record -c */
+    int total_w = events ? 13 : 12; /* "Total events" needs one more */
+    fprintf(out, "%8s%12s%9s%*s%9s  ", "Self %", events ? "Self events" : "Self time", "Total %", total_w,
+            events ? "Total events" : "Total time", "Samples");
     counter_columns_text_header(out, &cc);
     if (have_share)
         fprintf(out, "%7s  ", "Share");
@@ -433,14 +464,9 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         char self_pct[32], total_pct[32], self_time[32], total_time[32];
         snprintf(self_pct, sizeof self_pct, "%.1f %%", percent(r->self, t->total_weight));
         snprintf(total_pct, sizeof total_pct, "%.1f %%", percent(r->total, t->total_weight));
-        if (t->period_ns) {
-            format_time(self_time, sizeof self_time, r->self * t->period_ns);
-            format_time(total_time, sizeof total_time, r->total * t->period_ns);
-        } else {
-            strcpy(self_time, "-"); /* the period is unknown: no time, only % */
-            strcpy(total_time, "-");
-        }
-        fprintf(out, "%8s%12s%9s%12s%9" PRIu64 "  ", self_pct, self_time, total_pct, total_time,
+        format_amount(self_time, sizeof self_time, t, r->self);
+        format_amount(total_time, sizeof total_time, t, r->total);
+        fprintf(out, "%8s%12s%9s%*s%9" PRIu64 "  ", self_pct, self_time, total_pct, total_w, total_time,
                 r->samples);
         counter_columns_text_cells(out, &cc, t, r);
         if (have_share) {
@@ -472,8 +498,11 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     }
 
     char total[32];
-    format_time(total, sizeof total, t->total_weight * t->period_ns);
-    fprintf(out, "Self time total: %s (", t->period_ns ? total : "-");
+    format_amount(total, sizeof total, t, t->total_weight);
+    if (events)
+        fprintf(out, "Self events total: %s %s (", total, t->event ? t->event : "");
+    else
+        fprintf(out, "Self time total: %s (", total);
     if (p && p->nsamples != t->total_weight)
         fprintf(out, "%zu samples, weight %" PRIu64 ")\n", p->nsamples, t->total_weight);
     else
@@ -484,7 +513,11 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
 static void print_csv(FILE *out, const struct hotspot_table *t, const struct report_options *opts)
 {
     size_t n = rows_to_print(t, opts);
-    fputs("name,module,self_pct,self_ns,total_pct,total_ns,samples", out);
+    /* record -c: the amounts are events, not ns */
+    bool events = !t->period_ns && t->sample_period;
+    uint64_t unit = events ? t->sample_period : t->period_ns;
+    fputs(events ? "name,module,self_pct,self_events,total_pct,total_events,samples"
+                 : "name,module,self_pct,self_ns,total_pct,total_ns,samples", out);
     if (t->share_denominator)
         fputs(",share_pct", out);
     if (t->detail_key)
@@ -499,8 +532,8 @@ static void print_csv(FILE *out, const struct hotspot_table *t, const struct rep
         fputc(',', out);
         report_csv_field(out, r->module);
         fprintf(out, ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%" PRIu64,
-                percent(r->self, t->total_weight), r->self * t->period_ns,
-                percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
+                percent(r->self, t->total_weight), r->self * unit,
+                percent(r->total, t->total_weight), r->total * unit, r->samples);
         if (t->share_denominator)
             fprintf(out, ",%.3f", percent(r->total, t->share_denominator));
         if (t->detail_key) {
@@ -522,6 +555,11 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     json_string(out, p ? p->command : NULL);
     fprintf(out, ",\"period_ns\":%" PRIu64 ",\"total_weight\":%" PRIu64 ",\"lost_samples\":%" PRIu64,
             t->period_ns, t->total_weight, p ? p->lost_samples : 0);
+    if (t->sample_period) { /* record -c: samples of an event, not time */
+        fputs(",\"event\":", out);
+        json_string(out, t->event);
+        fprintf(out, ",\"sample_period\":%" PRIu64, t->sample_period);
+    }
     /* collection limits: only for recordings that had one */
     if (p && (p->window_start_ns || p->window_end_ns || p->max_size_bytes))
         fprintf(out, ",\"outside_window_samples\":%" PRIu64 ",\"size_cap_dropped_samples\":%" PRIu64,
@@ -569,10 +607,16 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
         if (t->share_denominator)
             fprintf(out, ",\"share_pct\":%.3f", percent(r->total, t->share_denominator));
         counter_columns_json(out, &cc, t, r);
-        fprintf(out, ",\"self_pct\":%.3f,\"self_ns\":%" PRIu64 ",\"total_pct\":%.3f,\"total_ns\":%" PRIu64
-                ",\"samples\":%" PRIu64 "}",
-                percent(r->self, t->total_weight), r->self * t->period_ns,
-                percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
+        if (!t->period_ns && t->sample_period) /* record -c: events, and no time */
+            fprintf(out, ",\"self_pct\":%.3f,\"self_events\":%" PRIu64 ",\"self_ns\":null,\"total_pct\":%.3f,"
+                    "\"total_events\":%" PRIu64 ",\"total_ns\":null,\"samples\":%" PRIu64 "}",
+                    percent(r->self, t->total_weight), r->self * t->sample_period,
+                    percent(r->total, t->total_weight), r->total * t->sample_period, r->samples);
+        else
+            fprintf(out, ",\"self_pct\":%.3f,\"self_ns\":%" PRIu64 ",\"total_pct\":%.3f,\"total_ns\":%" PRIu64
+                    ",\"samples\":%" PRIu64 "}",
+                    percent(r->self, t->total_weight), r->self * t->period_ns,
+                    percent(r->total, t->total_weight), r->total * t->period_ns, r->samples);
     }
     fputs(n ? "\n]}\n" : "]}\n", out);
 }

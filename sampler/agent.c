@@ -26,12 +26,16 @@
  * new image, whose SIGTRAP action is the default (core dump). Hence one event
  * per process (inherit_thread: a posix_spawn or vfork child, whose exec we
  * cannot intercept, has no event), disabled before every exec we intercept.
+ *
+ * With -c N (OPR_ENV_LEADER) the same event counts another event instead of
+ * task-clock (cycles, page-faults, ...): a sample every N of them, weight 1.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h> /* sscanf in the constructor only */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -210,7 +214,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     uint64_t entry_ns = agent_now_ns();
     /* Even a sample that is not recorded consumes the CPU time before it, so
      * that the next one does not carry it. */
-    uint32_t weight = agent_config.user_only ? take_sample_weight() : 1;
+    uint32_t weight = agent_config.user_only && !agent_config.leader ? take_sample_weight() : 1;
     if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
         return true; /* ours, but not wanted: starting or stopping */
 
@@ -279,9 +283,19 @@ static int open_timer_event_mode(bool user_only)
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_TASK_CLOCK;
-    attr.sample_period = agent_config.period_ns;
+    if (agent_config.leader) {
+        /* -c N: the same sigtrap event, counting another event (a hardware
+         * counter, page faults, ...): a sample every leader_period of them. */
+        attr.type = agent_config.leader_type;
+        attr.config = agent_config.leader_config;
+        attr.config1 = agent_config.leader_config1;
+        attr.sample_period = agent_config.leader_period;
+        user_only = user_only || agent_config.leader_user_only;
+    } else {
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_TASK_CLOCK;
+        attr.sample_period = agent_config.period_ns;
+    }
     attr.inherit = 1;
     attr.inherit_thread = 1; /* threads of this process; a child process opens its own */
     attr.remove_on_exec = 1;
@@ -387,6 +401,20 @@ __attribute__((constructor)) static void agent_init(void)
     agent_config.max_bytes = max_bytes ? strtoull(max_bytes, NULL, 10) : 0;
     const char *user_only = getenv(OPR_ENV_USER_ONLY);
     agent_config.user_only = user_only && strcmp(user_only, "1") == 0;
+    const char *leader = getenv(OPR_ENV_LEADER); /* "type:config:config1:exclude_kernel:period" */
+    if (leader && leader[0]) {
+        unsigned type, excl;
+        unsigned long long config, config1, lperiod;
+        if (sscanf(leader, "%u:%llx:%llx:%u:%llu", &type, &config, &config1, &excl, &lperiod) == 5 &&
+            lperiod > 0) {
+            agent_config.leader = true;
+            agent_config.leader_type = type;
+            agent_config.leader_config = config;
+            agent_config.leader_config1 = config1;
+            agent_config.leader_user_only = excl != 0;
+            agent_config.leader_period = lperiod;
+        }
+    }
 
     agent_phdr_refresh();
     agent_counters_init(); /* -e events to count per sample */

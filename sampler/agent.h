@@ -171,6 +171,12 @@ struct agent_config {
     uint64_t window_start_ns, window_end_ns;
     uint64_t max_bytes; /* --max-size: samples are dropped once the result dir holds this much (0: no cap) */
     bool user_only;     /* kernel mode not sampled (perf_event_paranoid): samples weighted by thread CPU time */
+    /* -c N (OPR_ENV_LEADER): samples are taken every leader_period events of
+     * this event instead of every period_ns of CPU time; each weighs 1. */
+    bool leader;
+    uint32_t leader_type;
+    uint64_t leader_config, leader_config1, leader_period;
+    bool leader_user_only;
 };
 
 AGENT_HIDDEN extern struct agent_config agent_config;

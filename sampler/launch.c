@@ -219,6 +219,8 @@ static bool o_user_only;
 
 /* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
 static char counters_env[4096], counters_names[2048];
+/* -c N: the event samples are taken on (OPR_ENV_LEADER), when it can be. */
+static struct record_leader o_leader;
 
 /* ranks: the job rank opprof record itself runs as (one opprof per rank
  * under torchrun/mpirun/srun), for report to label this directory. */
@@ -251,12 +253,19 @@ static int write_info(const char *dir, const struct record_options *o, const str
     write_command(f, o->argv);
     fputc('\n', f);
     fprintf(f, "hostname=%s\n", host);
-    fprintf(f, "event=task-clock\n");
-    fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
-    if (o_user_only) /* kernel time in the weights instead (agent.c) */
-        fprintf(f, "sample_weight=thread_cpu_time\n");
-    fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
-    fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
+    if (o_leader.active) {
+        /* -c N: a sample is N events, not a period of time (no period_ns) */
+        fprintf(f, "event=%s\n", o_leader.name);
+        fprintf(f, "sample_period=%llu\n", (unsigned long long)o_leader.period);
+        fprintf(f, "user_only=%d\n", o_user_only || o_leader.user_only ? 1 : 0);
+    } else {
+        fprintf(f, "event=task-clock\n");
+        fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
+        if (o_user_only) /* kernel time in the weights instead (agent.c) */
+            fprintf(f, "sample_weight=thread_cpu_time\n");
+        fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
+        fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
+    }
     fprintf(f, "call_graph=%s\n", call_graph_mode_name(o->call_graph));
     fprintf(f, "start_ns=%llu\n", (unsigned long long)r->start_ns);
     fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
@@ -438,7 +447,11 @@ int record_run(const struct record_options *o)
         fprintf(stderr, "opprof record: %s\n", msg);
         return 2;
     }
-    if (o_user_only && !o->quiet)
+    /* -c N: the first -e event leads, when this machine can count it. */
+    memset(&o_leader, 0, sizeof o_leader);
+    if (o->sample_count && pmu_record_leader(o->events, o->sample_count, &o_leader) != 0)
+        return 2;
+    if (o_user_only && !o_leader.active && !o->quiet)
         fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode samples only: kernel time "
                         "(page faults, system calls) is charged to each thread's next user-mode sample, not to the "
                         "code that entered the kernel; `sudo sysctl kernel.perf_event_paranoid=1` makes it exact\n",
@@ -446,7 +459,8 @@ int record_run(const struct record_options *o)
     /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
      * one line and is dropped; the rest are counted per sample by the agent
      * (record_counters.c) while the task-clock timer samples. */
-    if (o->events && pmu_record_counters(o->events, counters_env, sizeof counters_env, counters_names,
+    if (o->events && pmu_record_counters(o->events, o->sample_count ? &o_leader : NULL, counters_env,
+                                         sizeof counters_env, counters_names,
                                          sizeof counters_names) != 0)
         return 2;
     char dir[PATH_MAX];
@@ -498,6 +512,10 @@ int record_run(const struct record_options *o)
             snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
             setenv(OPR_ENV_MAX_BYTES, limit, 1);
         }
+        if (o_leader.active)
+            setenv(OPR_ENV_LEADER, o_leader.env, 1);
+        else
+            unsetenv(OPR_ENV_LEADER);
         if (counters_env[0])
             setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
         else

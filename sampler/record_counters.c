@@ -11,10 +11,11 @@
  * column of zeros; software events (page-faults, context-switches, ...) are
  * always countable, which is what makes the whole path testable here.
  *
- * A hardware sampling leader (sampling on cycles overflow) would need the
- * agent to open a sigtrap event of that type per process; it is not done:
- * counting members are read on the timer's samples instead, which gives the
- * same per-function ratios (CPI, miss rates) without a second signal source.
+ * With -c N the first event leads instead (pmu_record_leader): the agent's
+ * sigtrap event counts it and samples every N of them (one sample per 100,000
+ * cycles, per 64 page faults, ...); the other events are counted per sample
+ * as with the timer. A leader this machine cannot count (no PMU) is one line,
+ * and sampling stays on the timer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -60,8 +61,53 @@ static void append(char *out, size_t outlen, const char *text)
     snprintf(out + used, outlen - used, "%s", text);
 }
 
-int pmu_record_counters(const char *events, char *env, size_t envlen, char *names, size_t nameslen)
+int pmu_record_leader(const char *events, uint64_t period, struct record_leader *out)
 {
+    memset(out, 0, sizeof *out);
+    struct pmu_event_list l = {0};
+    char err[768];
+    if (pmu_parse_events(events, &l, err, sizeof err) != 0 || l.n == 0) {
+        fprintf(stderr, "opprof record: %s\n", l.n == 0 && !err[0] ? "-e names no event" : err);
+        pmu_event_list_free(&l);
+        return -1;
+    }
+    struct pmu_event ev = l.ev[0];
+    pmu_event_list_free(&l);
+    if (ev.role == PMU_ROLE_TASK_CLOCK) {
+        fprintf(stderr, "opprof record: -c with %s: task-clock is the default sampling timer; set its rate "
+                        "with -F HZ instead\n", ev.name);
+        return -1;
+    }
+    if (ev.uncore) {
+        fprintf(stderr, "opprof record: -c with %s: an uncore event counts for the whole socket and cannot "
+                        "lead per-thread samples; lead with a core event (cycles, ...) and use `opprof stat "
+                        "--metrics memory` for bandwidth\n", ev.name);
+        return -1;
+    }
+    snprintf(out->name, sizeof out->name, "%s", ev.name);
+    int e = 0;
+    if (!can_count_here(&ev, &e))
+        return 0; /* no PMU: pmu_record_counters names it with the rest, in one line */
+    out->active = true;
+    out->period = period;
+    out->user_only = ev.attr.exclude_kernel != 0;
+    snprintf(out->env, sizeof out->env, "%u:%llx:%llx:%u:%llu", ev.attr.type,
+             (unsigned long long)ev.attr.config, (unsigned long long)ev.attr.config1, out->user_only ? 1u : 0u,
+             (unsigned long long)period);
+    return 0;
+}
+
+int pmu_record_counters(const char *events, const struct record_leader *leader, char *env, size_t envlen,
+                        char *names, size_t nameslen)
+{
+    /* With -c the first event is the leader, not counted again; one that
+     * cannot be opened here is dropped below like any other (one line). */
+    bool first_leads = leader && leader->active;
+    char sampling[300];
+    if (leader && leader->active)
+        snprintf(sampling, sizeof sampling, "sampling on %s", leader->name);
+    else
+        snprintf(sampling, sizeof sampling, "sampling with the task-clock timer");
     env[0] = '\0';
     names[0] = '\0';
     struct pmu_event_list l = {0};
@@ -83,9 +129,9 @@ int pmu_record_counters(const char *events, char *env, size_t envlen, char *name
     int ngroups = 0;
     for (size_t i = 0; i < sizeof group_map / sizeof group_map[0]; i++)
         group_map[i] = -1;
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = first_leads ? 1 : 0; i < l.n; i++) {
         struct pmu_event *ev = &l.ev[i];
-        if (ev->role == PMU_ROLE_TASK_CLOCK)
+        if (ev->role == PMU_ROLE_TASK_CLOCK && !(leader && leader->active))
             continue; /* the sampling timer itself: each sample is one period of it */
         if (ev->uncore) {
             append(uncore, sizeof uncore, uncore[0] ? ", " : "");
@@ -130,14 +176,14 @@ int pmu_record_counters(const char *events, char *env, size_t envlen, char *name
     if (dropped[0]) {
         char why[320];
         pmu_unavailable_reason(first_errno, pmu_cpu_has_hypervisor_flag(), pmu_read_paranoid(), why, sizeof why);
-        fprintf(stderr, "opprof record: %s not counted: %s; sampling with the task-clock timer%s\n", dropped,
-                why, kept ? " and counting the other events per sample" : "");
+        fprintf(stderr, "opprof record: %s not counted: %s; %s%s\n", dropped, why, sampling,
+                kept ? " and counting the other events per sample" : "");
     } else if (uncore[0]) {
         fprintf(stderr, "opprof record: %s not counted per sample: uncore events are socket-wide, not per "
                         "thread (`opprof stat --metrics memory` counts them for the whole run)\n", uncore);
-    } else if (l.ev[0].hardware && kept) {
+    } else if (l.ev[0].hardware && kept && !first_leads) {
         fprintf(stderr, "opprof record: samples are taken on the task-clock timer; %s %s read at each "
-                        "sample (hardware sampling leaders are not implemented)\n", names,
+                        "sample (-c N samples on the first instead)\n", names,
                 kept > 1 ? "are" : "is");
     }
     pmu_event_list_free(&l);

@@ -355,6 +355,9 @@ int record_expand_output(const char *pattern, long pid, char *out, size_t outlen
 #define OPR_ENV_CALLGRAPH "OPPROF_CALL_GRAPH"
 #define OPR_ENV_WINDOW "OPPROF_WINDOW_NS"    /* "start_ns:end_ns", CLOCK_MONOTONIC; end 0 = open */
 #define OPR_ENV_MAX_BYTES "OPPROF_MAX_BYTES" /* --max-size in bytes */
+/* -c N: sample on an event instead of the CPU-time timer:
+ * "type:config:config1:exclude_kernel:period" (record_counters.c -> agent.c) */
+#define OPR_ENV_LEADER "OPPROF_LEADER"
 
 /* ------------------------------------------------------------------------- */
 /* Launcher (opprof record)                                                   */
@@ -373,6 +376,9 @@ struct record_options {
     char *const *argv;      /* the workload's command, argv[0] looked up in PATH */
     bool quiet;             /* no live status line, no summary */
     const char *events;     /* -e EVENTS as given (NULL: task-clock); see pmu.c */
+    /* -c N: one sample every N events of the first -e event (the sampling
+     * leader) instead of the CPU-time timer (0: the timer) */
+    uint64_t sample_count;
     /* threading/OpenMP: NULL or "auto" (preload an LLVM libomp found on this
      * machine so GNU libgomp programs get OMPT), "keep" (never), or a path */
     const char *openmp_runtime;
@@ -512,10 +518,27 @@ int pmu_preset_add(enum metric_set set, struct pmu_event_list *list, char *note,
 
 /* record -e: the events the agent counts per sample, encoded for
  * OPR_ENV_COUNTERS into env (empty: none) and their names ", "-joined into
- * names. Events that cannot be opened here (no PMU) are dropped with one line
+ * names (leader->active, from -c: the first event leads, it is not counted). Events that cannot be opened here (no PMU) are dropped with one line
  * on stderr naming the reason; task-clock (the sampling timer) is not
  * counted again. 0, or -1 (one line printed) on a bad name or too many. */
-int pmu_record_counters(const char *events, char *env, size_t envlen, char *names, size_t nameslen);
+struct record_leader;
+int pmu_record_counters(const char *events, const struct record_leader *leader, char *env, size_t envlen,
+                        char *names, size_t nameslen);
+
+/* record -e EVENTS -c N: the sampling leader, the first event of EVENTS. */
+struct record_leader {
+    bool active;           /* samples are taken on this event (else on the timer) */
+    char name[256];
+    char env[160];         /* OPR_ENV_LEADER */
+    uint64_t period;       /* events per sample */
+    bool user_only;        /* exclude_kernel was needed */
+};
+/* Chooses the leader: 0 with out->active, or 0 with !active when this machine
+ * cannot count the event (no PMU: sampling stays on the timer, and
+ * pmu_record_counters names it in its one line), or -1 (one line printed) on
+ * a bad name or an event that can never lead a per-thread sample (uncore,
+ * task-clock: use -F). */
+int pmu_record_leader(const char *events, uint64_t period, struct record_leader *out);
 
 /* Counting mode (opprof stat). */
 struct stat_count {

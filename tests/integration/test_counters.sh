@@ -16,6 +16,9 @@
 #      with synthesized values, README there): CPI/IPC, LLC miss % and MPKI,
 #      bandwidth estimate per function against hand-computed values, the
 #      CPI > 1 finding on spin_b only, and the multiplexing lines.
+#   4. (run before 3) -c: samples led by page-faults every 100 events (exact
+#      counts: 400 samples, all in touch_pages, 40000 events), a hardware
+#      leader without a PMU (one line, the timer), and bad uses of -c.
 . "$(dirname "$0")/lib.sh"
 require_python3
 require_opprof
@@ -75,6 +78,78 @@ else
 fi
 samples=$(awk -F, 'NR > 1 { s += $7 } END { print s + 0 }' cy.csv)
 [ "$samples" -gt 0 ] && pass "task-clock samples recorded ($samples row samples)" || fail "no samples"
+
+# ---- 4. sampling on an event (-c) -------------------------------------------------
+# -e page-faults -c 100: a sample every 100 page faults instead of every 1 ms
+# of CPU time. touch_pages makes all PAGES faults after the agent starts
+# (spin_kernel none), and the kernel counts exactly: PAGES/100 samples, all
+# in touch_pages; rows count events, not time.
+record lead -e page-faults -c 100 -- "$FAULTS" --pages "$PAGES" --seconds 1
+[ "$RECORD_STATUS" -eq 0 ] || die "opprof record -e page-faults -c 100 exited $RECORD_STATUS"
+grep -q '^event=page-faults$' lead/info && grep -q '^sample_period=100$' lead/info &&
+    pass "info: event=page-faults, sample_period=100" || fail "info does not say event=page-faults, sample_period=100"
+grep -q '^period_ns=' lead/info && fail "info has period_ns although samples are not time"
+report_json lead lead.json || die "opprof report on the -c result failed"
+"$OPPROF" report lead --limit 3 >lead.txt 2>&1
+show report lead.txt 10
+pycheck '
+doc = load(sys.argv[1]); pages = int(sys.argv[2])
+by = rows_by_name(doc)
+tw = doc.get("total_weight", 0)
+print("samples %d (expected %d = %d faults / 100); event %r, sample_period %r" %
+      (tw, pages // 100, pages, doc.get("event"), doc.get("sample_period")))
+if doc.get("event") != "page-faults" or doc.get("sample_period") != 100:
+    fail("JSON event/sample_period are %r/%r, expected page-faults/100" % (doc.get("event"), doc.get("sample_period")))
+if not pages // 100 <= tw <= pages // 100 + 3:
+    fail("%d samples, expected %d (+3 for faults outside touch_pages)" % (tw, pages // 100))
+t = (by.get("touch_pages") or [{}])[0]
+print("touch_pages: self %.2f %%, %s events; spin_kernel rows: %s" %
+      (t.get("self_pct", 0), t.get("self_events"), [r.get("samples") for r in by.get("spin_kernel", [])]))
+if t.get("self_pct", 0) < 99.0:
+    fail("touch_pages has %.2f %% of the page-fault samples, expected >= 99 %%" % t.get("self_pct", 0))
+if abs((t.get("self_events") or 0) - pages) > 0.02 * pages:
+    fail("touch_pages self_events %r, expected %d +- 2 %%" % (t.get("self_events"), pages))
+if t.get("self_ns", 0) is not None:
+    fail("self_ns is %r for samples that are not time (expected null)" % t.get("self_ns"))
+if by.get("spin_kernel"):
+    fail("spin_kernel (no page faults) has page-fault samples")
+' lead.json "$PAGES"
+grep -q 'one sample per 100 events: shares are shares of page-faults, not time' lead.txt &&
+    grep -q 'Self events total: 40000 page-faults' lead.txt &&
+    pass "the text report says what a sample is and totals events" ||
+    fail "the text report does not say 'one sample per 100 events' / 'Self events total: 40000 page-faults'"
+
+# A hardware leader without a PMU: one line, then the timer; with a PMU
+# (another machine): samples on cycles.
+record lcy -e cycles,instructions -c 100000 -- "$FAULTS" --pages 1000 --seconds 0.3
+[ "$RECORD_STATUS" -eq 0 ] || fail "opprof record -e cycles,instructions -c 100000 exited $RECORD_STATUS (expected 0)"
+if grep -q '^event=cycles$' lcy/info; then
+    grep -q '^sample_period=100000$' lcy/info && pass "a PMU here: sampled on cycles every 100000" ||
+        fail "event=cycles without sample_period=100000"
+else
+    pmu=$(grep -c 'PMU' "$RECORD_ERR" | tr -d ' ')
+    if [ "$pmu" -eq 1 ] && grep -q 'cycles, instructions not counted: no PMU.*sampling with the task-clock timer' "$RECORD_ERR" &&
+        grep -q '^event=task-clock$' lcy/info; then
+        pass "no PMU: one line names cycles and instructions and the reason; sampled on task-clock"
+    else
+        fail "no PMU: expected one line 'cycles, instructions not counted: no PMU ... task-clock timer' ($pmu lines name the PMU)"
+        show stderr "$RECORD_ERR" 6
+    fi
+fi
+# Bad uses: one line each, exit 2, nothing run.
+for args in "-c 100" "-e task-clock -c 100" "-e page-faults -c 0" "-e page-faults -c 100 -F 500" \
+    "-e page-faults -c 100 -p 1"; do
+    # shellcheck disable=SC2086
+    "$OPPROF" record -o bad $args -- true >bad.out 2>bad.err
+    st=$?
+    if [ "$st" -eq 2 ] && [ "$(wc -l <bad.err)" -eq 1 ] && [ ! -d bad ]; then
+        pass "record $args: exit 2, one line: $(cat bad.err)"
+    else
+        fail "record $args: exit $st, $(wc -l <bad.err) lines (expected 2, one line, no result dir)"
+        show stderr bad.err 4
+    fi
+    rm -rf bad
+done
 
 # ---- 3. the hardware-counter fixture ----------------------------------------------
 [ -f "$FIXTURE/info" ] || die "fixture missing: $FIXTURE"

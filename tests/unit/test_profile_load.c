@@ -164,6 +164,27 @@ static void test_good_stream(void)
     remove_dir();
 }
 
+/* record -c: info says which event led and how many events a sample is;
+ * such samples carry no time (period_ns 0, no rate), whatever else is there. */
+static void test_event_leader_info(void)
+{
+    fresh_dir();
+    write_info("event=page-faults\nsample_period=64\n");
+    struct buf b = good_stream();
+    write_file("proc-42-0.raw", b.data, b.len);
+    struct profile *p;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(p->event, "page-faults");
+    CU_ASSERT_EQUAL(p->sample_period, 64);
+    CU_ASSERT_EQUAL(p->period_ns, 0);
+    CU_ASSERT_EQUAL(p->frequency_hz, 0);
+    CU_ASSERT_EQUAL(p->total_weight, 3);
+    profile_free(p);
+    free(b.data);
+    remove_dir();
+}
+
 static void test_truncated_stream_keeps_earlier_samples(void)
 {
     fresh_dir();
@@ -355,6 +376,7 @@ void register_profile_load_tests(void)
 {
     CU_pSuite s = CU_add_suite("profile_load", NULL, NULL);
     CU_add_test(s, "a good stream", test_good_stream);
+    CU_add_test(s, "info of a recording sampled on an event (-c)", test_event_leader_info);
     CU_add_test(s, "truncated stream keeps earlier samples", test_truncated_stream_keeps_earlier_samples);
     CU_add_test(s, "corrupt magic skipped; all corrupt is an error", test_corrupt_magic_and_all_corrupt);
     CU_add_test(s, "missing dir, missing info, other version", test_missing_info_and_missing_dir);

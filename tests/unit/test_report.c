@@ -378,6 +378,76 @@ static void test_compute_then_csv(void)
     profile_free(p);
 }
 
+/* record -c: samples taken every 1000 page faults are events, not time.
+ * Rows count events (weight x sample_period), the header and footer say so,
+ * JSON has event/sample_period and null ns, CSV names its columns _events. */
+static void test_event_leader(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t fm = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t fw = profile_add_frame(p, "touch", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t a[] = {fw, fm}, b[] = {fm};
+    uint32_t sa = profile_add_stack(p, a, 2), sb = profile_add_stack(p, b, 1);
+    uint32_t th = profile_add_thread(p, 1, 1, "t");
+    profile_add_sample(p, 1, th, sa, 1);
+    profile_add_sample(p, 2, th, sa, 1);
+    profile_add_sample(p, 3, th, sa, 1);
+    profile_add_sample(p, 4, th, sb, 1);
+    char *saved_event = p->event;
+    p->event = (char *)"page-faults";
+    p->period_ns = 0;
+    p->frequency_hz = 0;
+    p->sample_period = 1000;
+    struct hotspot_table t;
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_FUNCTION, &t), 0);
+    hotspots_sort(&t, SORT_SELF);
+    CU_ASSERT_EQUAL(t.sample_period, 1000);
+    CU_ASSERT_EQUAL(t.period_ns, 0);
+
+    struct report_options o = {.format = FORMAT_CSV};
+    struct capture c;
+    capture_open(&c);
+    report_print_table(c.f, p, &t, &o, NULL);
+    CU_ASSERT_STRING_EQUAL(capture_text(&c),
+        "name,module,self_pct,self_events,total_pct,total_events,samples\n"
+        "touch,app,75.000,3000,75.000,3000,3\n"
+        "main,app,25.000,1000,100.000,4000,4\n");
+    capture_free(&c);
+
+    o.format = FORMAT_TEXT;
+    capture_open(&c);
+    report_print_table(c.f, p, &t, &o, NULL);
+    const char *text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  Self % Self events  Total % Total events  Samples"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  75.0 %        3000   75.0 %         3000        3  touch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "Self events total: 4000 page-faults (4 samples)\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, " ms"));
+    capture_free(&c);
+
+    o.format = FORMAT_JSON;
+    capture_open(&c);
+    report_print_table(c.f, p, &t, &o, NULL);
+    text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"period_ns\":0,\"total_weight\":4,\"lost_samples\":0,"
+                                        "\"event\":\"page-faults\",\"sample_period\":1000,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"name\":\"touch\",\"module\":\"app\",\"self_pct\":75.000,"
+                                        "\"self_events\":3000,\"self_ns\":null,\"total_pct\":75.000,"
+                                        "\"total_events\":3000,\"total_ns\":null,\"samples\":3}"));
+    capture_free(&c);
+
+    capture_open(&c);
+    report_print_header(c.f, p);
+    text = capture_text(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "event page-faults (one sample per 1000 events: shares are shares of "
+                                        "page-faults, not time), user + kernel mode events\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, " Hz"));
+    capture_free(&c);
+
+    hotspots_free(&t);
+    p->event = saved_event;
+    profile_free(p);
+}
+
 void register_report_tests(void)
 {
     CU_pSuite s = CU_add_suite("report", NULL, NULL);
@@ -392,4 +462,5 @@ void register_report_tests(void)
     CU_add_test(s, "header of a clean recording", test_header_clean);
     CU_add_test(s, "header warnings", test_header_warnings);
     CU_add_test(s, "compute then csv", test_compute_then_csv);
+    CU_add_test(s, "samples taken on an event (record -c)", test_event_leader);
 }
