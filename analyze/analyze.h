@@ -83,6 +83,7 @@ struct profile {
     uint64_t period_ns;          /* CPU time per unit of weight; 0 with sample_period */
     unsigned frequency_hz;
     uint64_t sample_period;      /* record -c N: events of `event` per sample (0: timer samples) */
+    int sample_role;             /* enum pmu_role of `event` with sample_period */
     char *call_graph;
     uint64_t start_ns, end_ns;   /* monotonic; end_ns == 0 when recording did not finish */
     int exit_status;             /* -1 when unknown */
@@ -256,6 +257,7 @@ struct prof_counter {
     uint32_t type;
     uint64_t config;
     bool user_only;
+    bool leader;                    /* record -c: the sampling event, sample_period per sample */
     double value, enabled, running; /* sums over all samples (raw) */
     uint64_t samples;               /* samples that carry it */
 };
@@ -274,6 +276,14 @@ uint32_t counters_new_row(struct profile *p);
 void counters_set(struct profile *p, uint32_t row, size_t idx, uint64_t value, uint64_t enabled,
                   uint64_t running);
 void counters_free(struct prof_counters *c);
+/* Loader, after the samples (record -c with other -e events counted): the
+ * sampling leader as one more counter, weight x period events per sample, so
+ * that rows have its metrics beside the others (CPI from a cycles leader and
+ * counted instructions). Only samples that carry the other counters get it
+ * (a thread's first sample opens them). Nothing without other counters.
+ * 0, or -1 on out of memory. */
+int counters_add_leader(struct profile *p, const char *name, enum pmu_role role, bool user_only,
+                        uint64_t period);
 /* Sums of each counter (COUNTER_SUMS each) per key: key_of_sample(sample) ->
  * index < nkeys (or >= nkeys: skipped). NULL when the profile has no counters
  * or on out of memory. by_stack folds per stack index (nstacks + 1 keys, the

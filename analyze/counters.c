@@ -96,6 +96,51 @@ void counters_free(struct prof_counters *c)
     free(c);
 }
 
+int counters_add_leader(struct profile *p, const char *name, enum pmu_role role, bool user_only,
+                        uint64_t period)
+{
+    struct prof_counters *c = p->counters;
+    if (!c || c->n == 0)
+        return 0; /* nothing to set it beside: the rows' event counts say it all */
+    size_t oldn = c->n, newn = oldn + 1;
+    struct prof_counter *ev = realloc(c->ev, newn * sizeof *ev);
+    if (!ev)
+        return -1;
+    c->ev = ev;
+    /* One more column: copy every row into the wider layout. */
+    size_t rows = c->nrows;
+    double *v = malloc((rows ? rows : 1) * newn * COUNTER_SUMS * sizeof *v);
+    char *copy = strdup(name);
+    if (!v || !copy) {
+        free(v);
+        free(copy);
+        return -1;
+    }
+    for (size_t r = 0; r < c->nrows; r++) {
+        memcpy(v + r * newn * COUNTER_SUMS, c->values + r * oldn * COUNTER_SUMS, oldn * COUNTER_SUMS * sizeof *v);
+        for (size_t j = 0; j < COUNTER_SUMS; j++)
+            v[(r * newn + oldn) * COUNTER_SUMS + j] = NAN;
+    }
+    free(c->values);
+    c->values = v;
+    c->rows_cap = rows ? rows : 1;
+    struct prof_counter *e = &c->ev[oldn];
+    memset(e, 0, sizeof *e);
+    e->name = copy;
+    e->role = role;
+    e->user_only = user_only;
+    e->leader = true;
+    c->n = newn;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        if (s->counters == 0)
+            continue;
+        uint64_t events = (uint64_t)s->weight * period;
+        counters_set(p, s->counters, oldn, events, 1, 1); /* exact: enabled == running */
+    }
+    return 0;
+}
+
 double *counters_fold(const struct profile *p, bool by_stack, size_t *nkeys)
 {
     const struct prof_counters *c = p->counters;

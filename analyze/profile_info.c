@@ -69,6 +69,8 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
             p->period_ns = strtoull(val, NULL, 10);
         } else if (strcmp(key, "sample_period") == 0) {
             p->sample_period = strtoull(val, NULL, 10); /* -c N */
+        } else if (strcmp(key, "sample_role") == 0) {
+            p->sample_role = atoi(val); /* enum pmu_role of the leader */
         } else if (strcmp(key, "frequency_hz") == 0) {
             p->frequency_hz = (unsigned)strtoul(val, NULL, 10);
         } else if (strcmp(key, "start_ns") == 0) {

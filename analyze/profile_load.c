@@ -721,6 +721,11 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
                  "figures cover what was written");
     if (p->nsamples > 1)
         qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    /* record -c: the leader's own count per sample is known exactly */
+    if (p->sample_period && p->nsamples &&
+        counters_add_leader(p, p->event ? p->event : "leader", (enum pmu_role)p->sample_role, p->user_only,
+                            p->sample_period) != 0)
+        warnf(p, "out of memory while adding the sampling event's counts");
     threading_attribute(p); /* threads and OpenMP: worker samples to their opener's context */
     *out = p;
     return 0;

@@ -162,7 +162,8 @@ void counter_columns_print_header(FILE *out, const struct profile *p)
         with += p->samples[i].counters != 0;
     fputs("  counters    ", out);
     for (size_t i = 0; i < pc->n; i++)
-        fprintf(out, "%s%s%s", i ? ", " : "", pc->ev[i].name, pc->ev[i].user_only ? " (user mode)" : "");
+        fprintf(out, "%s%s%s%s", i ? ", " : "", pc->ev[i].name, pc->ev[i].user_only ? " (user mode)" : "",
+                pc->ev[i].leader ? " (the sampling event: exact, per sample)" : "");
     fprintf(out, " (read at each sample; %" PRIu64 " of %zu samples carry values: a thread's first sample "
                  "opens its counters)\n", with, p->nsamples);
     for (size_t i = 0; i < pc->n; i++) {

@@ -257,6 +257,7 @@ static int write_info(const char *dir, const struct record_options *o, const str
         /* -c N: a sample is N events, not a period of time (no period_ns) */
         fprintf(f, "event=%s\n", o_leader.name);
         fprintf(f, "sample_period=%llu\n", (unsigned long long)o_leader.period);
+        fprintf(f, "sample_role=%d\n", o_leader.role); /* enum pmu_role, as in COUNTER_DESC */
         fprintf(f, "user_only=%d\n", o_user_only || o_leader.user_only ? 1 : 0);
     } else {
         fprintf(f, "event=task-clock\n");

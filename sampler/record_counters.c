@@ -90,6 +90,7 @@ int pmu_record_leader(const char *events, uint64_t period, struct record_leader 
         return 0; /* no PMU: pmu_record_counters names it with the rest, in one line */
     out->active = true;
     out->period = period;
+    out->role = (int)ev.role;
     out->user_only = ev.attr.exclude_kernel != 0;
     snprintf(out->env, sizeof out->env, "%u:%llx:%llx:%u:%llu", ev.attr.type,
              (unsigned long long)ev.attr.config, (unsigned long long)ev.attr.config1, out->user_only ? 1u : 0u,

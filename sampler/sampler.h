@@ -532,6 +532,7 @@ struct record_leader {
     char env[160];         /* OPR_ENV_LEADER */
     uint64_t period;       /* events per sample */
     bool user_only;        /* exclude_kernel was needed */
+    int role;              /* enum pmu_role (info: sample_role) */
 };
 /* Chooses the leader: 0 with out->active, or 0 with !active when this machine
  * cannot count the event (no PMU: sampling stays on the timer, and

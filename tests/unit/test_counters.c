@@ -177,6 +177,67 @@ static void test_cpi_finding(void)
     profile_free(q);
 }
 
+/* record -e cycles,instructions -c 1000000: samples every million cycles,
+ * instructions counted per sample. f: 3 samples (the first of its thread
+ * without counter values) with 500k instructions each -> CPI 2; g: 1 sample
+ * with 2M instructions -> CPI 0.5. The leader's count comes from the sample
+ * period, only on samples that carry the other counters. */
+static void test_cycles_leader(void)
+{
+    struct profile *p = profile_new_empty();
+    p->period_ns = 0;
+    p->sample_period = 1000000;
+    uint32_t mainf = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t f = profile_add_frame(p, "f", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t g = profile_add_frame(p, "g", "app", NULL, 0, FRAME_NATIVE);
+    uint32_t sf[2] = {f, mainf}, sg[2] = {g, mainf};
+    uint32_t stf = profile_add_stack(p, sf, 2), stg = profile_add_stack(p, sg, 2);
+    uint32_t t0 = profile_add_thread(p, 1, 1, "main");
+    CU_ASSERT_EQUAL(counters_add_event(p, "instructions", PMU_ROLE_INSTRUCTIONS, 0, 1, false), 0);
+    for (int s = 0; s < 4; s++) {
+        bool is_g = s == 3;
+        profile_add_sample(p, 1000 + (uint64_t)s, t0, is_g ? stg : stf, 1);
+        if (s == 0)
+            continue; /* the thread's first sample opens its counters */
+        uint32_t row = counters_new_row(p);
+        counters_set(p, row, 0, is_g ? 2000000 : 500000, 1000, 1000);
+        p->samples[p->nsamples - 1].counters = row;
+    }
+    CU_ASSERT_EQUAL_FATAL(counters_add_leader(p, "cycles", PMU_ROLE_CYCLES, false, 1000000), 0);
+    CU_ASSERT_EQUAL(p->counters->n, 2);
+    CU_ASSERT(p->counters->ev[1].leader);
+    NEAR(p->counters->ev[1].value, 3e6); /* 3 samples with values x 1M */
+    NEAR(p->counters->ev[0].value, 3e6); /* instructions kept */
+
+    struct hotspot_table t;
+    CU_ASSERT_FATAL(hotspots_compute(p, GROUP_FUNCTION, &t) == 0);
+    const struct hotspot_row *rf = row_named(&t, "f"), *rg = row_named(&t, "g");
+    CU_ASSERT_FATAL(rf && rg && rf->counters && rg->counters);
+    struct counter_metrics cm;
+    counter_metrics_compute(p->counters, rf->counters, 0.0, &cm);
+    NEAR(cm.cycles, 2e6);
+    NEAR(cm.cpi, 2.0);
+    counter_metrics_compute(p->counters, rg->counters, 0.0, &cm);
+    NEAR(cm.cpi, 0.5);
+    hotspots_free(&t);
+
+    /* The CPI finding speaks of cycles, not CPU time. */
+    char *saved_event = p->event;
+    p->event = (char *)"cycles";
+    struct findings fs;
+    CU_ASSERT_FATAL(findings_compute(p, &fs) == 0);
+    size_t n = 0;
+    for (size_t i = 0; i < fs.n; i++)
+        if (fs.items[i].kind == FINDING_HIGH_CPI) {
+            n++;
+            CU_ASSERT(strncmp(fs.items[i].text, "f has CPI 2.00 (IPC 0.50) over 75.0 % of cycles, above 1.0", 58) == 0);
+        }
+    CU_ASSERT_EQUAL(n, 1);
+    findings_free(&fs);
+    p->event = saved_event;
+    profile_free(p);
+}
+
 void register_counters_tests(void)
 {
     CU_pSuite s = CU_add_suite("counters", NULL, NULL);
@@ -187,4 +248,5 @@ void register_counters_tests(void)
     CU_add_test(s, "CPI, IPC, LLC miss ratio and MPKI, bandwidth estimate", test_row_metrics);
     CU_add_test(s, "counters summed per function and per thread", test_aggregation);
     CU_add_test(s, "CPI > 1 finding with its reason", test_cpi_finding);
+    CU_add_test(s, "samples led by cycles (record -c): CPI per function", test_cycles_leader);
 }
