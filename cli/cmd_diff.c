@@ -299,6 +299,18 @@ int cmd_diff(int argc, char **argv)
             goto done;
         }
     }
+    /* record -c: shares of an event, no time; only like with like. */
+    if (p[0]->sample_period || p[1]->sample_period) {
+        const char *e0 = p[0]->sample_period ? p[0]->event : "task-clock";
+        const char *e1 = p[1]->sample_period ? p[1]->event : "task-clock";
+        if (strcmp(e0 ? e0 : "", e1 ? e1 : "")) {
+            fprintf(stderr, "opprof diff: A was sampled on %s, B on %s: their shares are of different things; "
+                            "record both with the same -e/-c (or both on the timer)\n", e0, e1);
+            goto done;
+        }
+        fprintf(stderr, "opprof diff: note: both were sampled on %s (record -c): compare the shares; the "
+                        "seconds columns are 0 (samples are not time)\n", e0);
+    }
     /* Both from the op runner: compare the timed calls only. */
     char scope[512] = "";
     uint64_t all_w[2] = {p[0]->total_weight, p[1]->total_weight}, timed_w[2];

@@ -612,7 +612,7 @@ static int begin_stream(void)
     h.pid = (uint32_t)getpid();
     h.ppid = (uint32_t)getppid();
     h.start_ns = agent_now_ns();
-    h.period_ns = agent_config.period_ns;
+    h.period_ns = agent_config.leader ? 0 : agent_config.period_ns; /* -c: samples are not time */
     memcpy(outbuf, &h, sizeof h);
     outlen = sizeof h;
     emit_process();

@@ -119,6 +119,19 @@ grep -q 'one sample per 100 events: shares are shares of page-faults, not time' 
     pass "the text report says what a sample is and totals events" ||
     fail "the text report does not say 'one sample per 100 events' / 'Self events total: 40000 page-faults'"
 
+# diff: page-fault shares against CPU-time shares is refused; two page-fault
+# recordings compare, with a note that there is no time.
+"$OPPROF" diff lead cy >diff.out 2>diff.err
+st=$?
+if [ "$st" -eq 2 ] && grep -q 'A was sampled on page-faults, B on task-clock' diff.err; then
+    pass "diff of page-fault and CPU-time samples: exit 2, $(cat diff.err)"
+else
+    fail "diff of page-fault and CPU-time samples: exit $st (expected 2 and one line naming both events)"
+fi
+"$OPPROF" diff lead lead >diff.out 2>diff.err && grep -q 'both were sampled on page-faults' diff.err &&
+    grep -q 'touch_pages' diff.out && pass "diff of two page-fault recordings compares shares, says so" ||
+    fail "diff lead lead did not compare with the note"
+
 # A hardware leader without a PMU: one line, then the timer; with a PMU
 # (another machine): samples on cycles.
 record lcy -e cycles,instructions -c 100000 -- "$FAULTS" --pages 1000 --seconds 0.3
