@@ -105,7 +105,7 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
                  "or was not written by opprof record", dir);
         return -1;
     }
-    if (format != OPR_FORMAT_VERSION) {
+    if (format != OPR_FORMAT_VERSION && format != OPR_INFO_VERSION_EVENTS) {
         snprintf(err, errlen, "%s was written in raw format version %d, this opprof reads version %d: "
                  "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION);
         return -1;

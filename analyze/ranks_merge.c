@@ -106,13 +106,16 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->exit_status = 0;
     for (size_t i = 0; i < n; i++) {
         const struct profile *p = parts[i];
-        if (p->sample_period != first->sample_period || (p->event && first->event && strcmp(p->event, first->event))) {
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s was sampled on %s every %" PRIu64 ", %s on %s every %" PRIu64
-                     " (0: the CPU-time timer): merged shares mix samples of different kinds; record all "
-                     "ranks with the same -e/-c", p->dir, p->event ? p->event : "?", p->sample_period,
-                     first->dir, first->event ? first->event : "?", first->sample_period);
-            profile_add_warning(m, buf);
+        if (p->sample_period != first->sample_period ||
+            (p->sample_period && p->event && first->event && strcmp(p->event, first->event))) {
+            /* record -c: samples of different events (or periods) do not add up */
+            snprintf(err, errlen, "%s was sampled on %s%s, %s on %s%s: their samples do not add up; report "
+                     "them one by one, or record all with the same -e/-c", p->dir ? p->dir : "?",
+                     p->sample_period ? p->event : "CPU time", p->sample_period ? " (record -c)" : "",
+                     first->dir ? first->dir : "?", first->sample_period ? first->event : "CPU time",
+                     first->sample_period ? " (record -c)" : "");
+            profile_free(m);
+            return -1;
         } else if (p->period_ns != first->period_ns) {
             char buf[512];
             snprintf(buf, sizeof buf, "%s was sampled every %" PRIu64 " ns, %s every %" PRIu64

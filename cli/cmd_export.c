@@ -236,7 +236,8 @@ int cmd_export(int argc, char **argv)
                             "interrupted); exporting what was written\n", dirs[i]);
         if (profiles[i]->sample_period) /* record -c: the formats below speak time */
             fprintf(stderr, "opprof export: note: %s was sampled on %s (one sample per %llu events): "
-                            "durations in the exported files are samples x 1 ms, not time\n", dirs[i],
+                            "where a format needs durations (Chrome trace, speedscope, pstats), they are samples x "
+                            "1 ms, not time\n", dirs[i],
                     profiles[i]->event ? profiles[i]->event : "an event",
                     (unsigned long long)profiles[i]->sample_period);
         if (profiles[i]->nsamples == 0) {

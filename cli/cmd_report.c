@@ -334,6 +334,20 @@ int cmd_report(int argc, char **argv)
         return 2;
     }
     bool show_ranks = ranks.nrows >= 2 || ndirs > 1;
+    /* record -c: the per-rank figures (CPU seconds, busy share, time in
+     * communication, the slowest rank) need samples that are time. */
+    if (p->sample_period && (show_ranks || ranks_only)) {
+        if (ranks_only) {
+            fprintf(stderr, "opprof report: --ranks: %s was sampled on %s (record -c): the per-rank times need "
+                            "CPU-time samples; record the ranks without -c\n", p->dir, p->event);
+            rank_summary_free(&ranks);
+            free_parts(parts, ndirs, p);
+            return 2;
+        }
+        fprintf(stderr, "opprof report: note: no Ranks section: the samples were taken on %s (record -c), "
+                        "and the per-rank times need CPU-time samples\n", p->event);
+        show_ranks = false;
+    }
     if (ranks_only && ranks.nrows == 0) {
         fprintf(stderr, "opprof report: --ranks: %s holds no ranks (no RANK/OMPI_COMM_WORLD_RANK/PMI_RANK/"
                         "SLURM_PROCID in its processes); record each rank with `opprof record -o prof.%%r` "

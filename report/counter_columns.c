@@ -161,9 +161,14 @@ void counter_columns_print_header(FILE *out, const struct profile *p)
     for (size_t i = 0; i < p->nsamples; i++)
         with += p->samples[i].counters != 0;
     fputs("  counters    ", out);
-    for (size_t i = 0; i < pc->n; i++)
-        fprintf(out, "%s%s%s%s", i ? ", " : "", pc->ev[i].name, pc->ev[i].user_only ? " (user mode)" : "",
-                pc->ev[i].leader ? " (the sampling event: exact, per sample)" : "");
+    for (size_t i = 0; i < pc->n; i++) {
+        fprintf(out, "%s%s%s", i ? ", " : "", pc->ev[i].name, pc->ev[i].user_only ? " (user mode)" : "");
+        /* record -c: known from the period, and unlike the counted events it
+         * includes what the agent's handler itself caused */
+        if (pc->ev[i].leader)
+            fprintf(out, " (the sampling event: %" PRIu64 " per sample, the handler's own included)",
+                    p->sample_period);
+    }
     fprintf(out, " (read at each sample; %" PRIu64 " of %zu samples carry values: a thread's first sample "
                  "opens its counters)\n", with, p->nsamples);
     for (size_t i = 0; i < pc->n; i++) {

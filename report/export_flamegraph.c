@@ -220,7 +220,8 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
             embedded ? "width=\"100%\"" : "width=\"1200\"", FG_WIDTH, height, FG_WIDTH, FG_PAD, total, FG_CHAR_W,
             p->period_ns, embedded ? 0 : 1);
     if (!embedded)
-        fprintf(out, "<!-- opprof flame graph: %zu samples; weights are timer periods -->\n", p->nsamples);
+        fprintf(out, "<!-- opprof flame graph: %zu samples; weights are %s -->\n", p->nsamples,
+                p->sample_period ? "samples of an event (record -c)" : "timer periods");
     fputs("<style>\n"
           "#opprof-flame text { font-family: monospace; font-size: 11px; fill: #000; }\n"
           "#opprof-flame .fg-title { font-size: 16px; font-family: sans-serif; }\n"
@@ -239,9 +240,16 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
         export_xml_text(out, p->command ? p->command : "opprof profile");
     }
     fputs("</text>\n", out);
-    fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " samples (%.3f s of sampled CPU time); "
-                 "click a box to zoom, hover for details</text>\n",
-            FG_PAD, total, (double)total * period_s);
+    if (p->sample_period) { /* record -c: samples of an event */
+        fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " samples (%" PRIu64 " ", FG_PAD, total,
+                total * p->sample_period);
+        export_xml_text(out, p->event ? p->event : "event");
+        fputs(" events); click a box to zoom, hover for details</text>\n", out);
+    } else {
+        fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " samples (%.3f s of sampled CPU time); "
+                     "click a box to zoom, hover for details</text>\n",
+                FG_PAD, total, (double)total * period_s);
+    }
     fprintf(out, "<text class=\"fg-btn fg-reset\" x=\"%.0f\" y=\"22\" style=\"display:none\">Reset zoom</text>\n",
             FG_PAD);
     fprintf(out, "<text class=\"fg-btn fg-search\" x=\"%.0f\" y=\"22\" text-anchor=\"end\">Search</text>\n",
@@ -279,8 +287,13 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
         fprintf(out, "<g class=\"f\" data-s=\"%" PRIu64 "\" data-n=\"%" PRIu64 "\" data-d=\"%" PRIu32 "\"><title>",
                 start[i], n->total, n->depth);
         export_xml_text(out, g->name);
-        fprintf(out, "\n%" PRIu64 " samples, %.3f s (%.2f%%), self %" PRIu64 " (%.2f%%), %s", n->total,
-                (double)n->total * period_s, total ? 100.0 * (double)n->total / (double)total : 0.0, n->self,
+        char amount[64];
+        if (p->sample_period) /* record -c: events, not time */
+            snprintf(amount, sizeof amount, "%" PRIu64 " events", n->total * p->sample_period);
+        else
+            snprintf(amount, sizeof amount, "%.3f s", (double)n->total * period_s);
+        fprintf(out, "\n%" PRIu64 " samples, %s (%.2f%%), self %" PRIu64 " (%.2f%%), %s", n->total, amount,
+                total ? 100.0 * (double)n->total / (double)total : 0.0, n->self,
                 total ? 100.0 * (double)n->self / (double)total : 0.0, export_class_name(g->cls));
         if (g->module && g->module[0] && g->cls != EXPORT_CLASS_PYTHON) {
             fputs(", ", out);

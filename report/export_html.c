@@ -83,13 +83,22 @@ static void write_summary(FILE *out, const struct profile *p, const struct expor
         fputs("</td></tr>\n", out);
     }
     fprintf(out, "<tr><td>samples</td><td>%zu (weight %" PRIu64 ", ", p->nsamples, p->total_weight);
-    html_seconds(out, (double)p->total_weight * period_s);
-    fprintf(out, " of sampled CPU time); lost %" PRIu64 ", truncated stacks %" PRIu64 "</td></tr>\n",
-            p->lost_samples, p->truncated_samples);
+    if (p->sample_period) { /* record -c: events, not time */
+        fprintf(out, "%" PRIu64 " events", p->total_weight * p->sample_period);
+    } else {
+        html_seconds(out, (double)p->total_weight * period_s);
+        fputs(" of sampled CPU time", out);
+    }
+    fprintf(out, "); lost %" PRIu64 ", truncated stacks %" PRIu64 "</td></tr>\n", p->lost_samples,
+            p->truncated_samples);
     fputs("<tr><td>event</td><td>", out);
     export_xml_text(out, p->event ? p->event : "task-clock");
-    fprintf(out, " at %u Hz (%.3f ms per sample), %s</td></tr>\n", p->frequency_hz, period_s * 1e3,
-            report_sampled_modes(p));
+    if (p->sample_period)
+        fprintf(out, ", one sample per %" PRIu64 " events (shares are shares of this event, not time), %s</td></tr>\n",
+                p->sample_period, report_sampled_modes(p));
+    else
+        fprintf(out, " at %u Hz (%.3f ms per sample), %s</td></tr>\n", p->frequency_hz, period_s * 1e3,
+                report_sampled_modes(p));
     fprintf(out, "<tr><td>processes, threads</td><td>%zu, %zu", p->nprocesses, p->nthreads);
     if (o && o->online_cpus)
         fprintf(out, " (%u CPUs online)", o->online_cpus);
@@ -118,20 +127,27 @@ static int write_hotspots(FILE *out, const struct profile *p)
                  "frame is the function; total: samples with it anywhere on the stack (once per sample). "
                  "Click a column header to sort.</p>\n",
             n, t.nrows);
-    fputs("<div class=\"scroll\"><table class=\"hot\" id=\"hotspots\"><thead><tr><th class=\"num sorted-desc\">Self %</th>"
-          "<th class=\"num\">Self time</th><th class=\"num\">Total %</th><th class=\"num\">Total time</th>"
-          "<th class=\"num\">Samples</th><th>Name</th><th>Module</th><th>Source</th></tr></thead>\n<tbody>\n",
-          out);
+    bool events = t.sample_period && !t.period_ns; /* record -c */
+    fprintf(out, "<div class=\"scroll\"><table class=\"hot\" id=\"hotspots\"><thead><tr><th class=\"num sorted-desc\">Self %%</th>"
+                 "<th class=\"num\">Self %s</th><th class=\"num\">Total %%</th><th class=\"num\">Total %s</th>"
+                 "<th class=\"num\">Samples</th><th>Name</th><th>Module</th><th>Source</th></tr></thead>\n<tbody>\n",
+            events ? "events" : "time", events ? "events" : "time");
     for (size_t i = 0; i < n; i++) {
         const struct hotspot_row *r = &t.rows[i];
         fprintf(out, "<tr><td class=\"num\" data-v=\"%" PRIu64 "\">%.1f %%</td>", r->self,
                 100.0 * (double)r->self / den);
         fprintf(out, "<td class=\"num\" data-v=\"%" PRIu64 "\">", r->self);
-        html_seconds(out, (double)r->self * period_s);
+        if (events)
+            fprintf(out, "%" PRIu64, r->self * t.sample_period);
+        else
+            html_seconds(out, (double)r->self * period_s);
         fprintf(out, "</td><td class=\"num\" data-v=\"%" PRIu64 "\">%.1f %%</td>", r->total,
                 100.0 * (double)r->total / den);
         fprintf(out, "<td class=\"num\" data-v=\"%" PRIu64 "\">", r->total);
-        html_seconds(out, (double)r->total * period_s);
+        if (events)
+            fprintf(out, "%" PRIu64, r->total * t.sample_period);
+        else
+            html_seconds(out, (double)r->total * period_s);
         fprintf(out, "</td><td class=\"num\" data-v=\"%" PRIu64 "\">%" PRIu64 "</td><td>", r->samples, r->samples);
         export_xml_text(out, r->name);
         fputs("</td><td>", out);

@@ -27,7 +27,9 @@ void report_print_summary(FILE *out, const struct phase_summary *ph, const struc
     }
     if (!ph || !ph->pytorch || !ph->total_weight)
         return;
-    fputs("Phases (share of CPU time)\n", out);
+    /* period_ns 0: record -c, samples of an event */
+    fputs(period_ns ? "Phases (share of CPU time)\n" : "Phases (share of the samples, which are events, not time)\n",
+          out);
     for (int i = 0; i < PHASE_COUNT; i++) {
         if (!ph->weight[i])
             continue; /* a phase that never ran is noise in a short summary */

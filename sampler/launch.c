@@ -247,7 +247,7 @@ static int write_info(const char *dir, const struct record_options *o, const str
         return -1;
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    fprintf(f, "format=opprof-raw %d\n", OPR_FORMAT_VERSION);
+    fprintf(f, "format=opprof-raw %d\n", o_leader.active ? OPR_INFO_VERSION_EVENTS : OPR_FORMAT_VERSION);
     fprintf(f, "opprof_version=%s\n", PACKAGE_VERSION);
     fputs("command=", f);
     write_command(f, o->argv);
@@ -452,6 +452,9 @@ int record_run(const struct record_options *o)
     memset(&o_leader, 0, sizeof o_leader);
     if (o->sample_count && pmu_record_leader(o->events, o->sample_count, &o_leader) != 0)
         return 2;
+    if (o_leader.active && o_leader.user_only && !o->quiet)
+        fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode events only: %s is "
+                        "counted and sampled in user mode\n", pmu_read_paranoid(), o_leader.name);
     if (o_user_only && !o_leader.active && !o->quiet)
         fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode samples only: kernel time "
                         "(page faults, system calls) is charged to each thread's next user-mode sample, not to the "
@@ -607,6 +610,9 @@ int record_run(const struct record_options *o)
         if (live && live->processes == 0)
             fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                             "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
+        else if (samples == 0 && o_leader.active)
+            fprintf(stderr, "opprof record: warning: no samples: the workload caused fewer than %llu %s "
+                            "events; lower -c\n", (unsigned long long)o_leader.period, o_leader.name);
         else if (samples == 0)
             fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                             "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);

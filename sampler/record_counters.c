@@ -65,7 +65,7 @@ int pmu_record_leader(const char *events, uint64_t period, struct record_leader 
 {
     memset(out, 0, sizeof *out);
     struct pmu_event_list l = {0};
-    char err[768];
+    char err[768] = "";
     if (pmu_parse_events(events, &l, err, sizeof err) != 0 || l.n == 0) {
         fprintf(stderr, "opprof record: %s\n", l.n == 0 && !err[0] ? "-e names no event" : err);
         pmu_event_list_free(&l);
@@ -84,10 +84,44 @@ int pmu_record_leader(const char *events, uint64_t period, struct record_leader 
                         "--metrics memory` for bandwidth\n", ev.name);
         return -1;
     }
+    /* Each sample runs the agent's handler inside the workload (~5-25 us,
+     * tens of thousands of cycles): fewer hardware events per sample would
+     * mostly sample the handler, or re-trigger as it returns. */
+    if (ev.hardware && period < OPR_MIN_HW_SAMPLE_PERIOD) {
+        fprintf(stderr, "opprof record: -c %llu with %s: give at least %d events per sample for a hardware "
+                        "event (each sample runs a handler of tens of thousands of cycles in the workload)\n",
+                (unsigned long long)period, ev.name, OPR_MIN_HW_SAMPLE_PERIOD);
+        return -1;
+    }
     snprintf(out->name, sizeof out->name, "%s", ev.name);
     int e = 0;
     if (!can_count_here(&ev, &e))
         return 0; /* no PMU: pmu_record_counters names it with the rest, in one line */
+    if (ev.attr.exclude_kernel &&
+        (ev.role == PMU_ROLE_CONTEXT_SWITCHES || ev.role == PMU_ROLE_CPU_MIGRATIONS)) {
+        fprintf(stderr, "opprof record: -c with %s: kernel.perf_event_paranoid=%d allows user-mode events only, "
+                        "and %s happen in the kernel: none would be sampled; `sudo sysctl "
+                        "kernel.perf_event_paranoid=1` allows it\n", ev.name, pmu_read_paranoid(), ev.name);
+        return -1;
+    }
+    /* Open it the way the agent will (sampling, sigtrap): an event that
+     * counts may still not raise overflow signals (some PMUs, some VMs). */
+    struct perf_event_attr a = ev.attr;
+    a.disabled = 1;
+    a.sample_period = period;
+    a.inherit = 1;
+    a.inherit_thread = 1;
+    a.remove_on_exec = 1;
+    a.sigtrap = 1;
+    a.exclude_hv = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "opprof record: %s can be counted but cannot lead samples here (perf_event_open: %s); "
+                        "sampling with the task-clock timer and counting it per sample\n", ev.name,
+                strerror(errno));
+        return 0;
+    }
+    close(fd);
     out->active = true;
     out->period = period;
     out->role = (int)ev.role;

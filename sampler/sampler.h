@@ -24,6 +24,10 @@
 /* ------------------------------------------------------------------------- */
 
 #define OPR_FORMAT_VERSION 1
+/* The info file of a record -c result says version 2: its samples are events,
+ * not time, and a reader that only knows version 1 must refuse it rather
+ * than read each sample as one timer period. Streams stay version 1. */
+#define OPR_INFO_VERSION_EVENTS 2
 #define OPR_FILE_MAGIC "OPPROFR1" /* 8 bytes, no terminator in the file */
 #define OPR_INFO_FILE "info"      /* key=value text written by the launcher */
 #define OPR_LIVE_FILE ".live"     /* shared counters for the live status line */
@@ -526,6 +530,7 @@ int pmu_record_counters(const char *events, const struct record_leader *leader, 
                         char *names, size_t nameslen);
 
 /* record -e EVENTS -c N: the sampling leader, the first event of EVENTS. */
+#define OPR_MIN_HW_SAMPLE_PERIOD 100000 /* -c floor for hardware leaders (record_counters.c) */
 struct record_leader {
     bool active;           /* samples are taken on this event (else on the timer) */
     char name[256];

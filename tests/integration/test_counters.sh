@@ -18,7 +18,8 @@
 #      CPI > 1 finding on spin_b only, and the multiplexing lines.
 #   4. (run before 3) -c: samples led by page-faults every 100 events (exact
 #      counts: 400 samples, all in touch_pages, 40000 events), a hardware
-#      leader without a PMU (one line, the timer), and bad uses of -c.
+#      leader without a PMU (one line, the timer), bad uses of -c, and diff
+#      refusing page-fault shares against CPU-time shares.
 . "$(dirname "$0")/lib.sh"
 require_python3
 require_opprof
@@ -150,7 +151,7 @@ else
     fi
 fi
 # Bad uses: one line each, exit 2, nothing run.
-for args in "-c 100" "-e task-clock -c 100" "-e page-faults -c 0" "-e page-faults -c 100 -F 500" \
+for args in "-c 100" "-e task-clock -c 100" "-e page-faults -c 0" "-e page-faults -c 100 -F 500" "-e cycles -c 1000" \
     "-e page-faults -c 100 -p 1"; do
     # shellcheck disable=SC2086
     "$OPPROF" record -o bad $args -- true >bad.out 2>bad.err

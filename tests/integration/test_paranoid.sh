@@ -76,4 +76,19 @@ else
     fi
 fi
 
+# record -c on a kernel-side event where only user mode may be counted would
+# sample nothing: refused with one line naming perf_event_paranoid, exit 2.
+if [ "$paranoid" != unknown ] && [ "$paranoid" -ge 2 ] && [ "$(as_user id -u)" -ne 0 ]; then
+    as_user env HOME="$WORK" "$OPPROF" record -o "$WORK/cs" -e context-switches -c 1 -- true \
+        >"$WORK/cs.out" 2>"$WORK/cs.err"
+    st=$?
+    n=$(wc -l <"$WORK/cs.err" | tr -d ' ')
+    if [ "$st" -eq 2 ] && [ "$n" -eq 1 ] && grep -q 'perf_event_paranoid' "$WORK/cs.err" && [ ! -d "$WORK/cs" ]; then
+        pass "-e context-switches -c 1 in user mode only: $(cat "$WORK/cs.err")"
+    else
+        fail "-e context-switches -c 1 in user mode only: exit $st, $n lines (expected 2, one line naming perf_event_paranoid)"
+        show stderr "$WORK/cs.err" 4
+    fi
+fi
+
 finish

@@ -187,6 +187,7 @@ static void test_cycles_leader(void)
     struct profile *p = profile_new_empty();
     p->period_ns = 0;
     p->sample_period = 1000000;
+    p->sample_role = PMU_ROLE_CYCLES;
     uint32_t mainf = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
     uint32_t f = profile_add_frame(p, "f", "app", NULL, 0, FRAME_NATIVE);
     uint32_t g = profile_add_frame(p, "g", "app", NULL, 0, FRAME_NATIVE);

@@ -169,7 +169,7 @@ static void test_good_stream(void)
 static void test_event_leader_info(void)
 {
     fresh_dir();
-    write_info("event=page-faults\nsample_period=64\n");
+    write_info("format=opprof-raw 2\nevent=page-faults\nsample_period=64\nsample_role=13\n");
     struct buf b = good_stream();
     write_file("proc-42-0.raw", b.data, b.len);
     struct profile *p;
@@ -177,6 +177,7 @@ static void test_event_leader_info(void)
     CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(p->event, "page-faults");
     CU_ASSERT_EQUAL(p->sample_period, 64);
+    CU_ASSERT_EQUAL(p->sample_role, PMU_ROLE_PAGE_FAULTS);
     CU_ASSERT_EQUAL(p->period_ns, 0);
     CU_ASSERT_EQUAL(p->frequency_hz, 0);
     CU_ASSERT_EQUAL(p->total_weight, 3);
