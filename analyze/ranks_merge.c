@@ -99,6 +99,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->period_ns = first->period_ns;
     m->frequency_hz = first->frequency_hz;
     m->sample_period = first->sample_period;
+    m->sample_role = first->sample_role;
     m->start_ns = UINT64_MAX;
     m->complete = true;
     m->user_only = false;      /* any part without kernel samples makes the whole so */
@@ -109,11 +110,18 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         if (p->sample_period != first->sample_period ||
             (p->sample_period && p->event && first->event && strcmp(p->event, first->event))) {
             /* record -c: samples of different events (or periods) do not add up */
-            snprintf(err, errlen, "%s was sampled on %s%s, %s on %s%s: their samples do not add up; report "
-                     "them one by one, or record all with the same -e/-c", p->dir ? p->dir : "?",
-                     p->sample_period ? p->event : "CPU time", p->sample_period ? " (record -c)" : "",
-                     first->dir ? first->dir : "?", first->sample_period ? first->event : "CPU time",
-                     first->sample_period ? " (record -c)" : "");
+            char what[2][300];
+            const struct profile *pp[2] = {p, first};
+            for (int k = 0; k < 2; k++) {
+                if (pp[k]->sample_period)
+                    snprintf(what[k], sizeof what[k], "%s every %" PRIu64 " events (record -c)",
+                             pp[k]->event ? pp[k]->event : "?", pp[k]->sample_period);
+                else
+                    snprintf(what[k], sizeof what[k], "CPU time");
+            }
+            snprintf(err, errlen, "%s was sampled on %s, %s on %s: their samples do not add up; report them one "
+                     "by one, or record all with the same -e/-c", p->dir ? p->dir : "?", what[0],
+                     first->dir ? first->dir : "?", what[1]);
             profile_free(m);
             return -1;
         } else if (p->period_ns != first->period_ns) {

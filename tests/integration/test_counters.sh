@@ -133,6 +133,16 @@ fi
     grep -q 'touch_pages' diff.out && pass "diff of two page-fault recordings compares shares, says so" ||
     fail "diff lead lead did not compare with the note"
 
+# report over both: their samples do not add up, so no merged table.
+"$OPPROF" report lead cy >merge.out 2>merge.err
+st=$?
+if [ "$st" -eq 2 ] && [ "$(wc -l <merge.err)" -eq 1 ] && grep -q 'do not add up' merge.err; then
+    pass "report of a page-fault and a CPU-time result together: exit 2, $(cat merge.err)"
+else
+    fail "report lead cy: exit $st (expected 2 and one line saying the samples do not add up)"
+    show stderr merge.err 4
+fi
+
 # A hardware leader without a PMU: one line, then the timer; with a PMU
 # (another machine): samples on cycles.
 record lcy -e cycles,instructions -c 100000 -- "$FAULTS" --pages 1000 --seconds 0.3
