@@ -78,32 +78,58 @@ sys.exit(failures)
 ' "$@"
 }
 
+# Both cases run twice at most: rank 1 is slowest by its CPU time outside
+# communication, and on these shared 2-vCPU VMs a busy host can inflate one
+# rank's CPU time (CI once measured rank 0 at 4.07 s against 2.5 s idle, with
+# every product 1.7x slower: rank 0 was named slowest). A second attempt is
+# printed with the load average; a real attribution bug fails both.
+
 # 1. torchrun, one opprof per rank.
-PORT=$(free_port)
-log "+ torchrun --nproc_per_node 2 ${REDIRECT[*]} $NO_PYTHON opprof record -q -o prof.%r -- $PYTHON ddp_allreduce.py --steps $STEPS"
-OMP_NUM_THREADS=1 limited "$PYTHON" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
-    --master_port "$PORT" "${REDIRECT[@]}" "$NO_PYTHON" "$OPPROF" record -q -o "$WORK/prof.%r" -- \
-    "$PYTHON" "$WORKLOAD" --steps "$STEPS" >torchrun.out 2>torchrun.err
-st=$?
-show out torchrun.out 4
-[ "$st" -eq 0 ] || { show err torchrun.err 12; die "torchrun of opprof record exited $st"; }
-for r in 0 1; do
-    [ -d "prof.$r" ] || die "no result directory prof.$r (the -o %r pattern did not expand per rank)"
-done
-pass "one result per rank: prof.0 prof.1"
-limited "$OPPROF" report prof.0 prof.1 --limit 5 >report.txt 2>report.err || die "opprof report prof.0 prof.1 failed"
-sed -n '/^Ranks/,$p' report.txt
-grep -Eq '^  rank 0 ' report.txt && grep -Eq '^  rank 1 .*<- slowest' report.txt \
-    || fail "the merged text report does not list rank 0 and rank 1 (slowest)"
-report_json prof.0 torchrun.json prof.1 --ranks || die "opprof report prof.0 prof.1 --ranks failed"
-check torchrun.json torchrun.out "torchrun, opprof record -o prof.%r per rank" || FAILURES=$((FAILURES + 1))
+torchrun_case() {
+    rm -rf prof.0 prof.1
+    PORT=$(free_port)
+    log "+ torchrun --nproc_per_node 2 ${REDIRECT[*]} $NO_PYTHON opprof record -q -o prof.%r -- $PYTHON ddp_allreduce.py --steps $STEPS"
+    OMP_NUM_THREADS=1 limited "$PYTHON" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
+        --master_port "$PORT" "${REDIRECT[@]}" "$NO_PYTHON" "$OPPROF" record -q -o "$WORK/prof.%r" -- \
+        "$PYTHON" "$WORKLOAD" --steps "$STEPS" >torchrun.out 2>torchrun.err
+    st=$?
+    show out torchrun.out 4
+    [ "$st" -eq 0 ] || { show err torchrun.err 12; die "torchrun of opprof record exited $st"; }
+    for r in 0 1; do
+        [ -d "prof.$r" ] || die "no result directory prof.$r (the -o %r pattern did not expand per rank)"
+    done
+    pass "one result per rank: prof.0 prof.1"
+    limited "$OPPROF" report prof.0 prof.1 --limit 5 >report.txt 2>report.err || die "opprof report prof.0 prof.1 failed"
+    sed -n '/^Ranks/,$p' report.txt
+    _ok=0
+    grep -Eq '^  rank 0 ' report.txt && grep -Eq '^  rank 1 .*<- slowest' report.txt \
+        || { fail "the merged text report does not list rank 0 and rank 1 (slowest)"; _ok=1; }
+    report_json prof.0 torchrun.json prof.1 --ranks || die "opprof report prof.0 prof.1 --ranks failed"
+    check torchrun.json torchrun.out "torchrun, opprof record -o prof.%r per rank" || { FAILURES=$((FAILURES + 1)); _ok=1; }
+    return $_ok
+}
 
 # 2. One opprof record around torch.multiprocessing (the workers set RANK).
-log "+ opprof record -q -o one -- $PYTHON ddp_allreduce.py --spawn 2 --steps $STEPS"
-limited "$OPPROF" record -q -o one -- "$PYTHON" "$WORKLOAD" --spawn 2 --steps "$STEPS" >spawn.out 2>spawn.err
-st=$?
-show out spawn.out 4
-[ "$st" -eq 0 ] || { show err spawn.err 12; die "opprof record of the spawned job exited $st"; }
-report_json one spawn.json --ranks || die "opprof report one --ranks failed"
-check spawn.json spawn.out "one opprof record, torch.multiprocessing.spawn" || FAILURES=$((FAILURES + 1))
+spawn_case() {
+    rm -rf one
+    log "+ opprof record -q -o one -- $PYTHON ddp_allreduce.py --spawn 2 --steps $STEPS"
+    limited "$OPPROF" record -q -o one -- "$PYTHON" "$WORKLOAD" --spawn 2 --steps "$STEPS" >spawn.out 2>spawn.err
+    st=$?
+    show out spawn.out 4
+    [ "$st" -eq 0 ] || { show err spawn.err 12; die "opprof record of the spawned job exited $st"; }
+    report_json one spawn.json --ranks || die "opprof report one --ranks failed"
+    check spawn.json spawn.out "one opprof record, torch.multiprocessing.spawn" || { FAILURES=$((FAILURES + 1)); return 1; }
+    return 0
+}
+
+for case in torchrun_case spawn_case; do
+    for try in 1 2; do
+        saved=$FAILURES
+        "$case" && break
+        if [ "$try" = 1 ]; then
+            log "note: $case outside its bounds on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); measuring again"
+            FAILURES=$saved
+        fi
+    done
+done
 finish
