@@ -339,7 +339,7 @@ int findings_compute(const struct profile *p, struct findings *out)
      * BLAS, skip start-up) is about where time goes: it holds for time,
      * cycles or instructions, not for page faults or context switches. */
     bool time_like = !p->sample_period || p->sample_role == PMU_ROLE_CYCLES ||
-                     p->sample_role == PMU_ROLE_INSTRUCTIONS;
+                     p->sample_role == PMU_ROLE_INSTRUCTIONS || p->sample_role == PMU_ROLE_CPU_CLOCK;
     if ((time_like && (leaf_findings(p, total, out) != 0 || dominant_op_finding(p, total, out) != 0)) ||
         high_cpi_findings(p, total, out) != 0) {
         findings_free(out);

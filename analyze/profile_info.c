@@ -106,8 +106,8 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
         return -1;
     }
     if (format != OPR_FORMAT_VERSION && format != OPR_INFO_VERSION_EVENTS) {
-        snprintf(err, errlen, "%s was written in raw format version %d, this opprof reads version %d: "
-                 "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION);
+        snprintf(err, errlen, "%s was written in raw format version %d, this opprof reads versions %d and %d: "
+                 "use the opprof that recorded it", dir, format, OPR_FORMAT_VERSION, OPR_INFO_VERSION_EVENTS);
         return -1;
     }
     if (p->sample_period) {

@@ -123,10 +123,10 @@ static int write_hotspots(FILE *out, const struct profile *p)
     double period_s = (double)(t.period_ns ? t.period_ns : 1000000) / 1e9;
     double den = t.total_weight ? (double)t.total_weight : 1;
     size_t n = t.nrows < HOTSPOT_ROWS ? t.nrows : HOTSPOT_ROWS;
-    fprintf(out, "<p class=\"note\">Top %zu of %zu functions by self time. Self: samples whose innermost "
+    fprintf(out, "<p class=\"note\">Top %zu of %zu functions by self %s. Self: samples whose innermost "
                  "frame is the function; total: samples with it anywhere on the stack (once per sample). "
                  "Click a column header to sort.</p>\n",
-            n, t.nrows);
+            n, t.nrows, t.sample_period && !t.period_ns ? "events" : "time");
     bool events = t.sample_period && !t.period_ns; /* record -c */
     fprintf(out, "<div class=\"scroll\"><table class=\"hot\" id=\"hotspots\"><thead><tr><th class=\"num sorted-desc\">Self %%</th>"
                  "<th class=\"num\">Self %s</th><th class=\"num\">Total %%</th><th class=\"num\">Total %s</th>"
@@ -246,8 +246,15 @@ static int write_threads_chart(FILE *out, const struct profile *p, const struct 
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.2f s</text>\n", x, ybase + 14,
                 secs * k / 5);
     }
-    /* One heat strip per thread: opacity = share of the bucket sampled. */
+    /* One heat strip per thread: opacity = share of the bucket sampled, or
+     * with record -c (samples are events) relative to the busiest bucket. */
     double max_per_bucket = (double)bucket / (double)period;
+    if (p->sample_period) {
+        max_per_bucket = 1;
+        for (size_t i = 0; i < nt * nb; i++)
+            if (busy[i] > max_per_bucket)
+                max_per_bucket = busy[i];
+    }
     for (size_t r = 0; r < shown; r++) {
         size_t t = order[r];
         const struct prof_thread *th = &p->threads[t];
@@ -271,8 +278,12 @@ static int write_threads_chart(FILE *out, const struct profile *p, const struct 
     }
     fputs("</svg>\n", out);
     fprintf(out, "<p class=\"note\">Buckets of %.0f ms. A thread is active in a bucket when it has at least "
-                 "one sample there; the strip's darkness is the share of the bucket it spent on CPU.%s</p>\n",
-            (double)bucket / 1e6, nt > shown ? " Only the busiest threads are drawn." : "");
+                 "one sample there; the strip's darkness is %s.%s</p>\n",
+            (double)bucket / 1e6,
+            p->sample_period ? "its number of samples there (of the event it was sampled on), relative to the "
+                               "busiest bucket"
+                             : "the share of the bucket it spent on CPU",
+            nt > shown ? " Only the busiest threads are drawn." : "");
     free(busy);
     free(active);
     free(order);

@@ -611,8 +611,9 @@ int record_run(const struct record_options *o)
             fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                             "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
         else if (samples == 0 && o_leader.active)
-            fprintf(stderr, "opprof record: warning: no samples: the workload caused fewer than %llu %s "
-                            "events; lower -c\n", (unsigned long long)o_leader.period, o_leader.name);
+            fprintf(stderr, "opprof record: warning: no samples: no thread of the workload caused %llu %s "
+                            "events (each thread counts its own); lower -c\n",
+                    (unsigned long long)o_leader.period, o_leader.name);
         else if (samples == 0)
             fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                             "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);

@@ -97,8 +97,11 @@ int pmu_record_leader(const char *events, uint64_t period, struct record_leader 
     int e = 0;
     if (!can_count_here(&ev, &e))
         return 0; /* no PMU: pmu_record_counters names it with the rest, in one line */
-    if (ev.attr.exclude_kernel &&
-        (ev.role == PMU_ROLE_CONTEXT_SWITCHES || ev.role == PMU_ROLE_CPU_MIGRATIONS)) {
+    /* Software events raised by the scheduler count nothing in user mode. */
+    bool kernel_side = ev.attr.type == PERF_TYPE_SOFTWARE &&
+                       (ev.attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES ||
+                        ev.attr.config == PERF_COUNT_SW_CPU_MIGRATIONS || ev.attr.config == 11 /* CGROUP_SWITCHES */);
+    if (ev.attr.exclude_kernel && kernel_side) {
         fprintf(stderr, "opprof record: -c with %s: kernel.perf_event_paranoid=%d allows user-mode events only, "
                         "and %s happen in the kernel: none would be sampled; `sudo sysctl "
                         "kernel.perf_event_paranoid=1` allows it\n", ev.name, pmu_read_paranoid(), ev.name);
@@ -216,7 +219,7 @@ int pmu_record_counters(const char *events, const struct record_leader *leader, 
     } else if (uncore[0]) {
         fprintf(stderr, "opprof record: %s not counted per sample: uncore events are socket-wide, not per "
                         "thread (`opprof stat --metrics memory` counts them for the whole run)\n", uncore);
-    } else if (l.ev[0].hardware && kept && !first_leads) {
+    } else if (l.ev[0].hardware && kept && !leader) { /* no -c: say that -c exists */
         fprintf(stderr, "opprof record: samples are taken on the task-clock timer; %s %s read at each "
                         "sample (-c N samples on the first instead)\n", names,
                 kept > 1 ? "are" : "is");
