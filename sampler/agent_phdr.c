@@ -64,15 +64,25 @@ static iterate_fn glibc_iterate(void)
 void agent_phdr_enter_handler(void) { in_sample_handler = 1; }
 void agent_phdr_leave_handler(void) { in_sample_handler = 0; }
 
+/* glibc counts every object it loads and unloads (dlpi_adds, dlpi_subs, the
+ * same in every entry); older loaders pass a shorter struct without them. */
+static bool entry_load_counts(const struct dl_phdr_info *info, size_t size, unsigned long long *adds,
+                              unsigned long long *subs)
+{
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        return false;
+    *adds = info->dlpi_adds;
+    *subs = info->dlpi_subs;
+    return true;
+}
+
 static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct phdr_table *t = arg;
     if (t->count >= PHDR_MAX_OBJECTS || t->nheaders + info->dlpi_phnum > PHDR_MAX_HEADERS)
         return 1;
-    if (t->count == 0 && size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        t->adds = info->dlpi_adds; /* the same in every entry, and the loader lock is */
-        t->subs = info->dlpi_subs; /* held for the whole walk: these match the copy */
-    }
+    if (t->count == 0) /* the loader lock is held for the whole walk: they match the copy */
+        entry_load_counts(info, size, &t->adds, &t->subs);
     struct dl_phdr_info *dst = &t->info[t->count++];
     memset(dst, 0, sizeof *dst);
     memcpy(dst, info, size < sizeof *dst ? size : sizeof *dst);
@@ -82,8 +92,7 @@ static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* glibc counts every object it loads and unloads (dlpi_adds, dlpi_subs,
- * the same in every entry): cheap to read, the first entry is enough. */
+/* The load counts alone: the first entry is enough. */
 struct load_counts {
     unsigned long long adds, subs;
     bool valid;
@@ -92,11 +101,7 @@ struct load_counts {
 static int first_entry_counts(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct load_counts *c = arg;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        c->adds = info->dlpi_adds;
-        c->subs = info->dlpi_subs;
-        c->valid = true;
-    }
+    c->valid = entry_load_counts(info, size, &c->adds, &c->subs);
     return 1;
 }
 

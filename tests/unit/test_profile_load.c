@@ -129,15 +129,25 @@ static struct buf good_stream(void)
     return b;
 }
 
-static void test_good_stream(void)
+/* A fresh dir with info (plus extra lines) and the good stream, loaded;
+ * NULL (after a failed assertion) when it does not load. */
+static struct profile *load_good_stream(const char *extra_info)
 {
     fresh_dir();
-    write_info("");
+    write_info(extra_info);
     struct buf b = good_stream();
     write_file("proc-42-0.raw", b.data, b.len);
-    struct profile *p;
+    free(b.data);
+    struct profile *p = NULL;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    return p;
+}
+
+static void test_good_stream(void)
+{
+    struct profile *p = load_good_stream("");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(p->nsamples, 3);
     CU_ASSERT_EQUAL(p->total_weight, 3);
     CU_ASSERT_EQUAL(p->lost_samples, 5);
@@ -160,7 +170,6 @@ static void test_good_stream(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(leaf->name, "0x1000"));
     CU_ASSERT_STRING_EQUAL(p->threads[0].name, "main");
     profile_free(p);
-    free(b.data);
     remove_dir();
 }
 
@@ -168,13 +177,8 @@ static void test_good_stream(void)
  * such samples carry no time (period_ns 0, no rate), whatever else is there. */
 static void test_event_leader_info(void)
 {
-    fresh_dir();
-    write_info("format=opprof-raw 2\nevent=page-faults\nsample_period=64\nsample_role=13\n");
-    struct buf b = good_stream();
-    write_file("proc-42-0.raw", b.data, b.len);
-    struct profile *p;
-    char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    struct profile *p = load_good_stream("format=opprof-raw 2\nevent=page-faults\nsample_period=64\nsample_role=13\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_STRING_EQUAL(p->event, "page-faults");
     CU_ASSERT_EQUAL(p->sample_period, 64);
     CU_ASSERT_EQUAL(p->sample_role, PMU_ROLE_PAGE_FAULTS);
@@ -182,7 +186,6 @@ static void test_event_leader_info(void)
     CU_ASSERT_EQUAL(p->frequency_hz, 0);
     CU_ASSERT_EQUAL(p->total_weight, 3);
     profile_free(p);
-    free(b.data);
     remove_dir();
 }
 

@@ -350,15 +350,25 @@ static void test_header_warnings(void)
     profile_free(p);
 }
 
-/* From samples to CSV: the whole report path on a tiny profile. */
-static void test_compute_then_csv(void)
+/* A tiny profile of one thread: stacks main -> leaf (*leaf_stack) and main
+ * alone (*main_stack), no samples yet. */
+static struct profile *main_and_leaf(const char *leaf, uint32_t *leaf_stack, uint32_t *main_stack, uint32_t *thread)
 {
     struct profile *p = profile_new_empty();
     uint32_t fm = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
-    uint32_t fw = profile_add_frame(p, "work", "app", NULL, 0, FRAME_NATIVE);
-    uint32_t a[] = {fw, fm}, b[] = {fm};
-    uint32_t sa = profile_add_stack(p, a, 2), sb = profile_add_stack(p, b, 1);
-    uint32_t th = profile_add_thread(p, 1, 1, "t");
+    uint32_t fl = profile_add_frame(p, leaf, "app", NULL, 0, FRAME_NATIVE);
+    uint32_t a[] = {fl, fm}, b[] = {fm};
+    *leaf_stack = profile_add_stack(p, a, 2);
+    *main_stack = profile_add_stack(p, b, 1);
+    *thread = profile_add_thread(p, 1, 1, "t");
+    return p;
+}
+
+/* From samples to CSV: the whole report path on a tiny profile. */
+static void test_compute_then_csv(void)
+{
+    uint32_t sa, sb, th;
+    struct profile *p = main_and_leaf("work", &sa, &sb, &th);
     profile_add_sample(p, 1, th, sa, 3);
     profile_add_sample(p, 2, th, sb, 1);
     p->period_ns = 2000000;
@@ -383,12 +393,8 @@ static void test_compute_then_csv(void)
  * JSON has event/sample_period and null ns, CSV names its columns _events. */
 static void test_event_leader(void)
 {
-    struct profile *p = profile_new_empty();
-    uint32_t fm = profile_add_frame(p, "main", "app", NULL, 0, FRAME_NATIVE);
-    uint32_t fw = profile_add_frame(p, "touch", "app", NULL, 0, FRAME_NATIVE);
-    uint32_t a[] = {fw, fm}, b[] = {fm};
-    uint32_t sa = profile_add_stack(p, a, 2), sb = profile_add_stack(p, b, 1);
-    uint32_t th = profile_add_thread(p, 1, 1, "t");
+    uint32_t sa, sb, th;
+    struct profile *p = main_and_leaf("touch", &sa, &sb, &th);
     profile_add_sample(p, 1, th, sa, 1);
     profile_add_sample(p, 2, th, sa, 1);
     profile_add_sample(p, 3, th, sa, 1);
