@@ -2,7 +2,7 @@
  * analyze/analyze.h — from a result directory to numbers.
  *
  * profile_load() reads a result directory (only through the raw format of
- * sampler/sampler.h), symbolizes every distinct (pid, pc) once, and builds an
+ * format/format.h), symbolizes every distinct (pid, pc) once, and builds an
  * in-memory profile: frames, stacks (as frame ids), threads, processes and
  * samples. Everything after that (hotspot tables, callers/callees) is a pure
  * function of the profile, which is what the unit tests exercise.
@@ -220,7 +220,8 @@ const char *sort_key_name(enum sort_key key);
 /* ------------------------------------------------------------------------- */
 /* PMU derived metrics (analyze/metrics.c): pure functions; NaN = not counted */
 /* ------------------------------------------------------------------------- */
-#include "sampler/sampler.h"
+#include "format/format.h"
+#include "sampler/pmu/pmu.h" /* event roles and stat results the metrics read */
 
 /* value x enabled/running (multiplexing); NaN when the counter never ran.
  * running_fraction (may be NULL) gets running/enabled. */

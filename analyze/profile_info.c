@@ -12,7 +12,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
-#include "sampler/sampler.h"
+#include "format/format.h"
 
 static char *unescape(const char *s)
 {

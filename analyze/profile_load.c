@@ -25,7 +25,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
-#include "sampler/sampler.h"
+#include "format/format.h"
 #include "symbolize/symbolize.h"
 
 static void warnf(struct profile *p, const char *fmt, ...)

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "sampler/sampler.h"
+#include "sampler/attach/attach.h"
+#include "sampler/pmu/pmu.h"
+#include "sampler/record/record.h"
 
 static void record_usage(FILE *out)
 {

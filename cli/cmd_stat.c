@@ -1,5 +1,5 @@
 /*
- * cli/cmd_stat.c — `opprof stat`: parse options, count with sampler/stat.c,
+ * cli/cmd_stat.c — `opprof stat`: parse options, count with sampler/pmu/stat.c,
  * print with report/stat_table.c. The workload's exit status is opprof's.
  */
 #include <getopt.h>
@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "report/report.h"
-#include "sampler/sampler.h"
+#include "sampler/pmu/pmu.h"
 
 static void stat_usage(FILE *out)
 {

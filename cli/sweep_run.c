@@ -21,7 +21,7 @@
 
 #include "analyze/analyze.h"
 #include "cli/sweep_internal.h"
-#include "sampler/sampler.h"
+#include "sampler/record/record.h"
 
 #ifndef OPPROF_SRCDIR_TOOLS
 #define OPPROF_SRCDIR_TOOLS "."

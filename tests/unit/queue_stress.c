@@ -15,7 +15,7 @@
 #include <string.h>
 #include <stdlib.h>
 
-#include "sampler/agent.h"
+#include "sampler/agent/agent.h"
 
 #define PRODUCERS 4
 #define PER_PRODUCER 50000

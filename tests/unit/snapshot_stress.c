@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sampler/agent.h"
+#include "sampler/agent/agent.h"
 
 #define READERS 3
 #define PER_READER 200000

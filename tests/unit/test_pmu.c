@@ -11,7 +11,7 @@
 #include <string.h>
 #include <CUnit/CUnit.h>
 
-#include "sampler/sampler.h"
+#include "sampler/pmu/pmu.h"
 #include "tests/unit/unit.h"
 
 static int suite_init(void)

@@ -15,7 +15,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
-#include "sampler/sampler.h"
+#include "format/format.h"
 #include "tests/unit/unit.h"
 
 struct buf {

@@ -3,7 +3,7 @@
  * loop while the main thread spins in spin(). Samples that interrupt a thread
  * inside dlopen (holding the loader lock) must not hang the workload: the
  * agent serves the unwinder's dl_iterate_phdr from a snapshot in its handler
- * (sampler/agent_phdr.c). Before that fix, 3 of 5 runs at 5 kHz hung; before
+ * (sampler/agent/agent_phdr.c). Before that fix, 3 of 5 runs at 5 kHz hung; before
  * the snapshot copied program headers, 1 run in 25 crashed reading the headers
  * of a library dlclose'd since the snapshot.
  */

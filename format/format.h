@@ -1,0 +1,358 @@
+/*
+ * format/format.h — the raw on-disk format, the twin of docs/format.md.
+ *
+ * Both writers (the injected agent, and attach mode in the launcher) write
+ * these records; analyze/ reads them. Nothing after the sampler reads anything
+ * else. The environment variables the launcher passes to the agent are here
+ * too: they are the other half of the contract between the two processes.
+ *
+ * All multi-byte integers in the raw format are little-endian (the host order on
+ * x86-64, the only target so far); every record is 8-byte aligned.
+ */
+#ifndef OPPROF_FORMAT_H
+#define OPPROF_FORMAT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------------------- */
+/* Raw format                                                                 */
+/* ------------------------------------------------------------------------- */
+
+#define OPR_FORMAT_VERSION 1
+/* The info file of a record -c result says version 2: its samples are events,
+ * not time, and a reader that only knows version 1 must refuse it rather
+ * than read each sample as one timer period. Streams stay version 1. */
+#define OPR_INFO_VERSION_EVENTS 2
+#define OPR_FILE_MAGIC "OPPROFR1" /* 8 bytes, no terminator in the file */
+#define OPR_INFO_FILE "info"      /* key=value text written by the launcher */
+#define OPR_LIVE_FILE ".live"     /* shared counters for the live status line */
+#define OPR_MAX_FRAMES 256        /* native frames kept per sample */
+#define OPR_MAX_PYFRAMES 128      /* Python frames kept per sample */
+#define OPR_BUILD_ID_MAX 20
+
+/* Per-process stream file: "proc-<pid>-<generation>.raw". A process that calls
+ * exec() gets a new generation for the new image (same pid). */
+struct opr_file_header {
+    char magic[8];          /* OPR_FILE_MAGIC */
+    uint32_t version;       /* OPR_FORMAT_VERSION */
+    uint32_t header_size;   /* sizeof(struct opr_file_header) */
+    uint32_t pid;
+    uint32_t ppid;
+    uint64_t start_ns;      /* CLOCK_MONOTONIC when the agent started in this image */
+    uint64_t period_ns;     /* sampling period of the timer event */
+};
+
+enum opr_record_type {
+    OPR_REC_PROCESS = 1, /* struct opr_process + exe path + NUL-separated argv */
+    OPR_REC_MAP = 2,     /* struct opr_map + path */
+    OPR_REC_THREAD = 3,  /* struct opr_thread */
+    OPR_REC_STACK = 4,   /* struct opr_stack + uint64_t pcs[nframes] */
+    OPR_REC_SAMPLE = 5,  /* struct opr_sample */
+    OPR_REC_LOST = 6,    /* struct opr_lost (cumulative counters) */
+    OPR_REC_END = 7,     /* struct opr_end: the image shut down cleanly */
+    OPR_REC_NOTE = 8,    /* struct opr_note + text: a warning the agent wants shown */
+    OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
+    OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
+    OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
+    OPR_REC_LIMITS = 20, /* struct opr_limits (cumulative): samples not recorded by --delay/--duration/--max-size */
+};
+
+/* Every record starts with this header. size counts the header and the padding
+ * up to the next multiple of 8. Readers skip types they do not know. */
+struct opr_record_header {
+    uint32_t type;
+    uint32_t size;
+};
+
+struct opr_process {
+    uint32_t pid;
+    uint32_t ppid;
+    uint64_t time_ns;
+    uint32_t exe_len;     /* bytes of exe path that follow (no NUL) */
+    uint32_t cmdline_len; /* bytes of NUL-separated argv after the exe path */
+};
+
+struct opr_map {
+    uint64_t start;       /* executable mapping [start, end) in the process */
+    uint64_t end;
+    uint64_t pgoff;       /* file offset of start */
+    uint8_t build_id_len; /* 0 when the file has no NT_GNU_BUILD_ID note */
+    uint8_t build_id[OPR_BUILD_ID_MAX];
+    uint8_t pad;
+    uint16_t path_len;    /* bytes of path that follow (no NUL) */
+};
+
+struct opr_thread {
+    uint32_t tid;
+    uint32_t flags;       /* OPR_THREAD_* */
+    uint64_t time_ns;
+    char name[16];        /* comm, NUL-padded */
+};
+#define OPR_THREAD_MAIN 1u /* tid == pid */
+
+/* A distinct native call chain, leaf first. pcs[0] is the interrupted
+ * instruction; pcs[1..] are return addresses. */
+struct opr_stack {
+    uint32_t stack_id; /* unique within the stream file */
+    uint32_t nframes;
+};
+
+struct opr_sample {
+    uint64_t time_ns;
+    uint32_t tid;
+    uint32_t stack_id;
+    uint32_t flags;  /* OPR_SAMPLE_* */
+    uint32_t weight; /* number of timer periods this sample stands for (>= 1) */
+};
+/* In user-mode-only recordings a weight is the thread's CPU time since its
+ * previous sample; a gap past this many periods (100 s at 1 kHz) is cut here
+ * rather than trusted. */
+#define OPR_MAX_SAMPLE_WEIGHT 100000u
+/* Optional tail of a SAMPLE record (present when the body is >= 32 bytes). */
+struct opr_sample_python {
+    uint32_t py_stack_id_plus1; /* 0: no Python frames; else PYSTACK id + 1 */
+    uint32_t reserved;
+};
+#define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES */
+#define OPR_SAMPLE_UNWIND_FAILED 2u /* only the interrupted PC is known */
+
+/* A Python code object (function), written once per stream. */
+struct opr_pycode {
+    uint32_t code_id;
+    int32_t first_line;    /* co_firstlineno: the def line */
+    uint32_t filename_len; /* bytes of co_filename that follow */
+    uint32_t qualname_len; /* bytes of co_qualname after the filename */
+};
+#define OPR_PYCODE_UNKNOWN 0xffffffffu /* a frame whose code object could not be read */
+
+struct opr_pyframe {
+    uint32_t code_id;
+    int32_t line;   /* the line executing in this frame */
+    uint32_t flags; /* OPR_PYFRAME_* */
+    uint32_t pad;
+};
+#define OPR_PYFRAME_ENTRY 1u /* entered from C: one native eval-loop frame below */
+
+/* A distinct Python call chain, leaf first. */
+struct opr_pystack {
+    uint32_t py_stack_id;
+    uint32_t nframes;
+};
+
+struct opr_lost {
+    uint64_t time_ns;
+    uint64_t lost_samples;  /* dropped because the agent's queue was full */
+    uint64_t total_samples; /* samples taken by the handler so far */
+};
+
+/* Written with END: the agent's own CPU cost, measured in the process. */
+struct opr_agent_cost {
+    uint64_t handler_ns;      /* wall time inside the SIGTRAP handler, summed */
+    uint64_t handler_calls;   /* samples the handler took (incl. lost ones) */
+    uint64_t writer_cpu_ns;   /* CPU time of the writer thread */
+    uint64_t process_cpu_ns;  /* CPU time of the whole process (workload + agent) */
+};
+
+/* Collection limits (record --delay/--duration/--max-size). Cumulative per
+ * stream, written when they change and with END; the last one counts. */
+struct opr_limits {
+    uint64_t time_ns;
+    uint64_t outside_window;    /* samples taken before --delay or after --duration ended: not recorded */
+    uint64_t dropped_size_cap;  /* samples dropped because the result dir had reached --max-size */
+    uint64_t first_drop_ns;     /* CLOCK_MONOTONIC of the first size-cap drop in this stream (0: none) */
+};
+
+struct opr_end {
+    uint64_t time_ns;
+    uint64_t total_samples;
+    uint64_t lost_samples;
+};
+
+struct opr_note {
+    uint64_t time_ns;
+    uint32_t text_len;
+    uint32_t pad;
+};
+
+/* Shared between the launcher and every agent through a MAP_SHARED file; only
+ * updated by the agents' writer threads, read by the launcher's status line. */
+struct opr_live {
+    char magic[8];
+    uint64_t samples;
+    uint64_t lost;
+    uint64_t threads;
+    uint64_t processes;
+    uint64_t bytes;
+    uint64_t outside_window;   /* --delay/--duration: samples not recorded */
+    uint64_t dropped_size_cap; /* --max-size: samples dropped */
+};
+#define OPR_LIVE_MAGIC "OPLIVE01"
+
+/* --- threading and OpenMP records (sampler/agent/agent_ompt.c, agent_threads.c) -------- */
+/* Types 40-49 are reserved for this block (docs/format.md, "Threads and
+ * OpenMP"). All are optional: a stream without them reports no Threading. */
+#define OPR_REC_OMP_REGION 40  /* struct opr_omp_region: a region a sample was taken in */
+#define OPR_REC_OMP_TICK 41    /* struct opr_omp_tick: OpenMP activity over one writer period */
+#define OPR_REC_OMP_CONTEXT 42 /* struct opr_omp_context: opener's stack at a region's begin */
+#define OPR_REC_OMP_INFO 43    /* struct opr_omp_info + runtime version text */
+#define OPR_REC_SCHED_TICK 44  /* struct opr_sched_tick + struct opr_sched_thread[nthreads] */
+
+/* Optional second tail of a SAMPLE record (body >= 40 bytes), after
+ * struct opr_sample_python. */
+struct opr_sample_openmp {
+    uint64_t omp_region; /* the sampled thread's current parallel region id (0: none) */
+};
+
+struct opr_omp_region {
+    uint64_t region_id;   /* unique within the stream, counts up from 1 */
+    uint64_t parent_id;   /* enclosing region of the opener (0: outermost) */
+    uint64_t begin_ns, end_ns; /* end_ns 0: still open when written */
+    uint32_t opener_tid;  /* the thread that opened it (team member 0) */
+    uint32_t requested;   /* requested team size */
+    uint32_t actual;      /* actual team size (0: unknown) */
+    uint32_t flags;       /* OPR_OMP_REGION_* */
+};
+#define OPR_OMP_REGION_NESTED 1u /* opened inside another region */
+
+struct opr_omp_tick {
+    uint64_t time_ns;       /* end of the period */
+    uint64_t interval_ns;   /* length of the period */
+    uint64_t work_ns;       /* thread time in region bodies (task begin to barrier arrival) */
+    uint64_t team_ns;       /* sum of duration x team size of regions ended in the period */
+    uint64_t region_ns;     /* sum of durations of regions ended in the period */
+    uint32_t regions_begun, regions_ended;
+    uint32_t max_team;      /* largest actual team of regions ended in the period */
+    uint32_t max_requested; /* largest requested team */
+    uint32_t nested;        /* nested regions begun in the period */
+    uint32_t omp_threads;   /* OpenMP threads alive (thread_begin minus thread_end) */
+};
+
+struct opr_omp_context {
+    uint64_t region_id;
+    uint64_t time_ns;
+    uint32_t tid;
+    uint32_t stack_id;          /* STACK record: the opener's native chain at region begin */
+    uint32_t py_stack_id_plus1; /* 0: no Python frames */
+    uint32_t pad;
+};
+
+struct opr_omp_info {
+    uint64_t time_ns;
+    uint32_t omp_version; /* OMPT interface version the runtime announced */
+    uint32_t text_len;    /* runtime version string that follows */
+};
+
+/* OS-level view, polled by the writer thread from /proc/self/task/<tid>. */
+struct opr_sched_tick {
+    uint64_t time_ns;
+    uint32_t nthreads;        /* struct opr_sched_thread entries that follow */
+    uint32_t online_cpus;
+    uint32_t affinity_cpus;   /* CPUs in sched_getaffinity's mask */
+    uint32_t cpu_limit_milli; /* cgroup CPU limit x 1000 (0: none) */
+};
+struct opr_sched_thread {
+    uint32_t tid;
+    uint32_t flags;           /* reserved */
+    uint64_t run_ns;          /* schedstat: time on a CPU (cumulative) */
+    uint64_t wait_ns;         /* schedstat: time runnable, waiting on the runqueue */
+    uint64_t timeslices;
+    uint64_t nonvoluntary_csw;/* /proc/.../status nonvoluntary_ctxt_switches (last read) */
+};
+#define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures */
+/* --- end of threading and OpenMP records ----------------------------------- */
+
+/* --- per-sample counters (sampler/agent/agent_counters.c, docs/format.md) ------- */
+#define OPR_REC_COUNTER_DESC 12   /* struct opr_counter_desc + name: one counting event */
+#define OPR_REC_COUNTER_SAMPLE 13 /* struct opr_counter_sample + opr_counter_value[n] */
+#define OPR_MAX_COUNTERS 8        /* counting events per thread */
+
+/* One counting event of this stream, written once after PROCESS. */
+struct opr_counter_desc {
+    uint32_t index;    /* position in every COUNTER_SAMPLE of this stream */
+    uint32_t role;     /* enum pmu_role: what derived metrics use it for */
+    uint32_t type;     /* perf_event_attr.type */
+    uint32_t group;    /* events with equal group are read (and scheduled) together */
+    uint64_t config;   /* perf_event_attr.config */
+    uint32_t flags;    /* OPR_COUNTER_* */
+    uint32_t name_len; /* bytes of the event's name that follow */
+};
+#define OPR_COUNTER_USER_ONLY 1u /* exclude_kernel: user-mode counts only */
+#define OPR_COUNTER_UNCORE 2u    /* socket-wide: not attributable per sample */
+
+/* Counter deltas of the SAMPLE record just before it (same thread): what the
+ * thread counted since its previous sample, outside the agent's handler. */
+struct opr_counter_sample {
+    uint32_t ncounters; /* opr_counter_value entries that follow */
+    uint32_t flags;     /* reserved */
+};
+struct opr_counter_value {
+    uint64_t value;   /* raw delta (not scaled) */
+    uint64_t enabled; /* delta of time_enabled (ns) over the same interval */
+    uint64_t running; /* delta of time_running: < enabled when multiplexed */
+};
+/* Delta between two reads of a monotonic 64-bit count (value, time enabled or
+ * running). A smaller later value can only mean the counter was reset (never
+ * a wrap: 2^64 ns is 584 years): count nothing rather than 2^64. Pure and
+ * async-signal-safe (the agent's handler uses it). */
+static inline uint64_t opr_counter_delta(uint64_t now, uint64_t before)
+{
+    return now >= before ? now - before : 0;
+}
+/* "type:config:config1:role:group:flags:name;..." (record_counters.c -> agent_counters.c) */
+#define OPR_ENV_COUNTERS "OPPROF_COUNTERS"
+/* --- end of per-sample counters ------------------------------------------- */
+/* --- ranks and off-CPU time (types 50-59; docs/format.md "Ranks") ---------- */
+#define OPR_REC_RANK 50   /* struct opr_rank: the launcher's rank variables seen by this image */
+#define OPR_REC_OFFCPU 51 /* struct opr_offcpu: a Python thread blocked during one poll interval */
+
+#define OPR_RANK_UNSET (-1)
+/* Which variable gave opr_rank.rank (also the info file's rank_source). */
+enum opr_rank_source {
+    OPR_RANK_FROM_NONE = 0,
+    OPR_RANK_FROM_RANK = 1,       /* RANK (torchrun, torch.distributed env://) */
+    OPR_RANK_FROM_OMPI = 2,       /* OMPI_COMM_WORLD_RANK (Open MPI) */
+    OPR_RANK_FROM_PMI = 3,        /* PMI_RANK (MPICH, Intel MPI, hydra) */
+    OPR_RANK_FROM_SLURM = 4,      /* SLURM_PROCID (srun) */
+};
+struct opr_rank {
+    uint64_t time_ns;     /* when the agent saw the variables */
+    int32_t rank;         /* OPR_RANK_UNSET when none of the variables is set */
+    int32_t local_rank;   /* LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / MPI_LOCALRANKID / SLURM_LOCALID */
+    int32_t world_size;   /* WORLD_SIZE / OMPI_COMM_WORLD_SIZE / PMI_SIZE / SLURM_NTASKS */
+    uint32_t source;      /* enum opr_rank_source */
+};
+/* Written by the writer's schedstat poll for a thread that has a Python
+ * thread state and spent part of the interval neither running nor runnable. */
+struct opr_offcpu {
+    uint64_t time_ns;     /* end of the poll interval */
+    uint64_t interval_ns; /* length of the interval */
+    uint64_t offcpu_ns;   /* interval - delta run - delta runqueue wait */
+    uint32_t tid;
+    uint32_t py_stack_id_plus1; /* the thread's Python stack at time_ns (0: unreadable) */
+    uint32_t state;       /* /proc task state letter at time_ns ('S', 'D') */
+    uint32_t pad;
+};
+
+
+/* Environment variables the launcher passes to the agent. */
+#define OPR_ENV_DIR "OPPROF_RESULT_DIR"
+#define OPR_ENV_PERIOD "OPPROF_PERIOD_NS"
+#define OPR_ENV_USER_ONLY "OPPROF_USER_ONLY" /* "1": sample user-mode CPU time only (kernel refused) */
+#define OPR_ENV_CALLGRAPH "OPPROF_CALL_GRAPH"
+/* The values of OPR_ENV_CALLGRAPH, as numbers. */
+enum call_graph_mode {
+    CALL_GRAPH_DWARF = 0, /* CFI unwinding (.eh_frame / .debug_frame) */
+    CALL_GRAPH_FP = 1,    /* frame-pointer walk */
+    CALL_GRAPH_NONE = 2,  /* leaf PC only */
+};
+#define OPR_ENV_WINDOW "OPPROF_WINDOW_NS"    /* "start_ns:end_ns", CLOCK_MONOTONIC; end 0 = open */
+#define OPR_ENV_MAX_BYTES "OPPROF_MAX_BYTES" /* --max-size in bytes */
+/* -c N: sample on an event instead of the CPU-time timer:
+ * "type:config:config1:exclude_kernel:period" (record_counters.c -> agent.c) */
+#define OPR_ENV_LEADER "OPPROF_LEADER"
+
+#endif

@@ -1,0 +1,197 @@
+/*
+ * sampler/agent/agent.h — private to the injected agent (libopprof_agent.so).
+ *
+ * The agent is LD_PRELOADed into every process of the workload. Its parts:
+ *   agent.c          constructor/destructor, the perf_event timer, the SIGTRAP
+ *                    handler that captures one sample, fork/exec/exit hooks
+ *   agent_queue.c    the lock-free queue between the handler and the writer
+ *   agent_writer.c   the writer thread: stack dedup, maps, threads, the stream
+ *   agent_signals.c  keeps the workload's own SIGTRAP handling working
+ *
+ * Nothing outside sampler/agent/ includes this header: the agent talks to the
+ * launcher only through format/format.h (records, environment variables).
+ */
+#ifndef OPPROF_AGENT_H
+#define OPPROF_AGENT_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/format.h"
+#include "sampler/common/common.h"
+/* --- threading/OpenMP: the OMPT tool and the schedstat poller ------------ */
+#include "sampler/agent/agent_ompt.h"
+/* A queue slot that is not a sample but an OpenMP opener's calling context
+ * (ompt_tool.c captures it at parallel begin; the writer emits OMP_CONTEXT). */
+#define AGENT_SLOT_OMP_CONTEXT 0x8000u
+/* --- end threading/OpenMP ------------------------------------------------ */
+
+#define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* One captured sample, as the handler leaves it for the writer. */
+struct agent_slot {
+    _Atomic uint64_t seq; /* queue bookkeeping (see agent_queue.c) */
+    uint64_t time_ns;
+    uint32_t tid;
+    uint16_t nframes;
+    uint16_t flags;       /* OPR_SAMPLE_* */
+    uint32_t npy;         /* Python frames, 0 when the thread runs no Python */
+    uint32_t weight;      /* periods of thread CPU time (user + kernel) it stands for */
+    /* --- threading/OpenMP (ompt/ompt.h) --- */
+    uint64_t omp_region;  /* sampled thread's parallel region id (0: none) */
+    /* --- end threading/OpenMP --- */
+    /* --- per-sample counters (agent_counters.c): deltas since the thread's
+     * previous sample, {value, enabled, running}; nctr 0: none --- */
+    uint32_t nctr;
+    uint32_t ctr_pad;
+    uint64_t ctr[OPR_MAX_COUNTERS][3];
+    uint64_t pcs[OPR_MAX_FRAMES];
+    struct py_frame_ref py[OPR_MAX_PYFRAMES];
+};
+
+/* ---- double-buffered snapshots (agent_phdr.c, agent_memmap.c) ----------
+ * A writer fills the table not published, after waiting until no handler
+ * still reads it, then publishes it by storing its index in *current. A
+ * handler counts itself in to the published table and re-checks that it is
+ * still the published one. When a refresh published the other table in
+ * between, it tries again rather than report "no snapshot": libunwind caches
+ * a frame it could not find unwind info for as the outermost one for the
+ * rest of the thread's life, so one spurious miss cut every later stack
+ * through that PC (test_dlopen: main()'s samples stopped at spin() for a
+ * whole run while other threads dlclose'd 4,000 times a second).
+ * Handler-safe: atomics only. Returns the table index, -1 when none. */
+static inline int agent_snapshot_enter(_Atomic int *current, _Atomic int *readers)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int t = atomic_load_explicit(current, memory_order_acquire);
+        if (t < 0)
+            return -1;
+        atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
+        if (atomic_load_explicit(current, memory_order_acquire) == t)
+            return t;
+        atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
+    }
+    return -1;
+}
+
+/* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
+AGENT_HIDDEN void agent_phdr_enter_handler(void);
+AGENT_HIDDEN void agent_phdr_leave_handler(void);
+AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
+AGENT_HIDDEN void agent_phdr_refresh_if_changed(void); /* writer: after a dlopen */
+AGENT_HIDDEN void agent_phdr_atfork_child(void);
+
+/* ---- agent_memmap.c: which addresses the handler may read --------------- */
+AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
+AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */
+AGENT_HIDDEN void agent_memmap_end(int table);                /* handler */
+AGENT_HIDDEN void agent_memmap_refresh(void);                 /* writer */
+AGENT_HIDDEN void agent_memmap_maybe_refresh(void);           /* writer */
+AGENT_HIDDEN void agent_memmap_atfork_child(void);
+
+/* ---- agent_python.c: Python frames ---------------------------------------- */
+struct agent_pycode_info {
+    char filename[512];
+    char qualname[256];
+    int first_line;
+    int line;
+};
+AGENT_HIDDEN int agent_python_probe(void); /* 1 when Python capture is on */
+AGENT_HIDDEN const char *agent_python_take_note(void);
+AGENT_HIDDEN unsigned agent_python_capture(struct py_frame_ref *out, unsigned max, uint32_t tid); /* handler */
+AGENT_HIDDEN bool agent_python_resolve(const struct py_frame_ref *f, struct agent_pycode_info *info, bool need_names);
+
+/* ---- agent_ranks.c: rank variables, other threads' Python stacks ---------- */
+/* Handler: remembers which thread state belongs to tid (fixed table, no malloc),
+ * so the writer can read a blocked thread's Python stack later. */
+AGENT_HIDDEN void agent_tstate_remember(uint32_t tid, uint64_t tstate);
+AGENT_HIDDEN uint64_t agent_tstate_lookup(uint32_t tid);   /* writer; 0: unknown */
+AGENT_HIDDEN void agent_tstate_forget(uint32_t tid);       /* writer: the state no longer matches */
+AGENT_HIDDEN void agent_tstate_reset(void);                /* fork child */
+/* Writer: reads another (blocked) thread's frame chain from its thread state,
+ * through the same checks as the handler. Frames found, 0 when unreadable. */
+AGENT_HIDDEN unsigned agent_python_capture_thread(uint64_t tstate, struct py_frame_ref *out, unsigned max,
+                                                  uint32_t tid);
+/* Writer: RANK record at stream start (force) and when the variables change. */
+AGENT_HIDDEN void agent_ranks_poll(agent_emit_fn emit, bool force);
+/* Writer (schedstat poll): a thread's run/runqueue deltas over one interval;
+ * emits OFFCPU when a Python thread was blocked for part of it. */
+AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
+                                    uint64_t delta_run_ns, uint64_t delta_wait_ns);
+/* agent_writer.c: PYSTACK id + 1 of captured frames (0: none), records written as needed. */
+AGENT_HIDDEN uint32_t agent_writer_python_stack(const struct py_frame_ref *py, unsigned n);
+
+/* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
+AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);
+AGENT_HIDDEN void agent_queue_reset(void);        /* in a fork child: drop the parent's entries */
+AGENT_HIDDEN struct agent_slot *agent_queue_claim(void);   /* handler; NULL when full */
+AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler */
+AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
+AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
+AGENT_HIDDEN void agent_queue_prefault(void);              /* writer: back the next slots with memory */
+
+/* ---- agent.c: state shared by the parts ---------------------------------- */
+struct agent_config {
+    char result_dir[4096];
+    uint64_t period_ns;
+    enum call_graph_mode call_graph;
+    /* --delay/--duration: only samples taken in [window_start_ns,
+     * window_end_ns) are recorded (CLOCK_MONOTONIC; end 0 = open). Absolute
+     * times, so forked and exec'd processes share the launcher's window. */
+    uint64_t window_start_ns, window_end_ns;
+    uint64_t max_bytes; /* --max-size: samples are dropped once the result dir holds this much (0: no cap) */
+    bool user_only;     /* kernel mode not sampled (perf_event_paranoid): samples weighted by thread CPU time */
+    /* -c N (OPR_ENV_LEADER): samples are taken every leader_period events of
+     * this event instead of every period_ns of CPU time; each weighs 1. */
+    bool leader;
+    uint32_t leader_type;
+    uint64_t leader_config, leader_config1, leader_period;
+    bool leader_user_only;
+};
+
+AGENT_HIDDEN extern struct agent_config agent_config;
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_taken; /* handler entries that were ours */
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_lost;  /* queue full */
+AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/stopping */
+AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
+AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
+AGENT_HIDDEN uint64_t agent_now_ns(void);
+
+/* The SIGTRAP handler (installed by agent_signals.c). Returns true when the
+ * signal was one of opprof's samples, false when it belongs to the workload. */
+AGENT_HIDDEN bool agent_handle_sample(siginfo_t *si, void *ucontext);
+
+/* ---- agent_counters.c: per-thread counting groups read at each sample ---- */
+struct agent_counter_snapshot {
+    bool valid;                           /* the thread's counters were read */
+    uint64_t now[OPR_MAX_COUNTERS][3];    /* value, time_enabled, time_running */
+};
+AGENT_HIDDEN void agent_counters_init(void);      /* constructor: parse OPR_ENV_COUNTERS */
+/* handler: at entry, opens this thread's counters on its first sample, reads them */
+AGENT_HIDDEN void agent_counters_enter(struct agent_counter_snapshot *snap);
+/* handler: deltas of snap since the thread's previous read into slot (nctr 0: none) */
+AGENT_HIDDEN void agent_counters_fill(struct agent_slot *slot, const struct agent_counter_snapshot *snap);
+AGENT_HIDDEN void agent_counters_leave(void);     /* handler: at exit, the new baseline */
+/* writer: COUNTER_DESC records (begin of every stream) */
+AGENT_HIDDEN void agent_counters_write_desc(agent_emit_fn emit);
+/* writer: closes the counters of threads that exited; final: a NOTE when some
+ * threads could not get counters */
+AGENT_HIDDEN void agent_counters_reap(agent_emit_fn emit, bool final);
+AGENT_HIDDEN void agent_counters_atfork_child(void);
+
+/* ---- agent_writer.c ------------------------------------------------------ */
+AGENT_HIDDEN int agent_writer_start(void);        /* open the stream, start the thread */
+AGENT_HIDDEN void agent_writer_stop(bool clean);  /* final drain; END record when clean */
+AGENT_HIDDEN void agent_writer_flush(void);       /* drain now, from any thread but the handler */
+AGENT_HIDDEN void agent_writer_atfork_prepare(void);
+AGENT_HIDDEN void agent_writer_atfork_parent(void);
+AGENT_HIDDEN void agent_writer_atfork_child(void);
+AGENT_HIDDEN bool agent_is_writer_thread(void);
+AGENT_HIDDEN bool agent_writer_owns_process(void); /* false in a vfork child */
+
+/* ---- agent_signals.c ----------------------------------------------------- */
+AGENT_HIDDEN int agent_signals_install(void);
+
+#endif

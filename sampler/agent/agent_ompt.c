@@ -1,0 +1,451 @@
+/*
+ * sampler/agent/agent_ompt.c — the OMPT tool inside the agent: parallel regions, team
+ * sizes, thread begin/end, time in region bodies, and the opener's calling
+ * context at region begin. See ompt/ompt.h for how it fits the agent and
+ * docs/format.md ("Threads and OpenMP") for the records it produces.
+ *
+ * HOT PATH (not signal context): the callbacks run on the workload's threads
+ * at every parallel region. They use no locks and no malloc after a thread's
+ * first callback: thread-local counters and a per-thread single-producer,
+ * single-consumer ring of 32-byte events, drained by the writer thread.
+ *
+ * Region ids count up per process. parallel_data->value holds the id in its
+ * low 40 bits and, once team member 0 began its implicit task, the actual team
+ * size in the high 24 bits: no allocation per region.
+ *
+ * Calling context: every OPPROF_OMP_CONTEXT_NS (default 2 ms) per opener
+ * thread, parallel_begin captures the opener's native stack (unw_backtrace)
+ * and Python frames into a handler-queue slot marked AGENT_SLOT_OMP_CONTEXT;
+ * the writer turns it into an OMP_CONTEXT record. The loader charges worker
+ * samples to it (analyze/threading.c).
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "config.h"
+#include "sampler/agent/agent_ompt.h"
+#include "sampler/agent/agent.h"
+
+__thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
+
+#ifdef HAVE_OMP_TOOLS_H
+#include <omp-tools.h>
+
+#define ID_BITS 40
+#define ID_MASK ((1ull << ID_BITS) - 1)
+#define RING_SIZE 4096u           /* events per thread between two drains */
+#define REGION_TABLE_SIZE 65536u  /* recent regions the writer remembers */
+
+enum ev_kind { EV_BEGIN = 1, EV_END = 2 };
+
+struct omp_ev {
+    uint64_t time_ns;
+    uint64_t id;
+    uint64_t parent; /* BEGIN: enclosing region */
+    uint32_t kind;
+    uint32_t arg;    /* BEGIN: requested team; END: actual team */
+};
+
+/* One per OpenMP thread; never freed (a dead one is reused by a new thread
+ * once the writer has drained it). */
+struct omp_thread_state {
+    struct omp_ev ring[RING_SIZE];
+    _Atomic uint64_t head;          /* producer: next event to write */
+    _Atomic uint64_t tail;          /* writer: next event to read */
+    _Atomic uint64_t work_ns;       /* time in region bodies, completed */
+    _Atomic uint64_t body_begin_ns; /* open body's start, 0: none */
+    _Atomic uint64_t dropped;       /* events lost to a full ring */
+    _Atomic int state;              /* 0 live, 1 ended, 2 ended and drained */
+    uint32_t tid;
+    uint64_t last_capture_ns;       /* owner only */
+    uint64_t writer_work_seen;      /* writer only */
+    struct omp_thread_state *next;
+};
+
+struct region_entry {
+    uint64_t id, parent, begin_ns, end_ns;
+    uint32_t opener_tid, requested, actual;
+    uint8_t referenced, emitted, begun, pad;
+};
+
+static _Atomic(struct omp_thread_state *) threads_head;
+static __thread struct omp_thread_state *my_state __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t next_region_id;
+static _Atomic int alive_threads;
+static _Atomic int tool_active;
+static uint64_t context_interval_ns = 2000000;
+static ompt_set_callback_t set_callback;
+static char runtime_version[256];
+static unsigned runtime_omp_version;
+static bool info_emitted;
+
+/* Writer-side state. */
+static struct region_entry *regions;
+static struct opr_omp_tick tick;
+static uint64_t last_tick_ns;
+
+int ompt_tool_active(void) { return atomic_load_explicit(&tool_active, memory_order_relaxed); }
+
+static uint32_t gettid_now(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* This thread's state: registered at its first callback (thread_begin for
+ * threads the runtime knows). Allocation happens once per thread. */
+static struct omp_thread_state *thread_state(void)
+{
+    struct omp_thread_state *s = my_state;
+    if (s)
+        return s;
+    /* Reuse a drained one. */
+    for (s = atomic_load(&threads_head); s; s = s->next) {
+        int drained = 2;
+        if (atomic_compare_exchange_strong(&s->state, &drained, 0))
+            break;
+    }
+    if (!s) {
+        void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        s = m; /* zero-filled */
+        struct omp_thread_state *head = atomic_load(&threads_head);
+        do
+            s->next = head;
+        while (!atomic_compare_exchange_weak(&threads_head, &head, s));
+    }
+    s->tid = gettid_now();
+    s->last_capture_ns = 0;
+    atomic_store(&s->body_begin_ns, 0);
+    my_state = s;
+    return s;
+}
+
+static void push(struct omp_thread_state *s, uint32_t kind, uint64_t t, uint64_t id, uint64_t parent, uint32_t arg)
+{
+    uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+    if (h - atomic_load_explicit(&s->tail, memory_order_acquire) >= RING_SIZE) {
+        atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    struct omp_ev *e = &s->ring[h & (RING_SIZE - 1)];
+    e->time_ns = t;
+    e->id = id;
+    e->parent = parent;
+    e->kind = kind;
+    e->arg = arg;
+    atomic_store_explicit(&s->head, h + 1, memory_order_release);
+}
+
+/* The opener's calling context, through the handler queue (the writer
+ * dedups stacks and resolves Python frames). Not signal context. */
+static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
+{
+    if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
+        return;
+    /* A sample taken while we fill the slot is fine: the queue is MPSC and
+     * the writer consumes in order (it waits for our commit). */
+    struct agent_slot *slot = agent_queue_claim();
+    if (!slot)
+        return;
+    slot->time_ns = now;
+    slot->tid = s->tid;
+    slot->flags = AGENT_SLOT_OMP_CONTEXT;
+    slot->omp_region = id;
+    int n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
+    if (n <= 0) {
+        slot->pcs[0] = 0;
+        n = 1;
+    }
+    slot->nframes = (uint16_t)n;
+    slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, s->tid);
+    agent_queue_commit(slot);
+}
+
+static void on_parallel_begin(ompt_data_t *encountering_task_data, const ompt_frame_t *frame,
+                              ompt_data_t *parallel_data, unsigned int requested, int flags,
+                              const void *codeptr_ra)
+{
+    (void)encountering_task_data, (void)frame, (void)flags, (void)codeptr_ra;
+    uint64_t id = atomic_fetch_add_explicit(&next_region_id, 1, memory_order_relaxed) + 1;
+    __atomic_store_n(&parallel_data->value, id & ID_MASK, __ATOMIC_RELAXED);
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return;
+    uint64_t now = agent_now_ns();
+    push(s, EV_BEGIN, now, id, agent_omp_region, requested);
+    if (now - s->last_capture_ns >= context_interval_ns) {
+        s->last_capture_ns = now;
+        capture_context(s, id, now);
+    }
+}
+
+static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encountering_task_data, int flags,
+                            const void *codeptr_ra)
+{
+    (void)encountering_task_data, (void)flags, (void)codeptr_ra;
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return;
+    uint64_t v = __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED);
+    push(s, EV_END, agent_now_ns(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
+}
+
+static void body_end(struct omp_thread_state *s, uint64_t now)
+{
+    uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
+    if (b) {
+        atomic_store_explicit(&s->work_ns, atomic_load_explicit(&s->work_ns, memory_order_relaxed) + (now - b),
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->body_begin_ns, 0, memory_order_relaxed);
+    }
+}
+
+static void on_implicit_task(ompt_scope_endpoint_t endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
+                             unsigned int actual, unsigned int index, int flags)
+{
+    if (flags & ompt_task_initial)
+        return; /* the initial task of a thread: not a parallel region */
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return;
+    uint64_t now = agent_now_ns();
+    if (endpoint == ompt_scope_begin) {
+        uint64_t v = parallel_data ? __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED) : 0;
+        if (index == 0 && parallel_data && actual < (1u << 24))
+            __atomic_fetch_or(&parallel_data->value, (uint64_t)actual << ID_BITS, __ATOMIC_RELAXED);
+        task_data->value = agent_omp_region; /* restored at the end (nesting) */
+        agent_omp_region = v & ID_MASK;
+        body_end(s, now); /* a nested region pauses the enclosing body */
+        atomic_store_explicit(&s->body_begin_ns, now, memory_order_relaxed);
+    } else {
+        body_end(s, now);
+        agent_omp_region = task_data->value;
+    }
+}
+
+static void on_sync_region(ompt_sync_region_t kind, ompt_scope_endpoint_t endpoint, ompt_data_t *parallel_data,
+                           ompt_data_t *task_data, const void *codeptr_ra)
+{
+    (void)parallel_data, (void)task_data, (void)codeptr_ra;
+    if (endpoint != ompt_scope_begin)
+        return;
+    /* Arrival at the region's closing barrier ends the body. */
+    if (kind == ompt_sync_region_barrier_implicit || kind == ompt_sync_region_barrier_implicit_parallel ||
+        kind == ompt_sync_region_barrier_implicit_workshare || kind == ompt_sync_region_barrier) {
+        struct omp_thread_state *s = my_state;
+        if (s && kind != ompt_sync_region_barrier_implicit_workshare)
+            body_end(s, agent_now_ns());
+    }
+}
+
+static void on_thread_begin(ompt_thread_t type, ompt_data_t *thread_data)
+{
+    (void)type, (void)thread_data;
+    thread_state();
+    atomic_fetch_add(&alive_threads, 1);
+}
+
+static void on_thread_end(ompt_data_t *thread_data)
+{
+    (void)thread_data;
+    struct omp_thread_state *s = my_state;
+    atomic_fetch_sub(&alive_threads, 1);
+    if (s) {
+        body_end(s, agent_now_ns());
+        my_state = NULL;
+        atomic_store(&s->state, 1);
+    }
+}
+
+static int tool_initialize(ompt_function_lookup_t lookup, int initial_device_num, ompt_data_t *tool_data)
+{
+    (void)initial_device_num, (void)tool_data;
+    set_callback = (ompt_set_callback_t)lookup("ompt_set_callback");
+    if (!set_callback)
+        return 0;
+    set_callback(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin);
+    set_callback(ompt_callback_thread_end, (ompt_callback_t)on_thread_end);
+    set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);
+    set_callback(ompt_callback_parallel_end, (ompt_callback_t)on_parallel_end);
+    set_callback(ompt_callback_implicit_task, (ompt_callback_t)on_implicit_task);
+    set_callback(ompt_callback_sync_region, (ompt_callback_t)on_sync_region);
+    atomic_store(&tool_active, 1);
+    return 1; /* keep the tool */
+}
+
+static void tool_finalize(ompt_data_t *tool_data)
+{
+    (void)tool_data;
+}
+
+/* The runtime's entry point into the tool (OpenMP 5.0, 4.5.1). Only active
+ * under opprof record (the agent's result dir is set). */
+__attribute__((visibility("default"))) ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version,
+                                                                                 const char *version);
+ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *version)
+{
+    static ompt_start_tool_result_t result = {tool_initialize, tool_finalize, {0}};
+    const char *dir = getenv(OPR_ENV_DIR);
+    if (!dir || !dir[0])
+        return NULL;
+    if (atomic_load(&tool_active))
+        return NULL; /* a second runtime in the same process: one is enough */
+    const char *ctx = getenv(OPR_ENV_OMP_CONTEXT);
+    if (ctx && ctx[0])
+        context_interval_ns = strtoull(ctx, NULL, 10);
+    runtime_omp_version = omp_version;
+    if (version) {
+        strncpy(runtime_version, version, sizeof runtime_version - 1);
+        runtime_version[sizeof runtime_version - 1] = '\0';
+    }
+    return &result;
+}
+
+/* ---- writer side ------------------------------------------------------ */
+
+static void emit_region(struct region_entry *e, agent_emit_fn emit)
+{
+    struct opr_omp_region r = {e->id, e->parent, e->begin_ns, e->end_ns, e->opener_tid,
+                               e->requested, e->actual, e->parent ? OPR_OMP_REGION_NESTED : 0};
+    emit(OPR_REC_OMP_REGION, &r, sizeof r, NULL, 0);
+    e->emitted = 1;
+}
+
+static struct region_entry *region_slot(uint64_t id)
+{
+    if (!regions) {
+        regions = calloc(REGION_TABLE_SIZE, sizeof *regions);
+        if (!regions)
+            return NULL;
+    }
+    return &regions[id & (REGION_TABLE_SIZE - 1)];
+}
+
+void ompt_writer_note_sample_region(uint64_t id, agent_emit_fn emit)
+{
+    struct region_entry *e = region_slot(id);
+    if (!e)
+        return;
+    if (e->id != id) {
+        if (e->id > id)
+            return; /* too old: forgotten */
+        memset(e, 0, sizeof *e); /* its BEGIN is still in a ring */
+        e->id = id;
+    }
+    e->referenced = 1;
+    if (e->begun && e->end_ns && !e->emitted)
+        emit_region(e, emit);
+}
+
+static void process_event(const struct omp_thread_state *s, const struct omp_ev *ev, agent_emit_fn emit)
+{
+    struct region_entry *e = region_slot(ev->id);
+    if (!e)
+        return;
+    if (ev->kind == EV_BEGIN) {
+        uint8_t referenced = e->id == ev->id ? e->referenced : 0;
+        memset(e, 0, sizeof *e);
+        e->id = ev->id;
+        e->referenced = referenced;
+        e->begun = 1;
+        e->begin_ns = ev->time_ns;
+        e->parent = ev->parent;
+        e->opener_tid = s->tid;
+        e->requested = ev->arg;
+        tick.regions_begun++;
+        if (ev->parent)
+            tick.nested++;
+        if (ev->arg > tick.max_requested)
+            tick.max_requested = ev->arg;
+    } else if (ev->kind == EV_END && e->id == ev->id && e->begun) {
+        e->end_ns = ev->time_ns;
+        e->actual = ev->arg;
+        uint64_t d = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
+        tick.regions_ended++;
+        tick.region_ns += d;
+        tick.team_ns += d * (e->actual ? e->actual : 1);
+        if (e->actual > tick.max_team)
+            tick.max_team = e->actual;
+        if (e->referenced && !e->emitted)
+            emit_region(e, emit);
+    }
+}
+
+void ompt_writer_drain(agent_emit_fn emit, bool final)
+{
+    if (!atomic_load(&tool_active))
+        return;
+    uint64_t now = agent_now_ns();
+    if (!info_emitted) {
+        struct opr_omp_info info = {now, runtime_omp_version, (uint32_t)strlen(runtime_version)};
+        emit(OPR_REC_OMP_INFO, &info, sizeof info, runtime_version, info.text_len);
+        info_emitted = true;
+        last_tick_ns = now;
+    }
+    for (struct omp_thread_state *s = atomic_load(&threads_head); s; s = s->next) {
+        int state = atomic_load(&s->state);
+        uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
+        uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
+        for (; t != h; t++)
+            process_event(s, &s->ring[t & (RING_SIZE - 1)], emit);
+        atomic_store_explicit(&s->tail, t, memory_order_release);
+        /* Work so far, including the open part of a body in progress. */
+        uint64_t w = atomic_load_explicit(&s->work_ns, memory_order_relaxed);
+        uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
+        if (b && now > b)
+            w += now - b;
+        if (w > s->writer_work_seen) {
+            tick.work_ns += w - s->writer_work_seen;
+            s->writer_work_seen = w;
+        }
+        if (state == 1) {
+            s->writer_work_seen = atomic_load(&s->work_ns);
+            atomic_store(&s->state, 2); /* drained: a new thread may take it */
+        }
+    }
+    if (final && regions) {
+        /* Regions still open at the end, if samples were taken in them. */
+        for (size_t i = 0; i < REGION_TABLE_SIZE; i++)
+            if (regions[i].referenced && regions[i].begun && !regions[i].emitted)
+                emit_region(&regions[i], emit);
+    }
+    tick.time_ns = now;
+    tick.interval_ns = now - last_tick_ns;
+    int alive = atomic_load(&alive_threads);
+    tick.omp_threads = alive > 0 ? (uint32_t)alive : 0;
+    emit(OPR_REC_OMP_TICK, &tick, sizeof tick, NULL, 0);
+    memset(&tick, 0, sizeof tick);
+    last_tick_ns = now;
+}
+
+void ompt_atfork_child(void)
+{
+    /* Only the forking thread survives: its state stays, the others' rings
+     * are drained of the parent's events and marked ended. */
+    for (struct omp_thread_state *s = atomic_load(&threads_head); s; s = s->next) {
+        atomic_store(&s->tail, atomic_load(&s->head));
+        s->writer_work_seen = atomic_load(&s->work_ns);
+        if (s != my_state)
+            atomic_store(&s->state, 2);
+        else
+            s->tid = gettid_now();
+    }
+    if (regions)
+        memset(regions, 0, REGION_TABLE_SIZE * sizeof *regions);
+    memset(&tick, 0, sizeof tick);
+    info_emitted = false;
+}
+
+#else /* !HAVE_OMP_TOOLS_H: built without OMPT (configure warned) */
+
+int ompt_tool_active(void) { return 0; }
+void ompt_writer_note_sample_region(uint64_t id, agent_emit_fn emit) { (void)id, (void)emit; }
+void ompt_writer_drain(agent_emit_fn emit, bool final) { (void)emit, (void)final; }
+void ompt_atfork_child(void) {}
+
+#endif

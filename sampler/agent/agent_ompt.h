@@ -1,0 +1,49 @@
+/*
+ * sampler/agent/agent_ompt.h — the OMPT tool inside the agent (libopprof_agent.so), as seen
+ * by the rest of the agent.
+ *
+ * The tool (ompt_tool.c) exports ompt_start_tool, so an OpenMP runtime that
+ * speaks OMPT (LLVM libomp, Intel libiomp5; GNU libgomp does not) hands it its
+ * callbacks. The callbacks run on the workload's threads, on the hot path of
+ * every parallel region: they only update thread-local counters and push
+ * 32-byte events into a per-thread single-producer ring. The writer thread
+ * (agent_writer.c) drains the rings every ~10 ms through ompt_writer_drain(),
+ * which aggregates them into OMP_TICK records and writes an OMP_REGION record
+ * for each region that a sample was taken in (ompt_writer_note_sample_region).
+ *
+ * The SIGTRAP handler reads agent_omp_region, the sampled thread's current
+ * parallel region id: an initial-exec TLS variable (a plain load from %fs,
+ * safe in a signal handler).
+ *
+ * Nothing here may be included from outside sampler/ and ompt/.
+ */
+#ifndef OPPROF_OMPT_H
+#define OPPROF_OMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OMPT_HIDDEN __attribute__((visibility("hidden")))
+
+/* The writer's record emitter: header + body + tail, padded to 8 bytes. */
+typedef void (*agent_emit_fn)(uint32_t type, const void *body, size_t body_len, const void *tail,
+                              size_t tail_len);
+
+/* Current parallel region id of this thread (0: none). Read by the handler. */
+extern __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
+
+/* Writer thread, writer lock held. */
+OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);
+OMPT_HIDDEN void ompt_writer_drain(agent_emit_fn emit, bool final);
+/* In a fork child: the parent's rings and regions are not ours. */
+OMPT_HIDDEN void ompt_atfork_child(void);
+/* 1 once a runtime called ompt_start_tool and the callbacks are registered. */
+OMPT_HIDDEN int ompt_tool_active(void);
+
+/* sampler/agent_threads.c: the OS-level thread view (schedstat), polled by
+ * the writer thread; final: also re-read context switches, always emit. */
+OMPT_HIDDEN void agent_threads_poll(agent_emit_fn emit, bool final);
+OMPT_HIDDEN void agent_threads_atfork_child(void);
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * sampler/agent/agent_threads.c — the OS-level thread view, polled by the agent's
+ * writer thread: works with any OpenMP runtime (or none) and without OMPT.
+ *
+ * Every ~10 ms (the writer's drain period; 50 ms past 64 threads) it reads,
+ * for each thread of the process but the writer itself,
+ * /proc/self/task/<tid>/schedstat ("run_ns wait_ns timeslices": time on a
+ * CPU and time runnable but waiting on the runqueue), and every ~250 ms its
+ * nonvoluntary_ctxt_switches from .../status. With it go the CPUs online, the
+ * CPUs in the affinity mask and the cgroup CPU limit (cgroup v2 cpu.max, or
+ * v1 cpu.cfs_quota_us / cpu.cfs_period_us). One SCHED_TICK record per poll
+ * carries cumulative values; the report takes differences, so the average
+ * number of runnable threads over a period is (delta run + delta wait) / period.
+ *
+ * Writer thread only (not signal context): may allocate, uses stdio for the
+ * rare files. schedstat files stay open and are re-read with pread(…, 0).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sampler/agent/agent.h"
+
+#define POLL_NS 9000000ull         /* the writer wakes every 10 ms */
+#define POLL_MANY_NS 49000000ull   /* with more than MANY_THREADS threads */
+#define MANY_THREADS 64
+#define STATUS_EVERY 25            /* polls between two reads of .../status */
+#define MAX_THREADS 4096
+
+struct tracked {
+    uint32_t tid;
+    int fd;             /* schedstat, -1 when gone */
+    uint32_t gen;       /* poll that last saw it in /proc/self/task */
+    uint64_t nivcsw;
+    uint64_t run, wait, slices;
+};
+
+static struct tracked *tracked;
+static size_t ntracked;
+static uint32_t gen;
+static uint64_t last_poll_ns;
+static uint32_t writer_tid;
+static struct opr_sched_thread *entries;
+static uint32_t cpus_online, cpus_affinity, limit_milli;
+
+static int read_text(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+/* cgroup v2: the smallest cpu.max of the process's cgroup and its parents;
+ * v1: cfs quota/period of the cpu controller. 0: no limit found. */
+static uint32_t read_cgroup_limit(void)
+{
+    char cg[4096];
+    if (read_text("/proc/self/cgroup", cg, sizeof cg) < 0)
+        return 0;
+    double best = 0;
+    for (char *line = strtok(cg, "\n"); line; line = strtok(NULL, "\n")) {
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrl = c1 + 1, *path = c2 + 1;
+        char rel[2048];
+        snprintf(rel, sizeof rel, "%s", path);
+        for (;;) {
+            char file[2600], text[128];
+            double limit = 0;
+            if (ctrl[0] == '\0') { /* v2 */
+                snprintf(file, sizeof file, "/sys/fs/cgroup%s/cpu.max", strcmp(rel, "/") ? rel : "");
+                long long quota, period;
+                if (read_text(file, text, sizeof text) > 0 && sscanf(text, "%lld %lld", &quota, &period) == 2 &&
+                    quota > 0 && period > 0)
+                    limit = (double)quota / (double)period;
+            } else if (strstr(ctrl, "cpu") && !strstr(ctrl, "cpuset")) { /* v1 */
+                const char *mounts[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"};
+                for (int m = 0; m < 2 && limit == 0; m++) {
+                    char qt[128], pt[128];
+                    snprintf(file, sizeof file, "%s%s/cpu.cfs_quota_us", mounts[m], strcmp(rel, "/") ? rel : "");
+                    if (read_text(file, qt, sizeof qt) <= 0)
+                        continue;
+                    snprintf(file, sizeof file, "%s%s/cpu.cfs_period_us", mounts[m], strcmp(rel, "/") ? rel : "");
+                    if (read_text(file, pt, sizeof pt) <= 0)
+                        continue;
+                    long long quota = atoll(qt), period = atoll(pt);
+                    if (quota > 0 && period > 0)
+                        limit = (double)quota / (double)period;
+                }
+            } else {
+                break;
+            }
+            if (limit > 0 && (best == 0 || limit < best))
+                best = limit;
+            char *slash = strrchr(rel, '/');
+            if (!slash || slash == rel)
+                break;
+            *slash = '\0';
+        }
+    }
+    return best > 0 ? (uint32_t)(best * 1000.0 + 0.5) : 0;
+}
+
+static void read_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpus_online = n > 0 ? (uint32_t)n : 0;
+    cpu_set_t set;
+    cpus_affinity = sched_getaffinity(0, sizeof set, &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 0;
+    limit_milli = read_cgroup_limit();
+}
+
+static uint64_t read_nivcsw(uint32_t tid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%u/status", tid);
+    if (read_text(path, buf, sizeof buf) < 0)
+        return UINT64_MAX;
+    const char *k = strstr(buf, "nonvoluntary_ctxt_switches:");
+    return k ? strtoull(k + 27, NULL, 10) : UINT64_MAX;
+}
+
+static struct tracked *find_or_add(uint32_t tid)
+{
+    for (size_t i = 0; i < ntracked; i++)
+        if (tracked[i].tid == tid)
+            return &tracked[i];
+    if (ntracked == MAX_THREADS)
+        return NULL;
+    if (!tracked && !(tracked = calloc(MAX_THREADS, sizeof *tracked)))
+        return NULL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct tracked *t = &tracked[ntracked++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    t->fd = fd;
+    t->nivcsw = read_nivcsw(tid);
+    return t;
+}
+
+/* Drops threads that have exited (their last values were emitted already). */
+static void forget_gone(void)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < ntracked; i++) {
+        if (tracked[i].gen == gen && tracked[i].fd >= 0) {
+            tracked[w++] = tracked[i];
+        } else if (tracked[i].fd >= 0) {
+            close(tracked[i].fd);
+        }
+    }
+    ntracked = w;
+}
+
+void agent_threads_poll(agent_emit_fn emit, bool final)
+{
+    uint64_t now = agent_now_ns();
+    uint64_t every = ntracked > MANY_THREADS ? POLL_MANY_NS : POLL_NS;
+    if (!final && last_poll_ns && now - last_poll_ns < every)
+        return;
+    if (agent_is_writer_thread() && writer_tid == 0)
+        writer_tid = (uint32_t)syscall(SYS_gettid);
+    if (last_poll_ns == 0 || gen % 100 == 0)
+        read_cpus();
+    uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
+    last_poll_ns = now;
+    gen++;
+    bool status_now = final || gen % STATUS_EVERY == 1;
+
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        uint32_t tid = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (tid == writer_tid && writer_tid)
+            continue;
+        struct tracked *t = find_or_add(tid);
+        if (!t)
+            continue;
+        char buf[128];
+        ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
+        if (n <= 0) {
+            t->gen = 0; /* exited between readdir and read */
+            continue;
+        }
+        buf[n] = '\0';
+        unsigned long long run, wait, slices;
+        if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
+            continue;
+        /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
+        if (t->gen + 1 == gen && run >= t->run && wait >= t->wait)
+            agent_offcpu_note(emit, now, interval_ns, tid, run - t->run, wait - t->wait);
+        t->run = run, t->wait = wait, t->slices = slices;
+        if (status_now) {
+            uint64_t v = read_nivcsw(tid);
+            if (v != UINT64_MAX)
+                t->nivcsw = v;
+        }
+        t->gen = gen;
+    }
+    closedir(d);
+    forget_gone();
+
+    if (!entries && !(entries = malloc(MAX_THREADS * sizeof *entries)))
+        return;
+    uint32_t n = 0;
+    for (size_t i = 0; i < ntracked; i++) {
+        struct tracked *t = &tracked[i];
+        entries[n++] = (struct opr_sched_thread){t->tid, 0, t->run, t->wait, t->slices,
+                                                  t->nivcsw == UINT64_MAX ? 0 : t->nivcsw};
+    }
+    struct opr_sched_tick tick = {now, n, cpus_online, cpus_affinity, limit_milli};
+    emit(OPR_REC_SCHED_TICK, &tick, sizeof tick, entries, n * sizeof *entries);
+}
+
+void agent_threads_atfork_child(void)
+{
+    for (size_t i = 0; i < ntracked; i++)
+        if (tracked[i].fd >= 0)
+            close(tracked[i].fd);
+    ntracked = 0;
+    last_poll_ns = 0;
+    writer_tid = 0;
+    gen = 0;
+    agent_tstate_reset(); /* ranks: the parent's threads are not ours */
+}

@@ -1,0 +1,146 @@
+/*
+ * sampler/attach/attach_internal.h — private to `opprof record -p PID` (attach mode).
+ *
+ * Attach mode cannot inject the agent, so the launcher samples from outside
+ * the way perf does and writes the same raw streams the agent writes:
+ *   attach.c         life cycle: checks, result dir and info, the poll loop,
+ *                    stop on timeout / Ctrl-C / target exit, the summary
+ *   attach_events.c  perf_event per (thread, CPU), one ring per CPU, records
+ *                    merged by time
+ *   attach_stream.c  one proc-<pid>-<gen>.raw per process image: PROCESS, MAP,
+ *                    THREAD, STACK, SAMPLE, PYCODE/PYSTACK, LOST, NOTE, END
+ *   attach_unwind.c  native stacks: CFI unwinding of the sample's user-stack
+ *                    copy with libdwfl (one Dwfl per process)
+ *   attach_python.c  Python frames read with process_vm_readv right after the
+ *                    sample was drained (statistical: the thread ran on)
+ *
+ * Nothing here may be included from outside sampler/.
+ */
+#ifndef OPPROF_ATTACH_INTERNAL_H
+#define OPPROF_ATTACH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sampler/attach/attach.h"
+#include "sampler/pmu/pmu.h" /* perf_event, paranoid */
+#include "sampler/common/common.h"
+
+uint64_t attach_now_ns(void); /* CLOCK_MONOTONIC, the clock of every record */
+
+/* ---- attach_events.c ------------------------------------------------------ */
+
+/* One decoded perf record, in time order across CPUs. */
+enum attach_event_kind {
+    ATTACH_EV_SAMPLE,
+    ATTACH_EV_COMM,  /* exec flag in comm_exec */
+    ATTACH_EV_FORK,
+    ATTACH_EV_EXIT,
+    ATTACH_EV_LOST,
+};
+
+struct attach_event {
+    enum attach_event_kind kind;
+    uint64_t time_ns;
+    uint32_t pid, tid;
+    uint32_t ppid, ptid;       /* FORK, EXIT */
+    bool comm_exec;            /* COMM written by exec() */
+    char comm[16];
+    uint64_t lost;             /* LOST: records the kernel dropped */
+    uint64_t ip;               /* SAMPLE: interrupted user PC */
+    const uint64_t *callchain; /* SAMPLE: kernel user callchain (fp mode), may be NULL */
+    uint32_t ncallchain;
+    const uint64_t *regs;      /* SAMPLE: user registers (perf order, see ATTACH_REGS_MASK), or NULL */
+    const uint8_t *stack;      /* SAMPLE: user stack copy starting at SP */
+    uint64_t stack_len;
+};
+
+struct attach_events;
+
+/* Opens a disabled sampling event for every thread of pid on every online
+ * CPU (rescanning /proc/pid/task until no thread was missed). 0, or -1 with
+ * err holding one sentence (the sysctl to change when it is a permission
+ * problem). */
+int attach_events_open(struct attach_events **out, pid_t pid, uint64_t period_ns, enum call_graph_mode mode,
+                       unsigned stack_bytes, char *err, size_t errlen);
+/* Opens events for threads that appeared since (none normally: inherit
+ * follows them). Returns how many were added. */
+int attach_events_rescan(struct attach_events *ev);
+void attach_events_enable(struct attach_events *ev, bool on);
+/* Waits up to timeout_ms for data (or extra_fd readable, e.g. a pidfd; -1 for
+ * none). Returns 1 when extra_fd is readable, 0 otherwise. */
+int attach_events_wait(struct attach_events *ev, int timeout_ms, int extra_fd);
+/* Reads everything pending from all rings, merged by time, and calls fn per
+ * record. The pointers in a record are valid during the call only. */
+void attach_events_drain(struct attach_events *ev, void (*fn)(const struct attach_event *, void *), void *arg);
+unsigned attach_events_threads(const struct attach_events *ev);
+unsigned attach_events_cpus(const struct attach_events *ev);
+size_t attach_events_ring_bytes(const struct attach_events *ev);
+void attach_events_close(struct attach_events *ev);
+
+/* Perf's x86-64 user-register order for PERF_SAMPLE_REGS_USER: AX BX CX DX
+ * SI DI BP SP IP, R8..R15 (bits 0-8 and 16-23), so 17 values per sample. */
+#define ATTACH_REGS_MASK 0xff01ffull
+#define ATTACH_NREGS 17
+enum { ATTACH_REG_AX, ATTACH_REG_BX, ATTACH_REG_CX, ATTACH_REG_DX, ATTACH_REG_SI, ATTACH_REG_DI,
+       ATTACH_REG_BP, ATTACH_REG_SP, ATTACH_REG_IP, ATTACH_REG_R8 };
+
+/* ---- attach_unwind.c ------------------------------------------------------ */
+
+struct attach_unwinder;
+struct attach_unwinder *attach_unwinder_new(pid_t pid);
+/* Unwinds one sample: pcs[0] the interrupted PC, then return addresses.
+ * Returns the number of frames (>= 1); *failed when nothing past the leaf
+ * could be unwound, *truncated when max was reached. */
+unsigned attach_unwind(struct attach_unwinder *u, uint32_t tid, const uint64_t *regs, const uint8_t *stack,
+                       uint64_t stack_len, uint64_t *pcs, unsigned max, bool *failed, bool *truncated);
+/* The process mapped new code: modules are re-read at the next unwind. */
+void attach_unwinder_maps_changed(struct attach_unwinder *u);
+void attach_unwinder_free(struct attach_unwinder *u);
+
+/* ---- attach_python.c ------------------------------------------------------ */
+
+struct attach_python;
+/* Looks for a CPython runtime in pid. NULL when the process runs no Python
+ * (yet); note gets one sentence when it does but frames cannot be read. */
+struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen);
+/* The thread's Python frames now, leaf first (0 when it has none). */
+unsigned attach_python_capture(struct attach_python *py, uint32_t tid, struct py_frame_ref *out, unsigned max);
+struct attach_pycode_info {
+    char filename[512];
+    char qualname[256];
+    int first_line;
+    int line;
+};
+bool attach_python_resolve(struct attach_python *py, const struct py_frame_ref *f,
+                           struct attach_pycode_info *info, bool need_names);
+/* A one-time warning from the reader (layout mismatch, memory refused), or NULL. */
+const char *attach_python_take_note(struct attach_python *py);
+void attach_python_free(struct attach_python *py);
+
+/* ---- attach_stream.c ------------------------------------------------------ */
+
+struct attach_stream;
+struct attach_stream_totals {
+    uint64_t samples, unwind_failed, truncated, python_samples, lost;
+    uint64_t threads, processes, bytes;
+    uint64_t dropped_size_cap; /* --max-size: samples not written */
+};
+/* --max-size: samples are dropped once all streams together hold this many bytes. */
+void attach_stream_set_size_cap(uint64_t bytes);
+/* Opens proc-<pid>-<gen>.raw (first free gen) and writes the header, the
+ * PROCESS record and the executable mappings. NULL on failure (errno). */
+struct attach_stream *attach_stream_open(const char *dir, pid_t pid, uint64_t period_ns,
+                                         enum call_graph_mode mode);
+pid_t attach_stream_pid(const struct attach_stream *s);
+/* One sample: unwinds, reads Python frames when the process has them, writes
+ * STACK/PYSTACK as needed and the SAMPLE. lag_ns gets the Python read lag. */
+void attach_stream_sample(struct attach_stream *s, const struct attach_event *e, uint64_t *python_lag_ns);
+void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total);
+void attach_stream_note(struct attach_stream *s, const char *text);
+void attach_stream_flush(struct attach_stream *s);
+/* Thread names again, LOST, END when clean; closes the file. */
+void attach_stream_close(struct attach_stream *s, bool clean, struct attach_stream_totals *add_to);
+
+#endif

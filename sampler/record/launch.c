@@ -1,0 +1,642 @@
+/*
+ * sampler/record/launch.c — `opprof record`: start the workload with the agent
+ * preloaded, stay out of its way, and report how the collection went.
+ *
+ * The launcher itself never samples: the agent inside each workload process
+ * does (see agent.c). The launcher checks up front that the kernel will let
+ * the agent open its event (so a refusal is one clear sentence here rather
+ * than a silent empty result), creates the result directory and its info
+ * file, forks and execs the command, forwards signals sent to opprof itself,
+ * shows a live status line on a terminal, and returns the workload's status.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "sampler/attach/attach.h"
+#include "sampler/common/common.h"
+#include "sampler/pmu/pmu.h"
+#include "sampler/record/record_internal.h"
+#include "sampler/record/record_internal.h"
+
+static volatile sig_atomic_t child_pid_for_signals;
+static volatile sig_atomic_t interrupted_by;
+
+const char *call_graph_mode_name(enum call_graph_mode mode)
+{
+    switch (mode) {
+    case CALL_GRAPH_DWARF: return "dwarf";
+    case CALL_GRAPH_FP: return "fp";
+    case CALL_GRAPH_NONE: return "none";
+    }
+    return "?";
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int record_next_result_dir(const char *dir_of, char *out, size_t outlen)
+{
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(out, outlen, "%s%sopprof.%03d", dir_of ? dir_of : "",
+                         dir_of && dir_of[0] ? "/" : "", i);
+        if (n < 0 || (size_t)n >= outlen)
+            return -1;
+        struct stat st;
+        if (stat(out, &st) != 0 && errno == ENOENT)
+            return 0;
+    }
+    return -1;
+}
+
+int path_beside_self(const char *const *relative, size_t n, char *out, size_t outlen)
+{
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out, outlen, "%s%s", self, relative[i]);
+        if (access(out, R_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Locates libopprof_agent.so: $OPPROF_AGENT, then beside the binary (build
+ * tree: .libs/), then the installed pkglibdir. */
+static int find_agent(char *out, size_t outlen)
+{
+    const char *env = getenv("OPPROF_AGENT");
+    if (env && env[0]) {
+        snprintf(out, outlen, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    static const char *const beside[] = {"/.libs/libopprof_agent.so", "/libopprof_agent.so",
+                                         "/../lib/opprof/libopprof_agent.so"};
+    if (path_beside_self(beside, sizeof beside / sizeof beside[0], out, outlen) == 0)
+        return 0;
+    snprintf(out, outlen, "%s/libopprof_agent.so", OPPROF_PKGLIBDIR);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+static int open_probe_event(uint64_t period_ns, bool user_only)
+{
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.sample_period = period_ns;
+    attr.inherit = 1;
+    attr.inherit_thread = 1; /* as the agent opens it: threads, not child processes */
+    attr.remove_on_exec = 1;
+    attr.sigtrap = 1;
+    attr.exclude_kernel = user_only ? 1 : 0;
+    attr.exclude_hv = 1;
+    attr.disabled = 1;
+    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Opens (and closes) the same event the agent will open, on ourselves, so that
+ * a refusal is explained here. User and kernel mode when the kernel allows it
+ * (kernel.perf_event_paranoid <= 1, or CAP_PERFMON), else user mode only with
+ * *user_only set. Returns 0 or writes one sentence into msg. */
+static int check_perf_event(uint64_t period_ns, bool *user_only, char *msg, size_t msglen)
+{
+    *user_only = false;
+    int fd = open_probe_event(period_ns, false);
+    if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+        *user_only = true;
+        fd = open_probe_event(period_ns, true);
+    }
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    int err = errno;
+    int paranoid = pmu_read_paranoid();
+    if (err == EACCES || err == EPERM)
+        snprintf(msg, msglen,
+                 "the kernel refused perf_event_open (%s; kernel.perf_event_paranoid=%d): "
+                 "allow user-space profiling of your own processes with "
+                 "`sudo sysctl kernel.perf_event_paranoid=2`%s",
+                 strerror(err), paranoid,
+                 paranoid >= 3 ? " (values above 2 forbid it entirely)"
+                               : " or check that a seccomp/container policy does not block perf_event_open");
+    else if (err == EINVAL || err == E2BIG)
+        snprintf(msg, msglen,
+                 "this kernel does not support signal-based sampling (perf_event sigtrap, Linux 5.13 "
+                 "or newer is needed): %s", strerror(err));
+    else if (err == ENOSYS)
+        snprintf(msg, msglen, "perf_event_open is not available in this kernel (CONFIG_PERF_EVENTS off)");
+    else
+        snprintf(msg, msglen, "perf_event_open failed: %s", strerror(err));
+    return -1;
+}
+
+/* ---- info file ------------------------------------------------------------ */
+
+static void write_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\n')
+            fputs("\\n", f);
+        else if (*s == '\\')
+            fputs("\\\\", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* Shell-like quoting so the command line in the info file can be read back. */
+static void write_command(FILE *f, char *const *argv)
+{
+    for (int i = 0; argv[i]; i++) {
+        if (i)
+            fputc(' ', f);
+        const char *a = argv[i];
+        bool plain = a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                "0123456789-_./=:,+@%") == strlen(a);
+        if (plain) {
+            write_escaped(f, a);
+            continue;
+        }
+        fputc('\'', f);
+        for (const char *p = a; *p; p++) {
+            if (*p == '\'')
+                fputs("'\\''", f);
+            else if (*p == '\n')
+                fputs("\\n", f);
+            else
+                fputc(*p, f);
+        }
+        fputc('\'', f);
+    }
+}
+
+struct run_facts {
+    uint64_t start_ns, end_ns;
+    time_t start_wall;
+    int exit_status, exit_signal;
+    bool complete;
+};
+
+
+/* --delay/--duration as absolute CLOCK_MONOTONIC times (end 0: open), the
+ * same for every process of the run. */
+static uint64_t window_start_ns(const struct record_options *o, const struct run_facts *r)
+{
+    return r->start_ns + (uint64_t)(o->delay_s * 1e9);
+}
+
+static uint64_t window_end_ns(const struct record_options *o, const struct run_facts *r)
+{
+    return o->duration_s > 0 ? window_start_ns(o, r) + (uint64_t)(o->duration_s * 1e9) : 0;
+}
+
+/* The kernel allowed user-mode sampling only (check_perf_event). */
+static bool o_user_only;
+
+/* -e events counted per sample (OPR_ENV_COUNTERS) and their names for info. */
+static char counters_env[4096], counters_names[2048];
+/* -c N: the event samples are taken on (OPR_ENV_LEADER), when it can be. */
+static struct record_leader o_leader;
+
+/* ranks: the job rank opprof record itself runs as (one opprof per rank
+ * under torchrun/mpirun/srun), for report to label this directory. */
+static void write_rank_info(FILE *f)
+{
+    struct opr_rank r;
+    opr_rank_from_env(&r);
+    if (r.rank == OPR_RANK_UNSET)
+        return;
+    fprintf(f, "rank=%d\nrank_source=%s\n", (int)r.rank, opr_rank_source_name(r.source));
+    if (r.local_rank != OPR_RANK_UNSET)
+        fprintf(f, "local_rank=%d\n", (int)r.local_rank);
+    if (r.world_size != OPR_RANK_UNSET)
+        fprintf(f, "world_size=%d\n", (int)r.world_size);
+}
+
+static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
+    snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    fprintf(f, "format=opprof-raw %d\n", o_leader.active ? OPR_INFO_VERSION_EVENTS : OPR_FORMAT_VERSION);
+    fprintf(f, "opprof_version=%s\n", PACKAGE_VERSION);
+    fputs("command=", f);
+    write_command(f, o->argv);
+    fputc('\n', f);
+    fprintf(f, "hostname=%s\n", host);
+    if (o_leader.active) {
+        /* -c N: a sample is N events, not a period of time (no period_ns) */
+        fprintf(f, "event=%s\n", o_leader.name);
+        fprintf(f, "sample_period=%llu\n", (unsigned long long)o_leader.period);
+        fprintf(f, "sample_role=%d\n", o_leader.role); /* enum pmu_role, as in COUNTER_DESC */
+        fprintf(f, "user_only=%d\n", o_user_only || o_leader.user_only ? 1 : 0);
+    } else {
+        fprintf(f, "event=task-clock\n");
+        fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
+        if (o_user_only) /* kernel time in the weights instead (agent.c) */
+            fprintf(f, "sample_weight=thread_cpu_time\n");
+        fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
+        fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
+    }
+    fprintf(f, "call_graph=%s\n", call_graph_mode_name(o->call_graph));
+    fprintf(f, "start_ns=%llu\n", (unsigned long long)r->start_ns);
+    fprintf(f, "start_time=%lld\n", (long long)r->start_wall);
+    fprintf(f, "online_cpus=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    if (counters_names[0])
+        fprintf(f, "counters=%s\n", counters_names); /* per-sample counters (-e) */
+    /* threading/OpenMP: the runtime choice (docs/format.md) */
+    launch_openmp_write_info(f); /* threading/OpenMP */
+    if (o->delay_s > 0 || o->duration_s > 0) {
+        fprintf(f, "window_start_ns=%llu\n", (unsigned long long)window_start_ns(o, r));
+        fprintf(f, "window_end_ns=%llu\n", (unsigned long long)window_end_ns(o, r));
+    }
+    if (o->max_size_bytes)
+        fprintf(f, "max_size_bytes=%llu\n", (unsigned long long)o->max_size_bytes);
+    write_rank_info(f); /* ranks */
+    if (r->complete) {
+        fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
+        fprintf(f, "exit_status=%d\n", r->exit_status);
+        fprintf(f, "exit_signal=%d\n", r->exit_signal);
+    }
+    fprintf(f, "complete=%d\n", r->complete ? 1 : 0);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* ---- live status ---------------------------------------------------------- */
+
+static struct opr_live *create_live_file(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, dir) >= (int)sizeof path)
+        return NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    if (ftruncate(fd, sizeof(struct opr_live)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    struct opr_live *live = mmap(NULL, sizeof *live, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (live == MAP_FAILED)
+        return NULL;
+    memcpy(live->magic, OPR_LIVE_MAGIC, 8);
+    return live;
+}
+
+static uint64_t dir_size(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+            continue;
+        if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+static void format_size(uint64_t bytes, char *out, size_t outlen)
+{
+    if (bytes >= 10ull << 20)
+        snprintf(out, outlen, "%.1f MB", bytes / 1048576.0);
+    else if (bytes >= 10ull << 10)
+        snprintf(out, outlen, "%.1f KB", bytes / 1024.0);
+    else
+        snprintf(out, outlen, "%llu bytes", (unsigned long long)bytes);
+}
+
+/* ---- signals --------------------------------------------------------------- */
+
+/* A signal sent to opprof by another process (kill, a job scheduler) is passed
+ * on to the workload. A terminal's Ctrl-C already reached the workload (same
+ * process group): only remember it, so opprof outlives the workload and keeps
+ * what was collected. */
+static void on_forwarded_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    interrupted_by = sig;
+    if (child_pid_for_signals > 0 && si->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL */)
+        kill((pid_t)child_pid_for_signals, sig);
+}
+
+static void install_forwarding(bool on)
+{
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    if (on) {
+        sa.sa_sigaction = on_forwarded_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    } else {
+        sa.sa_handler = SIG_DFL;
+    }
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+/* ---- the run ----------------------------------------------------------------- */
+
+static int make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
+{
+    if (o->output_dir) {
+        /* ranks: -o prof.%r, %p, %h (sampler/rank_env.c) */
+        char err[512];
+        if (record_expand_output(o->output_dir, (long)getpid(), dir, dirlen, err, sizeof err) != 0) {
+            fprintf(stderr, "opprof record: %s\n", err);
+            return -1;
+        }
+        if (mkdir(dir, 0755) != 0) {
+            if (errno != EEXIST) {
+                fprintf(stderr, "opprof record: cannot create %s: %s\n", dir, strerror(errno));
+                return -1;
+            }
+            DIR *d = opendir(dir);
+            struct dirent *e;
+            bool empty = d != NULL;
+            while (d && (e = readdir(d)))
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                    empty = false;
+            if (d)
+                closedir(d);
+            if (!empty) {
+                fprintf(stderr, "opprof record: %s exists and is not empty: choose another -o DIR or remove it\n", dir);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    for (int tries = 0; tries < 20; tries++) {
+        if (record_next_result_dir("", dir, dirlen) != 0)
+            break;
+        if (mkdir(dir, 0755) == 0)
+            return 0;
+        if (errno != EEXIST)
+            break;
+    }
+    fprintf(stderr, "opprof record: cannot create a result directory opprof.NNN here: %s\n", strerror(errno));
+    return -1;
+}
+
+static void prepend_env(const char *name, const char *value)
+{
+    const char *old = getenv(name);
+    if (!old || !old[0]) {
+        setenv(name, value, 1);
+        return;
+    }
+    size_t len = strlen(value) + strlen(old) + 2;
+    char *both = malloc(len);
+    if (!both)
+        return;
+    snprintf(both, len, "%s:%s", value, old);
+    setenv(name, both, 1);
+    free(both);
+}
+
+int record_run(const struct record_options *o)
+{
+    char agent[PATH_MAX];
+    if (find_agent(agent, sizeof agent) != 0) {
+        fprintf(stderr, "opprof record: the sampling agent libopprof_agent.so was not found (looked beside "
+                        "the opprof binary and in %s): reinstall opprof or set OPPROF_AGENT=/path/to/libopprof_agent.so\n",
+                OPPROF_PKGLIBDIR);
+        return 2;
+    }
+    uint64_t period_ns = 1000000000ull / o->frequency_hz;
+    char msg[512];
+    if (check_perf_event(period_ns, &o_user_only, msg, sizeof msg) != 0) {
+        fprintf(stderr, "opprof record: %s\n", msg);
+        return 2;
+    }
+    /* -c N: the first -e event leads, when this machine can count it. */
+    memset(&o_leader, 0, sizeof o_leader);
+    if (o->sample_count && pmu_record_leader(o->events, o->sample_count, &o_leader) != 0)
+        return 2;
+    if (o_leader.active && o_leader.user_only && !o->quiet)
+        fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode events only: %s is "
+                        "counted and sampled in user mode\n", pmu_read_paranoid(), o_leader.name);
+    if (o_user_only && !o_leader.active && !o->quiet)
+        fprintf(stderr, "opprof record: kernel.perf_event_paranoid=%d allows user-mode samples only: kernel time "
+                        "(page faults, system calls) is charged to each thread's next user-mode sample, not to the "
+                        "code that entered the kernel; `sudo sysctl kernel.perf_event_paranoid=1` makes it exact\n",
+                pmu_read_paranoid());
+    /* -e: a bad name stops here; an event that cannot be opened (no PMU) gets
+     * one line and is dropped; the rest are counted per sample by the agent
+     * (record_counters.c) while the task-clock timer samples. */
+    if (o->events && pmu_record_counters(o->events, o->sample_count ? &o_leader : NULL, counters_env,
+                                         sizeof counters_env, counters_names,
+                                         sizeof counters_names) != 0)
+        return 2;
+    char dir[PATH_MAX];
+    if (make_result_dir(o, dir, sizeof dir) != 0)
+        return 2;
+    char absdir[PATH_MAX];
+    if (!realpath(dir, absdir)) {
+        fprintf(stderr, "opprof record: cannot resolve %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+
+    launch_openmp_choose(o); /* threading/OpenMP */
+    struct run_facts facts = {0};
+    facts.start_ns = monotonic_ns();
+    facts.start_wall = time(NULL);
+    facts.exit_status = -1;
+    if (write_info(absdir, o, &facts) != 0) {
+        fprintf(stderr, "opprof record: cannot write %s/info: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    struct opr_live *live = create_live_file(absdir);
+
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "opprof record: pipe: %s\n", strerror(errno));
+        return 2;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "opprof record: fork: %s\n", strerror(errno));
+        return 2;
+    }
+    if (child == 0) {
+        close(errpipe[0]);
+        char period[32];
+        snprintf(period, sizeof period, "%llu", (unsigned long long)period_ns);
+        setenv(OPR_ENV_DIR, absdir, 1);
+        setenv(OPR_ENV_PERIOD, period, 1);
+        setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+        setenv(OPR_ENV_USER_ONLY, o_user_only ? "1" : "0", 1);
+        char limit[64];
+        if (o->delay_s > 0 || o->duration_s > 0) {
+            snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, &facts),
+                     (unsigned long long)window_end_ns(o, &facts));
+            setenv(OPR_ENV_WINDOW, limit, 1);
+        }
+        if (o->max_size_bytes) {
+            snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
+            setenv(OPR_ENV_MAX_BYTES, limit, 1);
+        }
+        if (o_leader.active)
+            setenv(OPR_ENV_LEADER, o_leader.env, 1);
+        else
+            unsetenv(OPR_ENV_LEADER);
+        if (counters_env[0])
+            setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
+        else
+            unsetenv(OPR_ENV_COUNTERS);
+        prepend_env("LD_PRELOAD", agent);
+        launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
+        execvp(o->argv[0], o->argv);
+        int err = errno;
+        ssize_t w = write(errpipe[1], &err, sizeof err);
+        (void)w;
+        _exit(err == ENOENT ? 127 : 126);
+    }
+    close(errpipe[1]);
+    child_pid_for_signals = child;
+    install_forwarding(true);
+
+    int exec_errno = 0;
+    ssize_t got;
+    do
+        got = read(errpipe[0], &exec_errno, sizeof exec_errno);
+    while (got < 0 && errno == EINTR);
+    close(errpipe[0]);
+
+    bool show_status = !o->quiet && isatty(STDERR_FILENO) && got <= 0;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR) {
+            fprintf(stderr, "opprof record: waitpid: %s\n", strerror(errno));
+            break;
+        }
+        if (show_status && live) {
+            double secs = (monotonic_ns() - facts.start_ns) / 1e9;
+            fprintf(stderr, "\ropprof record: %.1f s, %llu samples, %llu threads, %llu processes\033[K", secs,
+                    (unsigned long long)__atomic_load_n(&live->samples, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
+        }
+        struct timespec ts = {0, show_status ? 200000000L : 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    install_forwarding(false);
+    if (show_status)
+        fputs("\r\033[K", stderr);
+    facts.end_ns = monotonic_ns();
+    facts.complete = true;
+
+    int rc;
+    if (got > 0) {
+        facts.exit_status = exec_errno == ENOENT ? 127 : 126;
+        fprintf(stderr, "opprof record: %s: %s\n", o->argv[0],
+                exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
+        rc = facts.exit_status;
+    } else if (WIFSIGNALED(status)) {
+        facts.exit_signal = WTERMSIG(status);
+        facts.exit_status = 128 + facts.exit_signal;
+        rc = facts.exit_status;
+        if (!o->quiet)
+            fprintf(stderr, "opprof record: the workload was killed by signal %d (%s)\n", facts.exit_signal,
+                    strsignal(facts.exit_signal));
+    } else {
+        facts.exit_status = WEXITSTATUS(status);
+        rc = facts.exit_status;
+    }
+    if (write_info(absdir, o, &facts) != 0)
+        fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
+
+    if (!o->quiet && got <= 0) {
+        char size[32];
+        format_size(dir_size(absdir), size, sizeof size);
+        unsigned long long samples = live ? live->samples : 0, lost = live ? live->lost : 0;
+        fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
+                samples, lost, live ? (unsigned long long)live->threads : 0ull,
+                live ? (unsigned long long)live->processes : 0ull, dir, size);
+        if (live && (o->delay_s > 0 || o->duration_s > 0)) {
+            char until[48] = "the end";
+            if (o->duration_s > 0)
+                snprintf(until, sizeof until, "%.1f s", o->delay_s + o->duration_s);
+            fprintf(stderr, "opprof record: sampled from %.1f s to %s after the start; %llu samples outside "
+                            "that window were not recorded\n",
+                    o->delay_s, until, (unsigned long long)live->outside_window);
+        }
+        if (live && live->dropped_size_cap)
+            fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
+                    (unsigned long long)live->dropped_size_cap);
+        if (live && live->processes == 0)
+            fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
+                            "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
+        else if (samples == 0 && o_leader.active)
+            fprintf(stderr, "opprof record: warning: no samples: no thread of the workload caused %llu %s "
+                            "events (each thread counts its own); lower -c\n",
+                    (unsigned long long)o_leader.period, o_leader.name);
+        else if (samples == 0)
+            fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
+                            "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
+        if (interrupted_by)
+            fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
+                    (int)interrupted_by, dir);
+    }
+    if (live)
+        munmap(live, sizeof *live);
+    return rc;
+}
+
+/* ---- shared with attach mode (attach.c) ------------------------------------ */
+
+int record_make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
+{
+    return make_result_dir(o, dir, dirlen);
+}
+
+void record_write_command(FILE *f, char *const *argv)
+{
+    write_command(f, argv);
+}

@@ -1,0 +1,64 @@
+/*
+ * sampler/record/record.h — the launcher (`opprof record`): fork/exec the
+ * workload with the agent preloaded, forward signals, wait, summarize.
+ */
+#ifndef OPPROF_RECORD_H
+#define OPPROF_RECORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "format/format.h"
+
+/* Expands -o patterns: %r rank, %p pid, %h short host name, %% a percent.
+ * 0, or -1 with one sentence in err (unknown %x; %r without a rank variable). */
+int record_expand_output(const char *pattern, long pid, char *out, size_t outlen, char *err, size_t errlen);
+
+struct record_options {
+    unsigned frequency_hz;  /* samples per second of CPU time per thread */
+    const char *output_dir; /* NULL: next free opprof.NNN in the cwd */
+    enum call_graph_mode call_graph;
+    char *const *argv;      /* the workload's command, argv[0] looked up in PATH */
+    bool quiet;             /* no live status line, no summary */
+    const char *events;     /* -e EVENTS as given (NULL: task-clock); see pmu.c */
+    /* -c N: one sample every N events of the first -e event (the sampling
+     * leader) instead of the CPU-time timer (0: the timer) */
+    uint64_t sample_count;
+    /* threading/OpenMP: NULL or "auto" (preload an LLVM libomp found on this
+     * machine so GNU libgomp programs get OMPT), "keep" (never), or a path */
+    const char *openmp_runtime;
+    /* Collection limits: sample only from delay_s after the start for
+     * duration_s seconds (0: unset); stop recording samples once the result
+     * dir holds max_size_bytes (0: no cap). What they leave out is counted. */
+    double delay_s, duration_s;
+    uint64_t max_size_bytes;
+    pid_t attach_pid;   /* -p: attach to this running process (0: launch argv) */
+};
+
+/* Runs the workload under the sampler. Returns the exit status opprof should
+ * exit with: the workload's own (128+signal when it was killed by a signal),
+ * 127 when the command was not found, 126 when it could not be executed, or 2
+ * (with a message on stderr) when recording could not start. */
+int record_run(const struct record_options *opts);
+
+/* Returns the first free name opprof.NNN in dir_of (buffer must hold PATH_MAX). */
+int record_next_result_dir(const char *dir_of, char *out, size_t outlen);
+
+const char *call_graph_mode_name(enum call_graph_mode mode);
+
+int record_attach(const struct record_options *opts);
+/* Shared with launch.c: creates -o DIR (empty) or the next opprof.NNN, one
+ * line on stderr on failure; and writes argv shell-quoted (info file). */
+int record_make_result_dir(const struct record_options *opts, char *dir, size_t dirlen);
+void record_write_command(FILE *f, char *const *argv);
+/* --- end of attach mode --------------------------------------------------- */
+
+/* Finds the first readable dir-of-/proc/self/exe + relative[i] (each starts
+ * with '/'); 0 and the path in out, or -1. How installed and build-tree
+ * binaries find their agent and data files. */
+int path_beside_self(const char *const *relative, size_t n, char *out, size_t outlen);
+
+
+#endif

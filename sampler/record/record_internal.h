@@ -1,0 +1,19 @@
+/*
+ * sampler/record/record_internal.h — between the parts of the launcher (opprof
+ * record). Not part of sampler/'s interface (sampler/sampler.h).
+ */
+#ifndef OPPROF_LAUNCH_INTERNAL_H
+#define OPPROF_LAUNCH_INTERNAL_H
+
+#include <stdio.h>
+
+#include "sampler/record/record.h"
+
+/* launch_openmp.c: the OpenMP runtime the workload gets. Choose once before
+ * the info file is first written; write_info adds the openmp_* keys; the
+ * child calls setup_env before exec (OMP_TOOL_LIBRARIES, libomp preload). */
+void launch_openmp_choose(const struct record_options *o);
+void launch_openmp_write_info(FILE *f);
+void launch_openmp_setup_env(const char *agent);
+
+#endif
