@@ -75,8 +75,15 @@ else
     fail "context-switches ${cs:-missing} vs /proc ${csw} (expected >= 60 and within 10 %)"
 fi
 util=$(awk '/task-clock/ { for (i = 1; i <= NF; i++) if ($i == "CPUs") print $(i-1) }' t1.txt)
-log "CPU utilization ${util} CPUs"
-within "${util:-0}" 1 10 0 && pass "about 1 CPU utilized" || fail "utilization ${util:-missing}, expected ~1"
+# The truth is what the workload itself got: its CPU time over its own wall
+# time (from main to its last line). On an idle machine that is ~1 CPU; on a
+# busy one a single thread gets less, and opprof must say how much less.
+# opprof's wall time also holds fork, exec and the loader (a few ms of ~1.1 s),
+# so 10 % is room for those and the rounding of a 3-digit figure, not for load.
+own_util=$(awk -v c="$(kv cpu_ns)" -v w="$(kv wall_ns)" 'BEGIN { if (w > 0) printf "%.3f", c / w }')
+log "CPU utilization ${util} CPUs; the workload's own CPU time / wall time ${own_util} (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+within "${util:-0}" "${own_util:-1}" 10 0 && pass "CPU utilization within 10 % of the workload's own (CPU time / wall time)" ||
+    fail "utilization ${util:-missing}, the workload's own ${own_util:-missing}"
 
 # ---- 2. -e cycles: counted, or one line saying why -----------------------------
 log "+ opprof stat -e cycles -o t2.txt -- stat_probe --seconds 0.2 --pages 10 --sleeps 1"

@@ -24,14 +24,20 @@ if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
 fi
 make_workdir
 
-record "$WORK/res" -- "$PYTHON" "$WORKLOAD" --seconds "${OPPROF_TEST_TORCH_SECONDS:-6}" \
-    --torch-profiler "$WORK/torch_profiler.json"
-[ "$RECORD_STATUS" -eq 0 ] || die "the PyTorch workload failed under opprof record (exit $RECORD_STATUS)"
-report_json "$WORK/res" "$WORK/ops.json" --group-by op || die "opprof report --group-by op failed"
-bmm_lines=$(grep -n "torch.bmm(" "$WORKLOAD" | cut -d: -f1 | tr '\n' ' ')
-report_json "$WORK/res" "$WORK/bmm_callers.json" --callers aten::bmm || fail "opprof report --callers aten::bmm failed"
-
-python3 - "$WORK/ops.json" "$WORK/torch_profiler.json" "$TORCH_TOL_PP" "$WORK/bmm_callers.json" "$bmm_lines" <<'EOF'
+# torch.profiler's self CPU is the calling thread's wall time inside each op,
+# opprof's is CPU time: on an idle machine they agree, on a busy one the
+# thread's runqueue waits fall unevenly on the ops that happen to be running.
+# So a miss is measured once more with the load average printed, as the other
+# timing tests do; a real attribution error misses on both attempts.
+compare_with_torch_profiler() {
+    rm -rf "$WORK/res"
+    record "$WORK/res" -- "$PYTHON" "$WORKLOAD" --seconds "${OPPROF_TEST_TORCH_SECONDS:-6}" \
+        --torch-profiler "$WORK/torch_profiler.json"
+    [ "$RECORD_STATUS" -eq 0 ] || die "the PyTorch workload failed under opprof record (exit $RECORD_STATUS)"
+    report_json "$WORK/res" "$WORK/ops.json" --group-by op || die "opprof report --group-by op failed"
+    bmm_lines=$(grep -n "torch.bmm(" "$WORKLOAD" | cut -d: -f1 | tr '\n' ' ')
+    report_json "$WORK/res" "$WORK/bmm_callers.json" --callers aten::bmm || fail "opprof report --callers aten::bmm failed"
+    python3 - "$WORK/ops.json" "$WORK/torch_profiler.json" "$TORCH_TOL_PP" "$WORK/bmm_callers.json" "$bmm_lines" <<'EOF'
 import json, sys
 ops = json.load(open(sys.argv[1]))
 tp = json.load(open(sys.argv[2]))
@@ -108,5 +114,14 @@ except Exception as e:
     failures += 1
 sys.exit(1 if failures else 0)
 EOF
-[ $? -eq 0 ] || fail "operator shares or bmm caller differ (see above)"
+}
+
+for attempt in 1 2; do
+    compare_with_torch_profiler && break
+    if [ "$attempt" = 1 ]; then
+        log "note: outside the tolerance on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); measuring again"
+    else
+        fail "operator shares or bmm caller differ on both attempts (see above)"
+    fi
+done
 finish

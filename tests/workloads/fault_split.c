@@ -103,6 +103,22 @@ NOINLINE void touch_pages(long pages, long page_size)
     }
     sink += x;
     munmap(mem, len);
+    /* Under user-mode-only sampling each sample weighs the thread's CPU time
+     * since the previous one, so a kernel stretch is charged to the thread's
+     * next user-mode sample. Without this tail, munmap's kernel time (tens of
+     * ms for 40,000 pages, more on a loaded host) would go to spin_last by
+     * design of that mode, and the check would measure the host's load. 3 ms
+     * of user time here (3 periods at 1 kHz) puts that next sample in this
+     * function; the ground truth counts the tail too. */
+    double t0 = thread_cpu_s();
+    while (thread_cpu_s() - t0 < 0.003) {
+        for (int k = 0; k < 20000; k++) { /* inline, as above: self time */
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        sink += x;
+    }
 }
 
 int main(int argc, char **argv)

@@ -5,7 +5,9 @@
  * switch each), spins for --seconds of CPU time, then prints what the kernel
  * itself counted for it (/proc/self/stat faults, /proc/self/status context
  * switches, getrusage CPU time) on stderr:
- *   stat_probe[PID]: minflt=N majflt=N vcsw=N ivcsw=N cpu_ns=N
+ *   stat_probe[PID]: minflt=N majflt=N vcsw=N ivcsw=N cpu_ns=N wall_ns=N
+ * (wall_ns: from the start of main to that line, so that a test can compare a
+ * CPU utilization with the one the workload itself got, whatever the load)
  * and exits with --exit N (default 0).
  */
 #include <stdio.h>
@@ -21,6 +23,13 @@ static double cpu_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long long monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
 static long status_field(const char *key)
@@ -39,6 +48,7 @@ static long status_field(const char *key)
 
 int main(int argc, char **argv)
 {
+    long long wall_start_ns = monotonic_ns();
     long pages = 2000, sleeps = 50, code = 0;
     double seconds = 1.0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -81,8 +91,8 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     long long cpu_ns = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ll +
                        (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ll;
-    fprintf(stderr, "stat_probe[%d]: minflt=%lu majflt=%lu vcsw=%ld ivcsw=%ld cpu_ns=%lld\n", (int)getpid(),
+    fprintf(stderr, "stat_probe[%d]: minflt=%lu majflt=%lu vcsw=%ld ivcsw=%ld cpu_ns=%lld wall_ns=%lld\n", (int)getpid(),
             minflt, majflt, status_field("voluntary_ctxt_switches"), status_field("nonvoluntary_ctxt_switches"),
-            cpu_ns);
+            cpu_ns, monotonic_ns() - wall_start_ns);
     return (int)code;
 }
