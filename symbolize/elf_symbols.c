@@ -94,9 +94,30 @@ uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len)
     return ~crc;
 }
 
+/*
+ * Paths come from result directories, which are untrusted: a MAP record may
+ * name a FIFO (open would block for ever), a device (/dev/urandom never ends)
+ * or a directory. O_NONBLOCK makes open return at once whatever the file is,
+ * and only regular files are kept. -1 (fd closed) for anything else.
+ */
+static int open_regular(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat tmp;
+    if (!st)
+        st = &tmp;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static bool file_crc32(const char *path, uint32_t *out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(path, NULL);
     if (fd < 0)
         return false;
     unsigned char buf[16384];
@@ -118,16 +139,9 @@ static Elf *open_elf(const char *path, int *fd_out, struct stat *st)
         elf_version(EV_CURRENT);
         version_set = true;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(path, st);
     if (fd < 0)
         return NULL;
-    struct stat tmp;
-    if (!st)
-        st = &tmp;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        return NULL;
-    }
     /* mmap: .dynsym/.dynstr of a 120 MB library are then read in place. */
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (!elf || elf_kind(elf) != ELF_K_ELF) {
@@ -200,14 +214,10 @@ static size_t read_build_id(Elf *elf, uint8_t *out, size_t cap)
 int elf_read_ident(const char *path, struct elf_ident *id)
 {
     memset(id, 0, sizeof *id);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int fd = open_regular(path, &st);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return -1;
-    }
     close(fd);
     id->size = (uint64_t)st.st_size;
     id->mtime_sec = st.st_mtim.tv_sec;
