@@ -13,7 +13,7 @@
  * executable or of libpython, located through /proc/PID/maps and the file's
  * symbol table) -> interpreters.head -> threads.head -> next..., matching
  * PyThreadState.native_thread_id with the sampled tid. The layout comes from
- * python_layout.h and is checked on the live process before it is trusted:
+ * py_layout_find() and is checked on the live process before it is trusted:
  * every state in the list must point back to its interpreter and carry the
  * id of a thread of the process. The frame walk and the names and lines are
  * the agent's own (sampler/common/python_walk.c and python_code.c: code-object
