@@ -11,7 +11,9 @@
  * we also want the Python stack it is blocked in ("all_reduce"): the handler
  * has read that thread's state before, so it leaves (tid -> PyThreadState)
  * in a fixed table here, and the poll walks the blocked thread's frame chain
- * from it (agent_python.c), copying each piece with process_vm_readv. A
+ * from it (agent_python_capture_thread: the same walker as the handler's and
+ * attach's, sampler/common/python_walk.c, with a reader that copies each
+ * piece with process_vm_readv). A
  * blocked thread does not change its frames; if it wakes up during the walk
  * and frees a frame, the copy fails instead of faulting, and at worst the
  * stack is that of a moment later.

@@ -13,10 +13,12 @@
  * executable or of libpython, located through /proc/PID/maps and the file's
  * symbol table) -> interpreters.head -> threads.head -> next..., matching
  * PyThreadState.native_thread_id with the sampled tid. The layout comes from
- * python_layout.h and is checked on the live process before it is trusted:
+ * py_layout_find() and is checked on the live process before it is trusted:
  * every state in the list must point back to its interpreter and carry the
- * id of a thread of the process. Names and lines are resolved like the
- * agent's writer does it (code-object fingerprint, co_linetable).
+ * id of a thread of the process. The frame walk and the names and lines are
+ * the agent's own (sampler/common/python_walk.c and python_code.c: code-object
+ * fingerprint, co_linetable); this file finds the runtime and the thread's
+ * state, and reads memory for them with process_vm_readv (rd).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +31,7 @@
 #include <unistd.h>
 
 #include "sampler/attach/attach_internal.h"
-#include "sampler/common/python_layout.h"
+#include "sampler/common/common.h"
 
 struct tid_state {
     uint32_t tid;
@@ -38,8 +40,8 @@ struct tid_state {
 
 struct attach_python {
     pid_t pid;
-    const struct py_layout *L;
-    uint64_t runtime, code_type, unicode_type;
+    struct py_target target; /* layout, type objects, and rd() as the reader */
+    uint64_t runtime;
     int verified; /* 0 not yet, 1 ok, -1 layout mismatch: off */
     bool refused; /* memory reads refused or process gone: off */
     struct tid_state *states;
@@ -67,7 +69,13 @@ static bool rd(struct attach_python *py, uint64_t addr, void *out, size_t len)
     return false;
 }
 
-static bool rd64(struct attach_python *py, uint64_t addr, uint64_t *out) { return rd(py, addr, out, 8); }
+/* rd() as the walker's struct py_reader (python_walk.c, python_code.c):
+ * attach reads everything with process_vm_readv, the innermost frame too. */
+static bool rd_for_walker(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags)
+{
+    (void)flags;
+    return rd(ctx, addr, buf, len);
+}
 
 /* ---- finding the runtime ------------------------------------------------ */
 
@@ -168,24 +176,25 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
         return NULL;
     py->pid = pid;
     py->runtime = sym.runtime + bias;
-    py->code_type = sym.code_type ? sym.code_type + bias : 0;
-    py->unicode_type = sym.unicode_type ? sym.unicode_type + bias : 0;
+    py->target.code_type = sym.code_type ? sym.code_type + bias : 0;
+    py->target.unicode_type = sym.unicode_type ? sym.unicode_type + bias : 0;
+    py->target.mem = (struct py_reader){rd_for_walker, py};
     unsigned major = 0, minor = 0;
     uint64_t version = 0;
     if (sym.version && rd(py, sym.version + bias, &version, sizeof(uint32_t))) {
         major = (unsigned)(version >> 24) & 0xff;
         minor = (unsigned)(version >> 16) & 0xff;
     }
-    for (size_t i = 0; i < sizeof py_layouts / sizeof py_layouts[0]; i++)
-        if (py_layouts[i]->major == major && py_layouts[i]->minor == minor)
-            py->L = py_layouts[i];
-    if (!py->L || !py->code_type || !py->unicode_type) {
+    py->target.layout = py_layout_find(major, minor);
+    if (!py->target.layout || !py->target.code_type || !py->target.unicode_type) {
+        char supported[64];
+        py_layouts_supported(supported, sizeof supported);
         if (py->refused)
             snprintf(note, notelen, "%s", py->note);
         else
             snprintf(note, notelen,
-                     "Python %u.%u is not supported for Python frames in attach mode (supported: 3.11): "
-                     "native stacks only", major, minor);
+                     "Python %u.%u is not supported for Python frames in attach mode (supported: %s): "
+                     "native stacks only", major, minor, supported);
         free(py);
         return NULL;
     }
@@ -205,20 +214,18 @@ static bool thread_exists(pid_t pid, uint64_t tid)
  * layout the first time a list is seen. */
 static void refresh_states(struct attach_python *py)
 {
-    const struct py_layout *L = py->L;
     py->last_refresh_ns = attach_now_ns();
     py->nstates = 0;
     uint64_t interp = 0, ts = 0;
-    if (!rd64(py, py->runtime + L->runtime_interpreters_head, &interp) || interp == 0 ||
-        !rd64(py, interp + L->interp_threads_head, &ts))
+    if (!py_runtime_threads(&py->target, py->runtime, &interp, &ts))
         return;
     py->interp = interp;
     unsigned checked = 0, bad = 0;
     for (unsigned steps = 0; ts != 0 && steps < 4096; steps++) {
-        uint64_t back = 0, ntid = 0, next = 0;
-        if (!rd64(py, ts + L->tstate_interp, &back) || !rd64(py, ts + L->tstate_native_thread_id, &ntid) ||
-            !rd64(py, ts + L->tstate_next, &next))
+        struct py_tstate_links links;
+        if (!py_tstate_links(&py->target, ts, &links))
             break;
+        uint64_t back = links.interp, ntid = links.native_tid, next = links.next;
         checked++;
         /* A state whose thread already exited may linger briefly: only a
          * wrong back pointer or an impossible id counts against the layout. */
@@ -260,7 +267,7 @@ static uint64_t state_of(struct attach_python *py, uint32_t tid)
                 continue;
             uint64_t ntid = 0;
             /* A state freed and reused for another thread says so. */
-            if (rd64(py, py->states[i].tstate + py->L->tstate_native_thread_id, &ntid) && ntid == tid)
+            if (py_tstate_native_tid(&py->target, py->states[i].tstate, &ntid) && ntid == tid)
                 return py->states[i].tstate;
         }
         /* Not known: the list changed (new thread) or the thread runs no
@@ -279,110 +286,17 @@ unsigned attach_python_capture(struct attach_python *py, uint32_t tid, struct py
 {
     if (!py || py->refused || py->verified < 0)
         return 0;
-    const struct py_layout *L = py->L;
     uint64_t ts = state_of(py, tid);
     if (ts == 0 || py->verified != 1)
         return 0;
-    uint64_t cframe = 0, frame = 0;
-    if (!rd64(py, ts + L->tstate_cframe, &cframe) || cframe == 0 || (cframe & 7) ||
-        !rd64(py, cframe + L->cframe_current_frame, &frame))
-        return 0;
-    unsigned n = 0;
-    uint8_t fbuf[128], cbuf[256];
-    size_t fbytes = (size_t)L->iframe_owner + 1, cbytes = (size_t)L->code_code_adaptive;
-    if (fbytes > sizeof fbuf || cbytes > sizeof cbuf)
-        return 0;
-    for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        if ((frame & 7) || !rd(py, frame, fbuf, fbytes))
-            break;
-        uint64_t code, prev_instr, previous, type;
-        memcpy(&code, fbuf + L->iframe_f_code, 8);
-        memcpy(&prev_instr, fbuf + L->iframe_prev_instr, 8);
-        memcpy(&previous, fbuf + L->iframe_previous, 8);
-        if (code == 0 || (code & 7) || !rd(py, code, cbuf, cbytes))
-            break;
-        memcpy(&type, cbuf + L->object_type, 8);
-        if (type != py->code_type)
-            break; /* the frame changed under us: keep what was read */
-        uint8_t owner = fbuf[L->iframe_owner], is_entry = fbuf[L->iframe_is_entry];
-        int32_t first_traceable, first_line;
-        uint64_t name, filename;
-        memcpy(&first_traceable, cbuf + L->code_firsttraceable, 4);
-        memcpy(&first_line, cbuf + L->code_firstlineno, 4);
-        memcpy(&name, cbuf + L->code_name, 8);
-        memcpy(&filename, cbuf + L->code_filename, 8);
-        uint64_t code_start = code + L->code_code_adaptive;
-        bool incomplete = owner != L->owner_generator &&
-                          (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable);
-        if (!incomplete) {
-            int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
-            out[n++] = (struct py_frame_ref){code, py_code_fingerprint(name, filename, first_line),
-                                              offset < 0 ? -1 : (int32_t)offset, is_entry};
-        }
-        frame = previous;
-    }
-    return n;
-}
-
-/* A str object as UTF-8 (NUL-terminated). */
-static bool read_str(struct attach_python *py, uint64_t obj, char *out, size_t cap)
-{
-    const struct py_layout *L = py->L;
-    uint64_t type, length;
-    uint32_t state;
-    if (!rd64(py, obj + L->object_type, &type) || type != py->unicode_type || !rd64(py, obj + L->ascii_length, &length) ||
-        !rd(py, obj + L->ascii_state, &state, sizeof state))
-        return false;
-    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-    if (!compact || length > 4096 || (kind != 1 && kind != 2 && kind != 4))
-        return false;
-    if (ascii) {
-        size_t n = length < cap - 1 ? length : cap - 1;
-        if (!rd(py, obj + L->ascii_data, out, n))
-            return false;
-        out[n] = '\0';
-        return strlen(out) == n;
-    }
-    uint8_t raw[4096 * 4];
-    if (!rd(py, obj + L->compact_data, raw, length * kind))
-        return false;
-    size_t o = 0;
-    for (uint64_t i = 0; i < length && o + 4 < cap; i++) {
-        uint32_t cp = kind == 1 ? raw[i] : kind == 2 ? ((const uint16_t *)raw)[i] : ((const uint32_t *)raw)[i];
-        o += python_utf8_put(cp, out + o);
-    }
-    out[o] = '\0';
-    return true;
+    return py_walk_frames(&py->target, ts, out, max); /* python_walk.c, the agent's walker */
 }
 
 bool attach_python_resolve(struct attach_python *py, const struct py_frame_ref *f,
                            struct attach_pycode_info *info, bool need_names)
 {
-    const struct py_layout *L = py->L;
-    uint64_t type, name, filename, qualname, linetable;
-    int32_t first_line;
-    if (!rd64(py, f->code + L->object_type, &type) || type != py->code_type ||
-        !rd64(py, f->code + L->code_name, &name) || !rd64(py, f->code + L->code_filename, &filename) ||
-        !rd(py, f->code + L->code_firstlineno, &first_line, 4))
-        return false;
-    if (py_code_fingerprint(name, filename, first_line) != f->fingerprint)
-        return false; /* the address holds another code object now */
-    info->first_line = first_line;
-    if (need_names &&
-        (!rd64(py, f->code + L->code_qualname, &qualname) ||
-         !read_str(py, filename, info->filename, sizeof info->filename) ||
-         !read_str(py, qualname, info->qualname, sizeof info->qualname)))
-        return false;
-    info->line = first_line;
-    uint64_t size;
-    if (rd64(py, f->code + L->code_linetable, &linetable) && rd64(py, linetable + L->bytes_size, &size) &&
-        size > 0 && size < (1u << 20)) {
-        uint8_t *table = malloc(size);
-        if (table && rd(py, linetable + L->bytes_data, table, size))
-            info->line = python_line_from_table(table, size, first_line, f->instr);
-        free(table);
-    }
-    return true;
+    struct py_code_names names = {info->filename, sizeof info->filename, info->qualname, sizeof info->qualname};
+    return py_code_resolve(&py->target, f, need_names ? &names : NULL, &info->first_line, &info->line);
 }
 
 const char *attach_python_take_note(struct attach_python *py)

@@ -7,8 +7,10 @@
  *   rank_env.c         which rank of a parallel job this process is
  *   id_table.c         byte-string -> id tables (stacks, Python code, stacks)
  *   map_ranges.c       sorted address ranges (which PCs are executable code)
+ *   python_walk.c      the one CPython frame walker (handler-safe), layout lookup
+ *   python_code.c      code objects -> file, qualified name, line (not handler code)
  *   python_linetable.c CPython 3.11 line tables
- *   python_layout.h    CPython struct layouts (read by both frame walkers)
+ *   python_layout.h    CPython struct layouts per version (common's own .c files only)
  */
 #ifndef OPPROF_SAMPLER_COMMON_H
 #define OPPROF_SAMPLER_COMMON_H
@@ -32,10 +34,79 @@ const char *opr_rank_source_name(uint32_t source); /* "RANK", ..., "" */
 /* One Python frame as the handler saw it (names are resolved later). */
 struct py_frame_ref {
     uint64_t code;        /* PyCodeObject address */
-    uint64_t fingerprint; /* py_code_fingerprint (python_layout.h) */
+    uint64_t fingerprint; /* py_code_fingerprint (python_layout.h), set by py_walk_frames */
     int32_t instr;        /* code-unit offset of the executing instruction, -1 before the first */
     uint32_t is_entry;    /* the frame was entered from C (a native eval loop frame below it) */
 };
+
+/* ---- python_walk.c, python_code.c: CPython frames ------------------------
+ * One walker for the agent (its own thread, in the signal handler, or a
+ * blocked thread from the writer) and for attach mode (another process). The
+ * two differ only in how memory is read, so that is a callback: the walker
+ * never touches the target's memory except through struct py_reader. The
+ * CPython version enters once, through py_layout_find(); the walk itself
+ * reads field offsets from the layout it is given. */
+struct py_layout; /* python_layout.h: where one CPython version keeps each field */
+
+/* flags for py_reader.read: the bytes are the innermost frame or its code
+ * object, which the running thread may be freeing right now (the agent's
+ * handler copies these with process_vm_readv instead of reading in place). */
+#define PY_READ_INNERMOST 1u
+
+/* Copies len bytes at the target's address addr into buf; true only when all
+ * of them were read. Must be async-signal-safe when the walk runs in a handler. */
+struct py_reader {
+    bool (*read)(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags);
+    void *ctx;
+};
+
+/* One interpreter to read: its layout, two type objects that tell a real
+ * code object or str from reused memory, and how to read it. */
+struct py_target {
+    const struct py_layout *layout;
+    uint64_t code_type;    /* &PyCode_Type in the target */
+    uint64_t unicode_type; /* &PyUnicode_Type in the target */
+    struct py_reader mem;
+};
+
+/* The layout of CPython major.minor, NULL when there is none: the one place a
+ * version number picks a layout. */
+const struct py_layout *py_layout_find(unsigned major, unsigned minor);
+/* "3.11" (comma-separated as versions are added), for notes. */
+void py_layouts_supported(char *buf, size_t cap);
+
+/* Handler-safe. PyThreadState.native_thread_id of tstate (false: unreadable). */
+bool py_tstate_native_tid(const struct py_target *t, uint64_t tstate, uint64_t *tid);
+/* Handler-safe. The frames of tstate, innermost first, as struct
+ * py_frame_ref: incomplete frames skipped, at most max kept, the walk bounded
+ * and ended (keeping what was found) by the first unreadable frame or an
+ * f_code that is not a code object. */
+unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_frame_ref *out, unsigned max);
+
+/* The thread-state list from outside (attach): the main interpreter and its
+ * first thread state, from the address of _PyRuntime. */
+bool py_runtime_threads(const struct py_target *t, uint64_t runtime, uint64_t *interp, uint64_t *first);
+/* One state of that list: its interpreter (back pointer), thread id, next state. */
+struct py_tstate_links {
+    uint64_t interp, native_tid, next;
+};
+bool py_tstate_links(const struct py_target *t, uint64_t tstate, struct py_tstate_links *out);
+
+/* Where py_code_resolve puts a code object's names: the caller's buffers
+ * (the agent's and attach's records keep their own structs). */
+struct py_code_names {
+    char *filename;
+    size_t filename_cap;
+    char *qualname;
+    size_t qualname_cap;
+};
+/* Not handler code (mallocs the line table). For one captured frame: its
+ * code object's co_firstlineno and the line of its instruction, and the file
+ * and qualified name (UTF-8, cut to fit) unless names is NULL. False when the
+ * code object is gone or is not the one the walk saw (its fingerprint
+ * differs: the address was reused). */
+bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, const struct py_code_names *names,
+                     int *first_line, int *line);
 
 /* ---- id_table.c: byte-string -> id tables for the stream writers ---------- */
 struct id_table_entry {

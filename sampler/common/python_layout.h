@@ -1,9 +1,9 @@
 /*
  * sampler/common/python_layout.h — where CPython keeps what the frame walker reads,
- * per CPython version. The walker (agent_python.c) only ever sees a
- * struct py_layout; adding a version is adding a row here (plus the check in
- * tests/unit/check_python_layout.c, which compiles against that version's
- * headers and compares every offset).
+ * per CPython version. Only sampler/common's Python files include it: the
+ * walker (python_walk.c) and the name/line resolver (python_code.c) only ever
+ * see a struct py_layout, picked by py_layout_find() from py_layouts[] below,
+ * so adding a version is adding an entry here, never a branch in the walk.
  *
  * Names follow the CPython structs they mirror:
  *   PyThreadState.cframe -> _PyCFrame.current_frame -> _PyInterpreterFrame
@@ -74,7 +74,13 @@ static const struct py_layout py_layout_3_11 = {
     .runtime_interpreters_head = 40, .interp_threads_head = 16, .tstate_next = 8, .tstate_interp = 16,
 };
 
+/* Every version with a layout; py_layout_find() (python_walk.c) is the one
+ * place that picks an entry by version. */
 static const struct py_layout *const py_layouts[] = {&py_layout_3_11};
+
+/* python_walk.c: the bytes of a PyCodeObject that hold every field the walk
+ * and python_code.c read (one copy per code object). */
+size_t py_code_header_bytes(const struct py_layout *L) __attribute__((visibility("hidden")));
 
 /* python_linetable.c: the line of the instruction at code-unit offset instr
  * (-1: before the first) from a 3.11 co_linetable, first_line when not found. */

@@ -1,0 +1,124 @@
+/*
+ * sampler/common/python_code.c — what a captured frame's code object says:
+ * file name, qualified name, first line and the line of the sampled
+ * instruction. Shared by the agent's writer thread and attach mode; both read
+ * the target through their struct py_reader (process_vm_readv), so a code
+ * object freed since the sample fails the read instead of crashing us.
+ *
+ * NOT HANDLER CODE: it mallocs the line table. The walk (python_walk.c) only
+ * records addresses and a fingerprint; this runs later, and checks the
+ * fingerprint so that an address reused by another code object is not given
+ * the old one's names.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler/common/common.h"
+#include "sampler/common/python_layout.h"
+
+#define STR_MAX_CHARS 4096 /* longer names are not what a file or function name is: reused memory */
+
+static bool read_mem(const struct py_target *t, uint64_t addr, void *buf, size_t len)
+{
+    return len == 0 || t->mem.read(t->mem.ctx, addr, buf, len, 0);
+}
+
+/* A non-ASCII compact str's code points (kind 1, 2 or 4 bytes each) as UTF-8,
+ * read a chunk at a time so that the buffer stays small. */
+static bool read_code_points(const struct py_target *t, uint64_t data, unsigned kind, uint64_t length, char *out,
+                             size_t cap)
+{
+    uint8_t chunk[256];
+    size_t per_chunk = sizeof chunk / kind, o = 0;
+    for (uint64_t i = 0; i < length && o + 4 < cap; i += per_chunk) {
+        size_t count = length - i < per_chunk ? (size_t)(length - i) : per_chunk;
+        if (!read_mem(t, data + i * kind, chunk, count * kind))
+            return false;
+        for (size_t j = 0; j < count && o + 4 < cap; j++) {
+            uint32_t cp = 0;
+            memcpy(&cp, chunk + j * kind, kind); /* little-endian: the low bytes */
+            o += python_utf8_put(cp, out + o);
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* Reads a str object as UTF-8 into out (NUL-terminated, cut at cap). Only a
+ * real compact str is accepted: a code object freed and reused between the
+ * sample and now could point anywhere. */
+static bool read_str(const struct py_target *t, uint64_t obj, char *out, size_t cap)
+{
+    const struct py_layout *L = t->layout;
+    uint8_t head[128];
+    size_t hbytes = (size_t)L->ascii_state + 4;
+    if (obj == 0 || (obj & 7) || hbytes > sizeof head || hbytes < (size_t)L->ascii_length + 8 ||
+        hbytes < (size_t)L->object_type + 8 || !read_mem(t, obj, head, hbytes))
+        return false;
+    uint64_t type, length;
+    uint32_t state;
+    memcpy(&type, head + L->object_type, sizeof type);
+    memcpy(&length, head + L->ascii_length, sizeof length);
+    memcpy(&state, head + L->ascii_state, sizeof state);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (type != t->unicode_type || !compact || length > STR_MAX_CHARS)
+        return false;
+    if (ascii) {
+        size_t n = length < cap - 1 ? (size_t)length : cap - 1;
+        if (!read_mem(t, obj + L->ascii_data, out, n))
+            return false;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)out[i] >= 0x80 || out[i] == '\0')
+                return false; /* not what an ASCII str holds: memory was reused */
+        out[n] = '\0';
+        return true;
+    }
+    if (kind != 1 && kind != 2 && kind != 4)
+        return false;
+    return read_code_points(t, obj + L->compact_data, kind, length, out, cap);
+}
+
+/* The line of f's instruction from co_linetable (a bytes object), or
+ * first_line when the table cannot be read. */
+static int read_line(const struct py_target *t, uint64_t linetable, int first_line, int32_t instr)
+{
+    const struct py_layout *L = t->layout;
+    uint64_t size = 0;
+    if (linetable == 0 || (linetable & 7) || !read_mem(t, linetable + L->bytes_size, &size, sizeof size) ||
+        size == 0 || size >= (1u << 20))
+        return first_line;
+    int line = first_line;
+    uint8_t *table = malloc(size);
+    if (table && read_mem(t, linetable + L->bytes_data, table, size))
+        line = python_line_from_table(table, size, first_line, instr);
+    free(table);
+    return line;
+}
+
+bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, const struct py_code_names *names,
+                     int *first_line_out, int *line_out)
+{
+    const struct py_layout *L = t->layout;
+    uint8_t c[256];
+    size_t cbytes = L ? py_code_header_bytes(L) : 0;
+    if (!L || f->code == 0 || (f->code & 7) || cbytes > sizeof c || !read_mem(t, f->code, c, cbytes))
+        return false;
+    uint64_t type, name, filename, qualname, linetable;
+    int32_t first_line;
+    memcpy(&type, c + L->object_type, sizeof type);
+    memcpy(&name, c + L->code_name, sizeof name);
+    memcpy(&filename, c + L->code_filename, sizeof filename);
+    memcpy(&qualname, c + L->code_qualname, sizeof qualname);
+    memcpy(&linetable, c + L->code_linetable, sizeof linetable);
+    memcpy(&first_line, c + L->code_firstlineno, sizeof first_line);
+    if (type != t->code_type || py_code_fingerprint(name, filename, first_line) != f->fingerprint)
+        return false; /* the address now holds another code object (or none) */
+    *first_line_out = first_line;
+    if (names && (!read_str(t, filename, names->filename, names->filename_cap) ||
+                  !read_str(t, qualname, names->qualname, names->qualname_cap)))
+        return false;
+    *line_out = read_line(t, linetable, first_line, f->instr);
+    return true;
+}

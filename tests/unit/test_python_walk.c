@@ -1,0 +1,206 @@
+/*
+ * tests/unit/test_python_walk.c — sampler/common's CPython frame walker and
+ * code-object resolver on a fake 3.11 address space built in memory: the
+ * walker reads only through struct py_reader, so a reader over a byte array
+ * stands in for the agent's (in place) and attach's (process_vm_readv).
+ * Checks what both sides rely on: frames innermost first, incomplete frames
+ * skipped (but not a generator's), instruction offsets, is_entry,
+ * fingerprints, the PY_READ_INNERMOST hint, where the walk stops, and names
+ * and lines from the resolver (ASCII and non-ASCII str, co_linetable).
+ */
+#include <CUnit/CUnit.h>
+#include <string.h>
+
+#include "sampler/common/common.h"
+#include "sampler/common/python_layout.h"
+#include "tests/unit/unit.h"
+
+#define BASE 0x7f0000000000ull /* where the fake memory appears to be */
+#define CODE_TYPE 0x5000ull    /* &PyCode_Type and &PyUnicode_Type: any two values */
+#define UNICODE_TYPE 0x6000ull
+
+/* Fake target memory and what the reader saw. */
+static struct fake {
+    _Alignas(8) uint8_t mem[16384];
+    unsigned innermost_reads, reads;
+    uint64_t innermost_addr[4];
+} fake;
+
+static bool fake_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags)
+{
+    struct fake *f = ctx;
+    if (addr < BASE || addr + len > BASE + sizeof f->mem)
+        return false;
+    f->reads++;
+    if ((flags & PY_READ_INNERMOST) && f->innermost_reads < 4)
+        f->innermost_addr[f->innermost_reads++] = addr;
+    memcpy(buf, f->mem + (addr - BASE), len);
+    return true;
+}
+
+static void put64(uint64_t addr, uint64_t v) { memcpy(fake.mem + (addr - BASE), &v, 8); }
+static void put32(uint64_t addr, uint32_t v) { memcpy(fake.mem + (addr - BASE), &v, 4); }
+static void put8(uint64_t addr, uint8_t v) { fake.mem[addr - BASE] = v; }
+
+/* Places (offsets into the fake memory). */
+#define TSTATE (BASE + 0x100)
+#define CFRAME (BASE + 0x400)
+#define FRAME(i) (BASE + 0x800 + 0x100 * (i))
+#define CODE(i) (BASE + 0x1000 + 0x200 * (i))
+#define STR(i) (BASE + 0x2000 + 0x100 * (i))
+#define LINETABLE (BASE + 0x3000)
+
+static const struct py_layout *L;
+
+/* A compact str object: ASCII (kind 1, ascii bit) or UCS-2 (kind 2). */
+static void make_str(uint64_t at, const uint16_t *chars, size_t n, bool ascii)
+{
+    put64(at + L->object_type, UNICODE_TYPE);
+    put64(at + L->ascii_length, n);
+    unsigned kind = ascii ? 1 : 2;
+    put32(at + L->ascii_state, (kind << 2) | (1u << 5) | (ascii ? 1u << 6 : 0));
+    for (size_t i = 0; i < n; i++) {
+        if (ascii)
+            put8(at + L->ascii_data + i, (uint8_t)chars[i]);
+        else
+            memcpy(fake.mem + (at + L->compact_data + 2 * i - BASE), &chars[i], 2);
+    }
+}
+
+static void make_code(uint64_t at, uint64_t name, uint64_t filename, uint64_t qualname, int first_line,
+                      int first_traceable)
+{
+    put64(at + L->object_type, CODE_TYPE);
+    put64(at + L->code_name, name);
+    put64(at + L->code_filename, filename);
+    put64(at + L->code_qualname, qualname);
+    put32(at + L->code_firstlineno, (uint32_t)first_line);
+    put32(at + L->code_firsttraceable, (uint32_t)first_traceable);
+    put64(at + L->code_linetable, LINETABLE);
+}
+
+/* instr: code units past co_code_adaptive (prev_instr = start + 2 * instr). */
+static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previous, uint8_t owner, uint8_t is_entry)
+{
+    put64(FRAME(i) + L->iframe_f_code, code);
+    put64(FRAME(i) + L->iframe_previous, previous);
+    put64(FRAME(i) + L->iframe_prev_instr, code + L->code_code_adaptive + (uint64_t)(2 * instr));
+    put8(FRAME(i) + L->iframe_owner, owner);
+    put8(FRAME(i) + L->iframe_is_entry, is_entry);
+}
+
+/* The chain, innermost first: frame 0 (code 0, instr 5), frame 1 (code 1,
+ * incomplete: before its first traceable instruction), frame 2 (code 1, a
+ * generator's, instr 0 before first traceable but complete), frame 3 (code
+ * 0, entered from C). Code 0 is f in a.py at line 10; code 1 is g (UCS-2
+ * qualified name "gé") at line 20. */
+static struct py_target build(void)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, 11);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'}, g_e[] = {'g', 0xe9};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+    make_str(STR(2), g_e, 2, false);
+    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
+    make_code(CODE(1), STR(2), STR(0), STR(2), 20, 3);
+    make_frame(0, CODE(0), 5, FRAME(1), 0, 0);
+    make_frame(1, CODE(1), 1, FRAME(2), 0, 0);
+    make_frame(2, CODE(1), 0, FRAME(3), L->owner_generator, 0);
+    make_frame(3, CODE(0), 2, 0, 0, 1);
+    put64(TSTATE + L->tstate_cframe, CFRAME);
+    put64(TSTATE + L->tstate_native_thread_id, 4242);
+    put64(CFRAME + L->cframe_current_frame, FRAME(0));
+    /* co_linetable (a bytes object): 4 code units at line +2 (kind 13, signed
+     * varint 2 -> 4), then 4 at +1 more (kind 11 plus two column bytes). */
+    static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
+    put64(LINETABLE + L->bytes_size, sizeof table);
+    memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}};
+}
+
+static void test_layout_lookup(void)
+{
+    CU_ASSERT_PTR_NOT_NULL(py_layout_find(3, 11));
+    CU_ASSERT_PTR_NULL(py_layout_find(3, 99));
+    char buf[32];
+    py_layouts_supported(buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "3.11");
+    py_layouts_supported(buf, 3); /* cut, still terminated */
+    CU_ASSERT_EQUAL(strlen(buf), 2);
+}
+
+static void test_walk_frames(void)
+{
+    struct py_target t = build();
+    uint64_t tid = 0;
+    CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
+    CU_ASSERT_EQUAL(tid, 4242);
+    struct py_frame_ref out[8];
+    unsigned n = py_walk_frames(&t, TSTATE, out, 8);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_EQUAL(out[0].code, CODE(0));
+    CU_ASSERT_EQUAL(out[0].instr, 5);
+    CU_ASSERT_EQUAL(out[0].is_entry, 0);
+    CU_ASSERT_EQUAL(out[0].fingerprint, py_code_fingerprint(STR(1), STR(0), 10));
+    CU_ASSERT_EQUAL(out[1].code, CODE(1)); /* frame 1 skipped: incomplete */
+    CU_ASSERT_EQUAL(out[1].instr, 0);
+    CU_ASSERT_EQUAL(out[1].fingerprint, py_code_fingerprint(STR(2), STR(0), 20));
+    CU_ASSERT_EQUAL(out[2].code, CODE(0));
+    CU_ASSERT_EQUAL(out[2].is_entry, 1);
+    /* Only the innermost frame and its code object carry the hint. */
+    CU_ASSERT_EQUAL(fake.innermost_reads, 2);
+    CU_ASSERT_EQUAL(fake.innermost_addr[0], FRAME(0));
+    CU_ASSERT_EQUAL(fake.innermost_addr[1], CODE(0));
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 2), 2); /* max is kept */
+}
+
+static void test_walk_stops(void)
+{
+    struct py_target t = build();
+    struct py_frame_ref out[8];
+    put64(CODE(1) + L->object_type, 0x1234); /* frame 1's f_code is not a code object: stop there */
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
+    build();
+    put64(FRAME(0) + L->iframe_previous, BASE + 0x100000); /* unreadable: keep what was found */
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
+    build();
+    put64(FRAME(0) + L->iframe_previous, FRAME(1) + 4); /* misaligned: never read */
+    unsigned reads = fake.reads;
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
+    CU_ASSERT_EQUAL(fake.reads - reads, 4); /* cframe, current_frame, frame 0, code 0 */
+    CU_ASSERT_EQUAL(py_walk_frames(&t, 0, out, 8), 0);
+    CU_ASSERT_EQUAL(py_walk_frames(&t, BASE + 0x100000, out, 8), 0);
+}
+
+static void test_resolve(void)
+{
+    struct py_target t = build();
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    char filename[64], qualname[64];
+    struct py_code_names names = {filename, sizeof filename, qualname, sizeof qualname};
+    int first_line = 0, line = 0;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(filename, "a.py");
+    CU_ASSERT_STRING_EQUAL(qualname, "f");
+    CU_ASSERT_EQUAL(first_line, 10);
+    CU_ASSERT_EQUAL(line, 13); /* instr 5: the second entry, 10 + 2 + 1 */
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[1], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(qualname, "g\xc3\xa9"); /* UCS-2 to UTF-8 */
+    CU_ASSERT_EQUAL(line, 22);                   /* instr 0: the first entry */
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[2], NULL, &first_line, &line)); /* lines only */
+    CU_ASSERT_EQUAL(line, 12);
+    /* The address now holds another code object: not given the old names. */
+    put32(CODE(0) + L->code_firstlineno, 11);
+    CU_ASSERT_FALSE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+}
+
+void register_python_walk_tests(void)
+{
+    CU_pSuite s = CU_add_suite("python_walk", NULL, NULL);
+    CU_add_test(s, "one layout lookup; supported list from the table", test_layout_lookup);
+    CU_add_test(s, "frames, incomplete skipped, offsets, entry, fingerprints", test_walk_frames);
+    CU_add_test(s, "walk stops at a non-code f_code or unreadable frame", test_walk_stops);
+    CU_add_test(s, "names and lines; reused address refused", test_resolve);
+}
