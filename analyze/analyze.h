@@ -88,6 +88,7 @@ struct profile {
     uint64_t start_ns, end_ns;   /* monotonic; end_ns == 0 when recording did not finish */
     int exit_status;             /* -1 when unknown */
     int exit_signal;             /* 0 when the workload exited normally */
+    unsigned online_cpus;        /* CPUs online when recording started (0: unknown) */
     bool complete;               /* the launcher wrote its final info */
     bool user_only;              /* kernel mode not sampled */
     bool cpu_time_weights;       /* user_only: each sample weighs its thread's CPU time since the previous one */
@@ -117,9 +118,14 @@ struct profile {
     struct prof_ranks *ranks;         /* ranks and off-CPU time (NULL: none recorded) */
 };
 
-/* Loads dir. On failure returns -1, prints nothing, and writes one sentence
- * naming the problem and the fix into err. */
+/* Loads dir, then runs profile_prepare. On failure returns -1, prints
+ * nothing, and writes one sentence naming the problem and the fix into err
+ * ("out of memory" with errno ENOMEM: the caller says so and exits 2). */
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen);
+/* The analysis steps after loading that rewrite samples, in one place so that
+ * reports and exports of one result see the same data: OpenMP worker
+ * grafting (threading_attribute). profile_load runs it. */
+void profile_prepare(struct profile *p);
 void profile_free(struct profile *p);
 
 /* True for CPython's eval loop (_PyEval_EvalFrameDefault and its clones):
@@ -554,12 +560,10 @@ struct prof_ranks {
 };
 struct prof_ranks *ranks_get(struct profile *p); /* creates it on first use */
 void ranks_free(struct prof_ranks *r);
-/* Loader hooks: info keys (true when the key was a rank key), stream start,
- * RANK and END records, OFFCPU intervals. */
+/* Loader hooks: info keys (true when the key was a rank key), OFFCPU
+ * intervals. The RANK, END and OFFCPU records are read by ranks.c's
+ * stream_feature. */
 bool ranks_info_kv(struct profile *p, const char *key, const char *val);
-void ranks_note_stream(struct profile *p, uint32_t pid, uint64_t start_ns);
-void ranks_note_rank(struct profile *p, uint32_t pid, const void *body, size_t len);
-void ranks_note_end(struct profile *p, uint32_t pid, uint64_t end_ns);
 void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
                       uint32_t thread, uint32_t stack);
 

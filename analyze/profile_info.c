@@ -77,6 +77,8 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
             p->start_ns = strtoull(val, NULL, 10);
         } else if (strcmp(key, "end_ns") == 0) {
             p->end_ns = strtoull(val, NULL, 10);
+        } else if (strcmp(key, "online_cpus") == 0) {
+            p->online_cpus = (unsigned)strtoul(val, NULL, 10);
         } else if (strcmp(key, "exit_status") == 0) {
             p->exit_status = atoi(val);
         } else if (strcmp(key, "exit_signal") == 0) {

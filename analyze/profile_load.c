@@ -10,10 +10,15 @@
  *     kept and a warning says where it stopped;
  *   - a stream with a bad magic/version: skipped with a warning;
  *   - records of unknown type: skipped (newer writers may add types).
+ * The checks on the file itself are format/stream_reader.c's. This file
+ * handles the records every profile has; threading, ranks and counters read
+ * their own records (struct stream_feature, profile_internal.h).
+ *
+ * Out of memory: -1 with errno ENOMEM up to profile_load's caller, whose
+ * err says "out of memory"; nothing here aborts.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -21,13 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
 #include "format/format.h"
 #include "symbolize/symbolize.h"
 
+static void warnf(struct profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warnf(struct profile *p, const char *fmt, ...)
 {
     char buf[1024];
@@ -38,8 +43,17 @@ static void warnf(struct profile *p, const char *fmt, ...)
     profile_add_warning(p, buf);
 }
 
+/* The features that keep records of their own, in the order their end hooks
+ * run (that order decides which stacks get which profile index). A new
+ * feature is one line here. */
+static const struct stream_feature *const features[] = {
+    &threading_stream_feature,
+    &ranks_stream_feature,
+    &counters_stream_feature,
+};
+#define NFEATURES (sizeof features / sizeof features[0])
 
-/* ---- streams --------------------------------------------------------------- */
+/* ---- one stream ------------------------------------------------------------ */
 
 struct raw_stack {
     uint32_t nframes;
@@ -58,7 +72,9 @@ struct raw_pystack {
     const struct opr_pyframe *frames; /* points into the stream buffer */
 };
 
-struct stream {
+struct stream_load {
+    struct profile *p;
+    struct symbolizer *sym;
     const char *name;
     uint32_t asid; /* address-space id handed to the symbolizer: one per image */
     uint32_t pid;
@@ -69,7 +85,48 @@ struct stream {
     struct raw_pystack *pystacks;
     size_t npystacks, pystacks_cap;
     struct hash_index mixed;    /* (stack id, pystack id + 1) -> profile stack */
+    struct stream_sample *samples;
+    size_t nsamples, samples_cap;
+    bool last_sample_kept;      /* the last SAMPLE record had a known stack */
+    uint64_t lost;
+    struct opr_limits limits;   /* the last LIMITS record: cumulative */
+    bool ended;
+    uint64_t end_ns;
+    uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
+    size_t *scratch_cap;
 };
+
+struct profile *stream_profile(struct stream_load *sl) { return sl->p; }
+uint32_t stream_pid(const struct stream_load *sl) { return sl->pid; }
+
+void stream_warn(struct stream_load *sl, const char *fmt, ...)
+{
+    char buf[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    warnf(sl->p, "%s: %s", sl->name, buf);
+}
+
+struct stream_sample *stream_sample_before(struct stream_load *sl, const struct opr_record *rec)
+{
+    if (rec->prev_type != OPR_REC_SAMPLE || !sl->last_sample_kept || sl->nsamples == 0)
+        return NULL;
+    return &sl->samples[sl->nsamples - 1];
+}
+
+const struct stream_sample *stream_samples(const struct stream_load *sl, size_t *n)
+{
+    *n = sl->nsamples;
+    return sl->samples;
+}
+
+bool stream_ended(const struct stream_load *sl, uint64_t *end_ns)
+{
+    *end_ns = sl->end_ns;
+    return sl->ended;
+}
 
 static struct prof_process *process_for(struct profile *p, uint32_t pid)
 {
@@ -84,6 +141,11 @@ static struct prof_process *process_for(struct profile *p, uint32_t pid)
     return pr;
 }
 
+/* The stream's process: looked up each time, as a later stream may move
+ * p->processes. */
+static struct prof_process *stream_process(struct stream_load *sl) { return process_for(sl->p, sl->pid); }
+
+/* len bytes of NUL-separated strings as one string joined by spaces. */
 static char *join_argv(const char *data, size_t len)
 {
     char *s = malloc(len + 1);
@@ -97,47 +159,253 @@ static char *join_argv(const char *data, size_t len)
     return s;
 }
 
-/* Minimum body size per record type, so a record cannot make us read past
- * its own end. */
-static size_t min_body(uint32_t type)
+static const char *path_basename(const char *path)
 {
-    switch (type) {
-    case OPR_REC_PROCESS: return sizeof(struct opr_process);
-    case OPR_REC_MAP: return sizeof(struct opr_map);
-    case OPR_REC_THREAD: return sizeof(struct opr_thread);
-    case OPR_REC_STACK: return sizeof(struct opr_stack);
-    case OPR_REC_SAMPLE: return sizeof(struct opr_sample);
-    case OPR_REC_LOST: return sizeof(struct opr_lost);
-    case OPR_REC_END: return sizeof(struct opr_end);
-    case OPR_REC_NOTE: return sizeof(struct opr_note);
-    case OPR_REC_PYCODE: return sizeof(struct opr_pycode);
-    case OPR_REC_PYSTACK: return sizeof(struct opr_pystack);
-    case OPR_REC_AGENT_COST: return sizeof(struct opr_agent_cost);
-    case OPR_REC_LIMITS: return sizeof(struct opr_limits);
-    /* threads and OpenMP (analyze/threading.c) */
-    case OPR_REC_OMP_REGION: return sizeof(struct opr_omp_region);
-    case OPR_REC_OMP_TICK: return sizeof(struct opr_omp_tick);
-    case OPR_REC_OMP_CONTEXT: return sizeof(struct opr_omp_context);
-    case OPR_REC_OMP_INFO: return sizeof(struct opr_omp_info);
-    case OPR_REC_SCHED_TICK: return sizeof(struct opr_sched_tick);
-    /* per-sample counters (analyze/counters.c) */
-    case OPR_REC_COUNTER_DESC: return sizeof(struct opr_counter_desc);
-    case OPR_REC_COUNTER_SAMPLE: return sizeof(struct opr_counter_sample);
-    default: return 0;
-    }
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
 }
 
-struct pending_sample {
+/* ---- the records every profile has ----------------------------------------
+ * One handler per record type, each the only place its body is decoded.
+ * Malformed bodies are skipped, as a newer or damaged writer must not stop
+ * the rest of the stream from being read. */
+
+static int on_process(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_process pr;
+    memcpy(&pr, rec->body, sizeof pr);
+    if ((size_t)pr.exe_len + pr.cmdline_len > rec->len - sizeof pr)
+        return 0;
+    struct prof_process *proc = stream_process(sl);
+    free(proc->exe);
+    free(proc->cmdline);
+    proc->exe = join_argv(rec->body + sizeof pr, pr.exe_len);
+    proc->cmdline = join_argv(rec->body + sizeof pr + pr.exe_len, pr.cmdline_len);
+    proc->ppid = pr.ppid;
+    if (!proc->exe || !proc->cmdline) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_map(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_map m;
+    memcpy(&m, rec->body, sizeof m);
+    if (m.path_len > rec->len - sizeof m || m.build_id_len > OPR_BUILD_ID_MAX)
+        return 0;
+    char mpath[PATH_MAX];
+    size_t n = m.path_len < sizeof mpath - 1 ? m.path_len : sizeof mpath - 1;
+    memcpy(mpath, rec->body + sizeof m, n);
+    mpath[n] = '\0';
+    symbolizer_add_mapping(sl->sym, sl->asid, m.start, m.end, m.pgoff, mpath, m.build_id_len ? m.build_id : NULL,
+                           m.build_id_len);
+    /* Which OpenMP runtime the process loaded: threading's, but read off
+     * the one MAP decoder rather than a second one. */
+    threading_note_module(sl->p, mpath);
+    return 0;
+}
+
+static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_thread t;
+    memcpy(&t, rec->body, sizeof t);
+    t.name[sizeof t.name - 1] = '\0';
+    profile_add_thread(sl->p, sl->pid, t.tid, t.name);
+    return 0;
+}
+
+static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_stack s;
+    memcpy(&s, rec->body, sizeof s);
+    if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES || (size_t)s.nframes * 8 > rec->len - sizeof s) {
+        stream_warn(sl, "malformed stack record at byte %zu; skipped", rec->off);
+        return 0;
+    }
+    if (s.stack_id >= sl->nstacks) {
+        size_t need = (size_t)s.stack_id + 1;
+        sl->stacks = profile_grow(sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks);
+        for (size_t i = sl->nstacks; i < need; i++)
+            sl->stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
+        sl->nstacks = need;
+    }
+    sl->stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(rec->body + sizeof s), UINT32_MAX};
+    return 0;
+}
+
+static int on_pycode(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_pycode c;
+    memcpy(&c, rec->body, sizeof c);
+    if ((size_t)c.filename_len + c.qualname_len > rec->len - sizeof c || c.code_id > (1u << 24))
+        return 0;
+    if (c.code_id >= sl->npycodes) {
+        size_t need = (size_t)c.code_id + 1;
+        sl->pycodes = profile_grow(sl->pycodes, &sl->pycodes_cap, need, sizeof *sl->pycodes);
+        memset(sl->pycodes + sl->npycodes, 0, (need - sl->npycodes) * sizeof *sl->pycodes);
+        sl->npycodes = need;
+    }
+    char *fname = join_argv(rec->body + sizeof c, c.filename_len);
+    char *qname = join_argv(rec->body + sizeof c + c.filename_len, c.qualname_len);
+    if (fname && qname) {
+        sl->pycodes[c.code_id].filename = profile_intern(sl->p, fname);
+        sl->pycodes[c.code_id].basename = profile_intern(sl->p, path_basename(fname));
+        sl->pycodes[c.code_id].qualname = profile_intern(sl->p, qname);
+    }
+    free(fname);
+    free(qname);
+    return 0;
+}
+
+static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_pystack ps;
+    memcpy(&ps, rec->body, sizeof ps);
+    if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
+        (size_t)ps.nframes * sizeof(struct opr_pyframe) > rec->len - sizeof ps)
+        return 0;
+    if (ps.py_stack_id >= sl->npystacks) {
+        size_t need = (size_t)ps.py_stack_id + 1;
+        sl->pystacks = profile_grow(sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks);
+        memset(sl->pystacks + sl->npystacks, 0, (need - sl->npystacks) * sizeof *sl->pystacks);
+        sl->npystacks = need;
+    }
+    sl->pystacks[ps.py_stack_id] =
+        (struct raw_pystack){ps.nframes, (const struct opr_pyframe *)(rec->body + sizeof ps)};
+    return 0;
+}
+
+/* A SAMPLE and its optional tails (Python stack, OpenMP region). Its stack
+ * is symbolized once all maps are read (resolve_samples). */
+static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
     struct opr_sample s;
-    uint32_t thread;
-    uint32_t py_stack_plus1;
-    uint64_t omp_region; /* threads and OpenMP: the SAMPLE's optional second tail */
-    uint32_t counters;   /* per-sample counters: 1 + row (0: none) */
+    memcpy(&s, rec->body, sizeof s);
+    struct opr_sample_python spy = {0, 0};
+    if (rec->len >= sizeof s + sizeof spy)
+        memcpy(&spy, rec->body + sizeof s, sizeof spy);
+    if (s.stack_id >= sl->nstacks || sl->stacks[s.stack_id].pcs == NULL) {
+        stream_warn(sl, "sample refers to unknown stack %u; skipped", s.stack_id);
+        sl->last_sample_kept = false; /* its counter values go with it */
+        return 0;
+    }
+    sl->samples = profile_grow(sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples);
+    struct stream_sample *ss = &sl->samples[sl->nsamples++];
+    *ss = (struct stream_sample){.s = s,
+                                 .thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL),
+                                 .py_stack_plus1 = spy.py_stack_id_plus1,
+                                 .index = SIZE_MAX};
+    if (rec->len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
+        memcpy(&ss->omp_region, rec->body + sizeof s + sizeof spy, sizeof(uint64_t));
+    sl->last_sample_kept = true;
+    return 0;
+}
+
+static int on_lost(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_lost l;
+    memcpy(&l, rec->body, sizeof l);
+    if (l.lost_samples > sl->lost)
+        sl->lost = l.lost_samples;
+    return 0;
+}
+
+static int on_limits(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    memcpy(&sl->limits, rec->body, sizeof sl->limits);
+    return 0;
+}
+
+static int on_end(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_end e;
+    memcpy(&e, rec->body, sizeof e);
+    if (e.lost_samples > sl->lost)
+        sl->lost = e.lost_samples;
+    sl->ended = true;
+    if (e.time_ns > sl->end_ns)
+        sl->end_ns = e.time_ns;
+    return 0;
+}
+
+static int on_agent_cost(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_agent_cost c;
+    memcpy(&c, rec->body, sizeof c);
+    sl->p->agent_handler_ns += c.handler_ns;
+    sl->p->agent_handler_calls += c.handler_calls;
+    sl->p->agent_writer_cpu_ns += c.writer_cpu_ns;
+    sl->p->process_cpu_ns += c.process_cpu_ns;
+    return 0;
+}
+
+static int on_note(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_note n;
+    memcpy(&n, rec->body, sizeof n);
+    if (n.text_len > rec->len - sizeof n)
+        return 0;
+    struct prof_process *proc = stream_process(sl);
+    char *text = join_argv(rec->body + sizeof n, n.text_len);
+    char **notes = text ? realloc(proc->notes, (proc->nnotes + 1) * sizeof *proc->notes) : NULL;
+    if (!notes) {
+        free(text);
+        errno = ENOMEM;
+        return -1;
+    }
+    proc->notes = notes;
+    proc->notes[proc->nnotes++] = text;
+    return 0;
+}
+
+static const struct {
+    uint32_t type;
+    size_t min_body;
+    opr_record_fn fn;
+} core_records[] = {
+    {OPR_REC_PROCESS, sizeof(struct opr_process), on_process},
+    {OPR_REC_MAP, sizeof(struct opr_map), on_map},
+    {OPR_REC_THREAD, sizeof(struct opr_thread), on_thread},
+    {OPR_REC_STACK, sizeof(struct opr_stack), on_stack},
+    {OPR_REC_PYCODE, sizeof(struct opr_pycode), on_pycode},
+    {OPR_REC_PYSTACK, sizeof(struct opr_pystack), on_pystack},
+    {OPR_REC_SAMPLE, sizeof(struct opr_sample), on_sample},
+    {OPR_REC_LOST, sizeof(struct opr_lost), on_lost},
+    {OPR_REC_LIMITS, sizeof(struct opr_limits), on_limits},
+    {OPR_REC_END, sizeof(struct opr_end), on_end},
+    {OPR_REC_AGENT_COST, sizeof(struct opr_agent_cost), on_agent_cost},
+    {OPR_REC_NOTE, sizeof(struct opr_note), on_note},
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global
  * as the native-only profile stack). */
-static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream *st,
+static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream_load *st,
                                struct raw_stack *rs, uint32_t **scratch, size_t *scratch_cap)
 {
     if (rs->global != UINT32_MAX)
@@ -176,7 +444,7 @@ static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct
 
 /* The profile stack of a sample: its native stack, with its Python frames
  * spliced in when it has any. */
-static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, struct stream *st,
+static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, struct stream_load *st,
                                      uint32_t stack_id, uint32_t py_plus1, uint32_t **scratch,
                                      size_t *scratch_cap)
 {
@@ -238,7 +506,7 @@ static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, 
 
 /* ranks: a profile stack of Python frames only (an OFFCPU record's stack), or
  * UINT32_MAX when the record has none. */
-static uint32_t resolve_python_only(struct profile *p, struct stream *st, uint32_t py_plus1, uint32_t **scratch,
+static uint32_t resolve_python_only(struct profile *p, struct stream_load *st, uint32_t py_plus1, uint32_t **scratch,
                                     size_t *scratch_cap)
 {
     if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
@@ -256,382 +524,141 @@ static uint32_t resolve_python_only(struct profile *p, struct stream *st, uint32
     return profile_add_stack(p, *scratch, ps->nframes);
 }
 
-static const char *path_basename(const char *path)
+uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_t py_plus1)
 {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
+    if (stack_id >= sl->nstacks || sl->stacks[stack_id].pcs == NULL)
+        return UINT32_MAX;
+    return resolve_sample_stack(sl->p, sl->sym, sl, stack_id, py_plus1, sl->scratch, sl->scratch_cap);
 }
 
-static int compare_samples(const void *a, const void *b)
+uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
 {
-    const struct prof_sample *x = a, *y = b;
-    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+    return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
+}
+
+/* Maps are all known now: symbolize the stacks that samples use, and add the
+ * samples to the profile. */
+static void resolve_samples(struct stream_load *sl)
+{
+    struct profile *p = sl->p;
+    struct prof_process *proc = stream_process(sl);
+    for (size_t i = 0; i < sl->nsamples; i++) {
+        struct stream_sample *ss = &sl->samples[i];
+        uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
+        profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1);
+        ss->index = p->nsamples - 1;
+        p->samples[ss->index].flags = ss->s.flags;
+        p->samples[ss->index].counters = ss->counters;
+        if (ss->s.flags & OPR_SAMPLE_TRUNCATED) {
+            proc->truncated++;
+            p->truncated_samples++;
+        }
+        if (ss->s.flags & OPR_SAMPLE_UNWIND_FAILED)
+            proc->unwind_failed++;
+    }
+    proc->samples += sl->nsamples;
+    proc->lost += sl->lost;
+    p->lost_samples += sl->lost;
+    p->outside_window_samples += sl->limits.outside_window;
+    p->size_cap_dropped_samples += sl->limits.dropped_size_cap;
+    if (sl->limits.first_drop_ns &&
+        (!p->first_size_cap_drop_ns || sl->limits.first_drop_ns < p->first_size_cap_drop_ns))
+        p->first_size_cap_drop_ns = sl->limits.first_drop_ns;
+    /* A generation that exec'ed has no END; only the last one speaks for the pid. */
+    proc->ended_cleanly = sl->ended;
+}
+
+static void on_skipped(void *ctx, const char *what) { stream_warn(ctx, "%s; skipped", what); }
+
+static void on_stopped(void *ctx, const char *what)
+{
+    struct stream_load *sl = ctx;
+    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nsamples);
+    stream_process(sl)->stream_truncated = true;
+}
+
+/* Registers the core handlers and lets each feature register its own and
+ * start its per-stream state. 0, or -1 with errno. */
+static int stream_begin(struct stream_load *sl, const struct opr_file_header *h, struct opr_reader *r,
+                        void **state)
+{
+    for (size_t i = 0; i < sizeof core_records / sizeof core_records[0]; i++)
+        if (opr_reader_on(r, core_records[i].type, core_records[i].min_body, core_records[i].fn, NULL) != 0)
+            return -1;
+    for (size_t i = 0; i < NFEATURES; i++) {
+        state[i] = calloc(1, features[i]->state_size ? features[i]->state_size : 1);
+        if (!state[i]) {
+            errno = ENOMEM;
+            return -1;
+        }
+        if (features[i]->begin && features[i]->begin(sl, state[i], h, r) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* Reads one stream file. Returns 0 when its header was valid (even if it was
- * truncated later), -1 when the file is not a usable stream. */
+ * truncated later), -1 when the file is not a usable stream, -2 (errno
+ * ENOMEM) when memory ran out. */
 static int load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
                        uint32_t asid, uint32_t **scratch, size_t *scratch_cap)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    char *buf;
+    size_t size;
+    if (opr_stream_read_file(path, &buf, &size) != 0) {
+        if (errno == ENOMEM)
+            return -2;
         warnf(p, "%s: cannot open: %s; skipped", name, strerror(errno));
         return -1;
     }
-    struct stat stbuf;
-    if (fstat(fd, &stbuf) != 0) {
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)stbuf.st_size;
-    char *buf = malloc(size ? size : 1);
-    size_t got = 0;
-    while (buf && got < size) {
-        ssize_t n = read(fd, buf + got, size - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    if (!buf)
-        return -1;
-    size = got;
-
     struct opr_file_header h;
-    if (size < sizeof h) {
-        warnf(p, "%s: %zu bytes, shorter than a stream header (the process ended before writing); skipped",
-              name, size);
+    char why[256];
+    if (opr_stream_check_header(buf, size, &h, why, sizeof why) != 0) {
+        warnf(p, "%s: %s; skipped", name, why);
         free(buf);
         return -1;
     }
-    memcpy(&h, buf, sizeof h);
-    if (memcmp(h.magic, OPR_FILE_MAGIC, 8) != 0 || h.header_size < sizeof h || h.header_size > size) {
-        warnf(p, "%s: not an opprof sample stream (bad magic); skipped", name);
-        free(buf);
-        return -1;
+    struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
+                             .scratch = scratch, .scratch_cap = scratch_cap};
+    stream_process(&sl)->ppid = h.ppid;
+    struct opr_reader r = {.ctx = &sl, .skipped = on_skipped, .stopped = on_stopped};
+    void *state[NFEATURES] = {NULL};
+    int rc = stream_begin(&sl, &h, &r, state);
+    if (rc == 0 && opr_stream_read_records(&r, buf, size, h.header_size) < 0)
+        rc = -1;
+    if (rc == 0)
+        resolve_samples(&sl);
+    for (size_t i = 0; i < NFEATURES && rc == 0; i++)
+        if (features[i]->end && features[i]->end(&sl, state[i]) != 0)
+            rc = -1;
+    int saved = errno;
+    for (size_t i = 0; i < NFEATURES; i++) {
+        if (state[i] && features[i]->release)
+            features[i]->release(state[i]);
+        free(state[i]);
     }
-    if (h.version != OPR_FORMAT_VERSION) {
-        warnf(p, "%s: stream format version %u, expected %d; skipped", name, h.version, OPR_FORMAT_VERSION);
-        free(buf);
-        return -1;
-    }
-
-    struct stream st;
-    memset(&st, 0, sizeof st);
-    st.name = name;
-    st.asid = asid;
-    st.pid = h.pid;
-    struct prof_process *proc = process_for(p, h.pid);
-    proc->ppid = h.ppid;
-    ranks_note_stream(p, h.pid, h.start_ns); /* ranks */
-    struct opr_offcpu *offcpu = NULL; /* ranks: resolved with the samples */
-    size_t noffcpu = 0, offcpu_cap = 0;
-    struct pending_sample *pend = NULL;
-    size_t npend = 0, pend_cap = 0;
-    uint64_t lost = 0, taken = 0, stream_samples = 0;
-    struct opr_limits limits = {0}; /* the last LIMITS record: cumulative */
-    bool ended = false;
-    /* threads and OpenMP: this stream's regions start here; contexts wait
-     * for the maps like samples do */
-    size_t omp_first_region = p->threading ? p->threading->nregions : 0, omp_sorted = 0;
-    struct opr_omp_context *omp_ctx = NULL;
-    size_t omp_nctx = 0, omp_ctx_cap = 0;
-
-    /* per-sample counters: this stream's counter index -> the profile's */
-    size_t ctr_map[OPR_MAX_COUNTERS];
-    size_t nctr_map = 0;
-    bool last_was_sample = false;
-
-    size_t off = h.header_size;
-    while (off < size) {
-        struct opr_record_header rh;
-        if (size - off < sizeof rh) {
-            warnf(p, "%s: truncated at byte %zu of %zu (inside a record header); %" PRIu64
-                  " samples read before that point", name, off, size, stream_samples);
-            proc->stream_truncated = true;
-            break;
-        }
-        memcpy(&rh, buf + off, sizeof rh);
-        if (rh.size < sizeof rh || (rh.size & 7) != 0 || rh.size > size - off) {
-            warnf(p, "%s: %s at byte %zu of %zu; %" PRIu64 " samples read before that point", name,
-                  rh.size > size - off ? "truncated" : "corrupt record", off, size, stream_samples);
-            proc->stream_truncated = true;
-            break;
-        }
-        const char *body = buf + off + sizeof rh;
-        size_t body_len = rh.size - sizeof rh;
-        off += rh.size;
-        if (body_len < min_body(rh.type)) {
-            warnf(p, "%s: record of type %u too short at byte %zu; skipped", name, rh.type, off - rh.size);
-            continue;
-        }
-        /* per-sample counters: a COUNTER_SAMPLE belongs to the SAMPLE just before it */
-        bool follows_sample = last_was_sample;
-        last_was_sample = rh.type == OPR_REC_SAMPLE;
-        switch (rh.type) {
-        case OPR_REC_PROCESS: {
-            struct opr_process pr;
-            memcpy(&pr, body, sizeof pr);
-            if ((size_t)pr.exe_len + pr.cmdline_len > body_len - sizeof pr)
-                break;
-            free(proc->exe);
-            free(proc->cmdline);
-            proc->exe = join_argv(body + sizeof pr, pr.exe_len);
-            proc->cmdline = join_argv(body + sizeof pr + pr.exe_len, pr.cmdline_len);
-            proc->ppid = pr.ppid;
-            break;
-        }
-        case OPR_REC_MAP: {
-            struct opr_map m;
-            memcpy(&m, body, sizeof m);
-            if (m.path_len > body_len - sizeof m || m.build_id_len > OPR_BUILD_ID_MAX)
-                break;
-            char mpath[PATH_MAX];
-            size_t n = m.path_len < sizeof mpath - 1 ? m.path_len : sizeof mpath - 1;
-            memcpy(mpath, body + sizeof m, n);
-            mpath[n] = '\0';
-            symbolizer_add_mapping(sym, asid, m.start, m.end, m.pgoff, mpath,
-                                   m.build_id_len ? m.build_id : NULL, m.build_id_len);
-            threading_note_module(p, mpath); /* threads and OpenMP: which runtime */
-            break;
-        }
-        case OPR_REC_THREAD: {
-            struct opr_thread t;
-            memcpy(&t, body, sizeof t);
-            t.name[sizeof t.name - 1] = '\0';
-            profile_add_thread(p, h.pid, t.tid, t.name);
-            break;
-        }
-        case OPR_REC_STACK: {
-            struct opr_stack s;
-            memcpy(&s, body, sizeof s);
-            if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES ||
-                (size_t)s.nframes * 8 > body_len - sizeof s) {
-                warnf(p, "%s: malformed stack record at byte %zu; skipped", name, off - rh.size);
-                break;
-            }
-            if (s.stack_id >= st.nstacks) {
-                size_t need = (size_t)s.stack_id + 1;
-                st.stacks = profile_grow(st.stacks, &st.stacks_cap, need, sizeof *st.stacks);
-                for (size_t i = st.nstacks; i < need; i++)
-                    st.stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
-                st.nstacks = need;
-            }
-            st.stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(body + sizeof s), UINT32_MAX};
-            break;
-        }
-        case OPR_REC_PYCODE: {
-            struct opr_pycode c;
-            memcpy(&c, body, sizeof c);
-            if ((size_t)c.filename_len + c.qualname_len > body_len - sizeof c || c.code_id > (1u << 24))
-                break;
-            if (c.code_id >= st.npycodes) {
-                size_t need = (size_t)c.code_id + 1;
-                st.pycodes = profile_grow(st.pycodes, &st.pycodes_cap, need, sizeof *st.pycodes);
-                memset(st.pycodes + st.npycodes, 0, (need - st.npycodes) * sizeof *st.pycodes);
-                st.npycodes = need;
-            }
-            char *fname = join_argv(body + sizeof c, c.filename_len);
-            char *qname = join_argv(body + sizeof c + c.filename_len, c.qualname_len);
-            if (fname && qname) {
-                st.pycodes[c.code_id].filename = profile_intern(p, fname);
-                st.pycodes[c.code_id].basename = profile_intern(p, path_basename(fname));
-                st.pycodes[c.code_id].qualname = profile_intern(p, qname);
-            }
-            free(fname);
-            free(qname);
-            break;
-        }
-        case OPR_REC_PYSTACK: {
-            struct opr_pystack ps;
-            memcpy(&ps, body, sizeof ps);
-            if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
-                (size_t)ps.nframes * sizeof(struct opr_pyframe) > body_len - sizeof ps)
-                break;
-            if (ps.py_stack_id >= st.npystacks) {
-                size_t need = (size_t)ps.py_stack_id + 1;
-                st.pystacks = profile_grow(st.pystacks, &st.pystacks_cap, need, sizeof *st.pystacks);
-                memset(st.pystacks + st.npystacks, 0, (need - st.npystacks) * sizeof *st.pystacks);
-                st.npystacks = need;
-            }
-            st.pystacks[ps.py_stack_id] =
-                (struct raw_pystack){ps.nframes, (const struct opr_pyframe *)(body + sizeof ps)};
-            break;
-        }
-        case OPR_REC_SAMPLE: {
-            struct opr_sample s;
-            memcpy(&s, body, sizeof s);
-            struct opr_sample_python spy = {0, 0};
-            if (body_len >= sizeof s + sizeof spy)
-                memcpy(&spy, body + sizeof s, sizeof spy);
-            if (s.stack_id >= st.nstacks || st.stacks[s.stack_id].pcs == NULL) {
-                warnf(p, "%s: sample refers to unknown stack %u; skipped", name, s.stack_id);
-                last_was_sample = false; /* its counter values go with it */
-                break;
-            }
-            pend = profile_grow(pend, &pend_cap, npend + 1, sizeof *pend);
-            pend[npend].s = s;
-            pend[npend].thread = profile_add_thread(p, h.pid, s.tid, NULL);
-            pend[npend].py_stack_plus1 = spy.py_stack_id_plus1;
-            pend[npend].omp_region = 0; /* threads and OpenMP: optional second tail */
-            pend[npend].counters = 0;   /* per-sample counters: set by a COUNTER_SAMPLE */
-            if (body_len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
-                memcpy(&pend[npend].omp_region, body + sizeof s + sizeof spy, sizeof(uint64_t));
-            npend++;
-            stream_samples++;
-            break;
-        }
-        case OPR_REC_LOST: {
-            struct opr_lost l;
-            memcpy(&l, body, sizeof l);
-            if (l.lost_samples > lost)
-                lost = l.lost_samples;
-            if (l.total_samples > taken)
-                taken = l.total_samples;
-            break;
-        }
-        case OPR_REC_LIMITS:
-            memcpy(&limits, body, sizeof limits);
-            break;
-        case OPR_REC_END: {
-            struct opr_end e;
-            memcpy(&e, body, sizeof e);
-            if (e.lost_samples > lost)
-                lost = e.lost_samples;
-            ended = true;
-            ranks_note_end(p, h.pid, e.time_ns); /* ranks: the process's wall time */
-            break;
-        }
-        case OPR_REC_RANK: /* ranks */
-            ranks_note_rank(p, h.pid, body, body_len);
-            break;
-        case OPR_REC_OFFCPU: /* ranks: Python stacks resolved below */
-            if (body_len >= sizeof *offcpu) {
-                offcpu = profile_grow(offcpu, &offcpu_cap, noffcpu + 1, sizeof *offcpu);
-                memcpy(&offcpu[noffcpu++], body, sizeof *offcpu);
-            }
-            break;
-        case OPR_REC_AGENT_COST: {
-            struct opr_agent_cost c;
-            memcpy(&c, body, sizeof c);
-            p->agent_handler_ns += c.handler_ns;
-            p->agent_handler_calls += c.handler_calls;
-            p->agent_writer_cpu_ns += c.writer_cpu_ns;
-            p->process_cpu_ns += c.process_cpu_ns;
-            break;
-        }
-        case OPR_REC_NOTE: {
-            struct opr_note n;
-            memcpy(&n, body, sizeof n);
-            if (n.text_len > body_len - sizeof n)
-                break;
-            proc->notes = realloc(proc->notes, (proc->nnotes + 1) * sizeof *proc->notes);
-            proc->notes[proc->nnotes++] = join_argv(body + sizeof n, n.text_len);
-            break;
-        }
-        case OPR_REC_COUNTER_DESC: { /* per-sample counters */
-            struct opr_counter_desc d;
-            memcpy(&d, body, sizeof d);
-            if (d.name_len > body_len - sizeof d || d.index >= OPR_MAX_COUNTERS)
-                break;
-            char *cname = join_argv(body + sizeof d, d.name_len);
-            size_t g = cname ? counters_add_event(p, cname, (enum pmu_role)d.role, d.type, d.config,
-                                                  (d.flags & OPR_COUNTER_USER_ONLY) != 0)
-                             : SIZE_MAX;
-            free(cname);
-            while (nctr_map <= d.index)
-                ctr_map[nctr_map++] = SIZE_MAX;
-            ctr_map[d.index] = g;
-            break;
-        }
-        case OPR_REC_COUNTER_SAMPLE: {
-            struct opr_counter_sample cs;
-            memcpy(&cs, body, sizeof cs);
-            if (!follows_sample || npend == 0 || cs.ncounters > nctr_map ||
-                (size_t)cs.ncounters * sizeof(struct opr_counter_value) > body_len - sizeof cs) {
-                warnf(p, "%s: counter values without their sample at byte %zu; skipped", name, off - rh.size);
-                break;
-            }
-            uint32_t row = counters_new_row(p);
-            for (uint32_t i = 0; row && i < cs.ncounters; i++) {
-                struct opr_counter_value v;
-                memcpy(&v, body + sizeof cs + i * sizeof v, sizeof v);
-                counters_set(p, row, ctr_map[i], v.value, v.enabled, v.running);
-            }
-            pend[npend - 1].counters = row;
-            break;
-        }
-        case OPR_REC_OMP_CONTEXT: /* threads and OpenMP: resolved below */
-            omp_ctx = profile_grow(omp_ctx, &omp_ctx_cap, omp_nctx + 1, sizeof *omp_ctx);
-            memcpy(&omp_ctx[omp_nctx++], body, sizeof *omp_ctx);
-            break;
-        case OPR_REC_OMP_REGION:
-        case OPR_REC_OMP_TICK:
-        case OPR_REC_OMP_INFO:
-        case OPR_REC_SCHED_TICK:
-            threading_load_record(p, h.pid, rh.type, body, body_len);
-            break;
-        default:
-            break; /* a newer record type: skip */
-        }
-    }
-
-    /* Maps are all known now: symbolize the stacks that samples use. */
-    for (size_t i = 0; i < npend; i++) {
-        struct opr_sample *s = &pend[i].s;
-        uint32_t stack = resolve_sample_stack(p, sym, &st, s->stack_id, pend[i].py_stack_plus1, scratch,
-                                              scratch_cap);
-        profile_add_sample(p, s->time_ns, pend[i].thread, stack, s->weight ? s->weight : 1);
-        p->samples[p->nsamples - 1].flags = s->flags;
-        if (pend[i].omp_region) /* threads and OpenMP */
-            p->samples[p->nsamples - 1].omp_region =
-                threading_region_lookup(p, omp_first_region, &omp_sorted, h.pid, pend[i].omp_region);
-        p->samples[p->nsamples - 1].counters = pend[i].counters; /* per-sample counters */
-        if (s->flags & OPR_SAMPLE_TRUNCATED) {
-            proc->truncated++;
-            p->truncated_samples++;
-        }
-        if (s->flags & OPR_SAMPLE_UNWIND_FAILED)
-            proc->unwind_failed++;
-    }
-    proc->samples += stream_samples;
-    proc->lost += lost;
-    p->lost_samples += lost;
-    p->outside_window_samples += limits.outside_window;
-    p->size_cap_dropped_samples += limits.dropped_size_cap;
-    if (limits.first_drop_ns && (!p->first_size_cap_drop_ns || limits.first_drop_ns < p->first_size_cap_drop_ns))
-        p->first_size_cap_drop_ns = limits.first_drop_ns;
-    /* A generation that exec'ed has no END; only the last one speaks for the pid. */
-    proc->ended_cleanly = ended;
-    /* threads and OpenMP: the openers' stacks at region begin */
-    for (size_t i = 0; i < omp_nctx; i++) {
-        struct opr_omp_context *c = &omp_ctx[i];
-        if (c->stack_id >= st.nstacks || st.stacks[c->stack_id].pcs == NULL)
-            continue;
-        uint32_t stack = resolve_sample_stack(p, sym, &st, c->stack_id, c->py_stack_id_plus1, scratch, scratch_cap);
-        threading_add_context(p, h.pid, c->tid, c->region_id, c->time_ns, stack);
-    }
-    free(omp_ctx);
-    for (size_t i = 0; i < noffcpu; i++) /* ranks: blocked Python threads */
-        ranks_add_offcpu(p, offcpu[i].time_ns, offcpu[i].interval_ns, offcpu[i].offcpu_ns,
-                         profile_add_thread(p, h.pid, offcpu[i].tid, NULL),
-                         resolve_python_only(p, &st, offcpu[i].py_stack_id_plus1, scratch, scratch_cap));
-    free(offcpu);
-    free(pend);
-    free(st.stacks);
-    free(st.pycodes);
-    free(st.pystacks);
-    free(st.mixed.slots);
+    free(sl.samples);
+    free(sl.stacks);
+    free(sl.pycodes);
+    free(sl.pystacks);
+    free(sl.mixed.slots);
     free(buf);
-    return 0;
+    errno = saved;
+    return rc == 0 ? 0 : -2;
 }
 
 struct stream_name {
     char name[256];
     unsigned pid, gen;
 };
+
+static int compare_samples(const void *a, const void *b)
+{
+    const struct prof_sample *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
 
 static int compare_stream_names(const void *a, const void *b)
 {
@@ -646,7 +673,8 @@ static void symbolizer_problem(const char *path, const char *problem, void *arg)
     warnf(arg, "%s: %s (its frames show as module+offset)", path, problem);
 }
 
-int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
+/* The loader proper: the info file and every stream, nothing rewritten. */
+static int profile_read(const char *dir, struct profile **out, char *err, size_t errlen)
 {
     *out = NULL;
     struct stat stbuf;
@@ -660,11 +688,12 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
         return -1;
     }
     struct profile *p = profile_new_empty();
-    if (!p) {
+    if (!p || !(p->dir = strdup(dir))) {
+        profile_free(p);
         snprintf(err, errlen, "out of memory");
+        errno = ENOMEM;
         return -1;
     }
-    p->dir = strdup(dir);
     if (profile_load_info(p, dir, err, errlen) != 0) {
         profile_free(p);
         return -1;
@@ -699,13 +728,25 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
     uint32_t *scratch = NULL;
     size_t scratch_cap = 0;
     size_t usable = 0;
-    for (size_t i = 0; i < nnames; i++)
-        if (load_stream(p, sym, dir, names[i].name, (uint32_t)i, &scratch, &scratch_cap) == 0)
+    int failed = 0;
+    for (size_t i = 0; i < nnames && !failed; i++) {
+        int rc = load_stream(p, sym, dir, names[i].name, (uint32_t)i, &scratch, &scratch_cap);
+        if (rc == 0)
             usable++;
+        else if (rc == -2)
+            failed = errno ? errno : ENOMEM;
+    }
     symbolizer_for_each_problem(sym, symbolizer_problem, p);
     symbolizer_free(sym);
     free(scratch);
     free(names);
+    if (failed) {
+        snprintf(err, errlen, "%s: %s while reading its streams", dir,
+                 failed == ENOMEM ? "out of memory" : strerror(failed));
+        profile_free(p);
+        errno = failed;
+        return -1;
+    }
 
     if (nnames > 0 && usable == 0) {
         snprintf(err, errlen, "%s: none of its %zu sample stream(s) is readable (corrupt or not written by "
@@ -726,7 +767,24 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
         counters_add_leader(p, p->event ? p->event : "leader", (enum pmu_role)p->sample_role, p->user_only,
                             p->sample_period) != 0)
         warnf(p, "out of memory while adding the sampling event's counts");
-    threading_attribute(p); /* threads and OpenMP: worker samples to their opener's context */
     *out = p;
+    return 0;
+}
+
+/* The analysis steps every loaded profile goes through before anything reads
+ * it. They rewrite samples, so they run here, once, and not in a report or an
+ * export: then every output of one result shows the same data. */
+void profile_prepare(struct profile *p)
+{
+    /* OpenMP worker grafting: a worker's sample in a region gets the calling
+     * context (operator, Python line) of the thread that opened the region. */
+    threading_attribute(p);
+}
+
+int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
+{
+    if (profile_read(dir, out, err, errlen) != 0)
+        return -1;
+    profile_prepare(*out);
     return 0;
 }

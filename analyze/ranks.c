@@ -22,6 +22,7 @@
  * programs without operators) whose non-communication self time exceeds the
  * median of the other ranks by the most.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,35 +99,6 @@ static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
     return pr;
 }
 
-void ranks_note_stream(struct profile *p, uint32_t pid, uint64_t start_ns)
-{
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (pr && (pr->start_ns == 0 || start_ns < pr->start_ns))
-        pr->start_ns = start_ns; /* the first image of the pid (exec keeps the pid) */
-}
-
-void ranks_note_rank(struct profile *p, uint32_t pid, const void *body, size_t len)
-{
-    struct opr_rank r;
-    if (len < sizeof r)
-        return;
-    memcpy(&r, body, sizeof r);
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (!pr || r.rank < 0)
-        return;
-    pr->rank = r.rank; /* the last record wins: the program may set RANK itself */
-    pr->local_rank = r.local_rank;
-    pr->world_size = r.world_size;
-    pr->source = r.source;
-}
-
-void ranks_note_end(struct profile *p, uint32_t pid, uint64_t end_ns)
-{
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (pr && end_ns > pr->end_ns)
-        pr->end_ns = end_ns;
-}
-
 void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
                       uint32_t thread, uint32_t stack)
 {
@@ -136,6 +108,102 @@ void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns,
     r->offcpu = profile_grow(r->offcpu, &r->offcpu_cap, r->noffcpu + 1, sizeof *r->offcpu);
     r->offcpu[r->noffcpu++] = (struct prof_offcpu){time_ns, interval_ns, offcpu_ns, thread, stack};
 }
+
+/* ---- the stream feature: RANK and OFFCPU records, each process's wall time --- */
+
+struct ranks_stream {
+    struct opr_offcpu *offcpu; /* resolved once the maps are read */
+    size_t noffcpu, offcpu_cap;
+};
+
+/* The stream's process in the ranks table; ENOMEM when it cannot be made. */
+static struct prof_rank_process *stream_rank_process(struct stream_load *sl)
+{
+    struct prof_rank_process *pr = rank_process(stream_profile(sl), stream_pid(sl));
+    if (!pr)
+        errno = ENOMEM;
+    return pr;
+}
+
+/* The rank variables the agent saw. Older agents wrote none; a short body is
+ * ignored, not reported, as before the reader existed. */
+static int on_rank(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct opr_rank r;
+    if (rec->len < sizeof r)
+        return 0;
+    memcpy(&r, rec->body, sizeof r);
+    struct prof_rank_process *pr = stream_rank_process(ctx);
+    if (!pr)
+        return -1;
+    if (r.rank < 0)
+        return 0;
+    pr->rank = r.rank; /* the last record wins: the program may set RANK itself */
+    pr->local_rank = r.local_rank;
+    pr->world_size = r.world_size;
+    pr->source = r.source;
+    return 0;
+}
+
+static int on_offcpu(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)ctx;
+    struct ranks_stream *rs = arg;
+    if (rec->len < sizeof *rs->offcpu)
+        return 0;
+    rs->offcpu = profile_grow(rs->offcpu, &rs->offcpu_cap, rs->noffcpu + 1, sizeof *rs->offcpu);
+    memcpy(&rs->offcpu[rs->noffcpu++], rec->body, sizeof *rs->offcpu);
+    return 0;
+}
+
+static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
+{
+    struct prof_rank_process *pr = stream_rank_process(sl);
+    if (!pr)
+        return -1;
+    if (pr->start_ns == 0 || h->start_ns < pr->start_ns)
+        pr->start_ns = h->start_ns; /* the first image of the pid (exec keeps the pid) */
+    if (opr_reader_on(r, OPR_REC_RANK, 0, on_rank, state) != 0)
+        return -1;
+    return opr_reader_on(r, OPR_REC_OFFCPU, 0, on_offcpu, state);
+}
+
+/* The process's wall time ends at its END record; blocked Python threads
+ * get their Python stacks now that the stream's code objects are known. */
+static int stream_end(struct stream_load *sl, void *state)
+{
+    struct ranks_stream *rs = state;
+    struct profile *p = stream_profile(sl);
+    uint64_t end_ns;
+    if (stream_ended(sl, &end_ns)) {
+        struct prof_rank_process *pr = stream_rank_process(sl);
+        if (!pr)
+            return -1;
+        if (end_ns > pr->end_ns)
+            pr->end_ns = end_ns;
+    }
+    for (size_t i = 0; i < rs->noffcpu; i++) {
+        const struct opr_offcpu *o = &rs->offcpu[i];
+        ranks_add_offcpu(p, o->time_ns, o->interval_ns, o->offcpu_ns, profile_add_thread(p, stream_pid(sl), o->tid, NULL),
+                         stream_resolve_python(sl, o->py_stack_id_plus1));
+    }
+    return 0;
+}
+
+static void stream_release(void *state)
+{
+    struct ranks_stream *rs = state;
+    free(rs->offcpu);
+}
+
+const struct stream_feature ranks_stream_feature = {
+    .name = "ranks",
+    .state_size = sizeof(struct ranks_stream),
+    .begin = stream_begin,
+    .end = stream_end,
+    .release = stream_release,
+};
 
 /* ---- what is communication --------------------------------------------- */
 
