@@ -290,18 +290,11 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
                  rt, swap);
 }
 
-int threading_analyze(const struct profile *p, struct threading_summary *s)
+/* Step 1: the time range the ticks cover, and the usable CPUs (the
+ * smallest of online, affinity and the cgroup limit, each at its largest). */
+static void time_range(const struct prof_threading *t, struct threading_summary *s, uint64_t *t0_out,
+                       uint64_t *t1_out)
 {
-    memset(s, 0, sizeof *s);
-    const struct prof_threading *t = p->threading;
-    s->total_samples = p->nsamples;
-    if (!t)
-        return 0;
-    s->has_sched = t->nsched_ticks > 0;
-    s->has_ompt = t->ompt_processes > 0;
-    describe_view(p, s);
-
-    /* Time range and CPUs. */
     uint64_t t0 = UINT64_MAX, t1 = 0;
     for (size_t i = 0; i < t->nsched_ticks; i++) {
         const struct prof_sched_tick *k = &t->sched_ticks[i];
@@ -326,22 +319,15 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
         s->usable_cpus = s->affinity;
     if (s->cgroup_limit > 0 && s->cgroup_limit < s->usable_cpus)
         s->usable_cpus = s->cgroup_limit;
-    if (t1 <= t0) /* no ticks: no timeline, sample figures only */
-        t0 = t1 = 0;
-    uint64_t bns = THREADING_BUCKET_NS;
-    while ((t1 - t0) / bns > 400000)
-        bns *= 2;
-    size_t nb = t1 > t0 ? (size_t)((t1 - t0) / bns) + 1 : 0;
-    struct threading_bucket *b = calloc(nb + 1, sizeof *b);
-    if (!b)
-        return -1;
-    for (size_t i = 0; i < nb; i++) {
-        b[i].t_ns = t0 + i * bns;
-        b[i].cpus = s->usable_cpus;
-    }
-    s->timeline = b, s->nbuckets = nb, s->bucket_ns = bns;
+    *t0_out = t0, *t1_out = t1;
+}
 
-    /* OS view: runnable = (delta run + delta wait) / period, per thread. */
+/* Step 2, the OS view: runnable = (delta run + delta wait) / period, per
+ * thread, spread over the buckets; run and wait totals, processes that
+ * matter, involuntary switches. 0, or -1 on out of memory. */
+static int os_view(const struct prof_threading *t, struct threading_summary *s, struct threading_bucket *b, size_t nb,
+                   uint64_t t0, uint64_t bns)
+{
     size_t cap = 1024;
     while (cap < 2 * (t->nsched_threads + 1) && cap < (1u << 26))
         cap *= 2;
@@ -406,8 +392,14 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     free(last), free(pids), free(prev_time);
     s->run_s = run / 1e9, s->wait_s = wait / 1e9;
     s->wait_share = run + wait > 0 ? wait / (run + wait) : 0;
+    return 0;
+}
 
-    /* OMPT view. */
+/* Step 3, the OMPT view: threads in region bodies over the buckets, region
+ * counts and sizes, imbalance. */
+static void ompt_view(const struct prof_threading *t, struct threading_summary *s, struct threading_bucket *b,
+                      size_t nb, uint64_t t0, uint64_t bns)
+{
     double work = 0, team = 0, region_ns = 0;
     for (size_t i = 0; i < t->nomp_ticks; i++) {
         const struct opr_omp_tick *k = &t->omp_ticks[i].t;
@@ -425,8 +417,11 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->imbalance = team > 0 ? 1.0 - work / team : 0;
     if (s->imbalance < 0)
         s->imbalance = 0;
+}
 
-    /* Bucket statistics over the buckets where something ran. */
+/* Step 4: statistics over the buckets where something ran. */
+static void bucket_stats(struct threading_summary *s, const struct threading_bucket *b, size_t nb, uint64_t span_ns)
+{
     size_t busy = 0, active_n = 0, over = 0;
     double rsum = 0, asum = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -450,18 +445,14 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->oversub_avg = s->usable_cpus > 0 ? s->runnable_avg / s->usable_cpus : 0;
     s->oversub_max = s->usable_cpus > 0 ? s->runnable_max / s->usable_cpus : 0;
     s->oversub_time_share = busy ? (double)over / (double)busy : 0;
-    double span_s = (double)(t1 - t0) / 1e9;
+    double span_s = (double)span_ns / 1e9;
     s->regions_per_s = span_s > 0 ? (double)s->regions / span_s : 0;
+}
 
-    /* Samples: in regions, spinning in the runtime, per operator (threading_ops.c). */
-    threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0);
-    uint64_t all = p->total_weight ? p->total_weight : 1;
-    s->spin_share = (double)s->spin_samples / (double)all;
-    s->attributed_exact = t->attributed_exact;
-    s->attributed_near = t->attributed_near;
-    s->unattributed = t->unattributed;
-
-    /* Findings. */
+/* Step 6: the findings (oversubscription, nested parallelism), each quoting
+ * the figures it rests on. */
+static void threading_findings(struct threading_summary *s)
+{
     char text[768];
     s->oversubscribed = s->has_sched && s->usable_cpus > 0 && s->oversub_avg > 1.25 && s->wait_share > 0.15 &&
                         s->oversub_time_share > 0.2;
@@ -506,6 +497,47 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
                  (unsigned long long)s->nested, s->usable_cpus > 0 ? (unsigned)(s->usable_cpus + 0.5) : 1);
         add_finding(s, text);
     }
+}
+
+int threading_analyze(const struct profile *p, struct threading_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    const struct prof_threading *t = p->threading;
+    s->total_samples = p->nsamples;
+    if (!t)
+        return 0;
+    s->has_sched = t->nsched_ticks > 0;
+    s->has_ompt = t->ompt_processes > 0;
+    describe_view(p, s);
+    uint64_t t0, t1;
+    time_range(t, s, &t0, &t1);
+    if (t1 <= t0) /* no ticks: no timeline, sample figures only */
+        t0 = t1 = 0;
+    uint64_t bns = THREADING_BUCKET_NS;
+    while ((t1 - t0) / bns > 400000)
+        bns *= 2;
+    size_t nb = t1 > t0 ? (size_t)((t1 - t0) / bns) + 1 : 0;
+    struct threading_bucket *b = calloc(nb + 1, sizeof *b);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < nb; i++) {
+        b[i].t_ns = t0 + i * bns;
+        b[i].cpus = s->usable_cpus;
+    }
+    s->timeline = b, s->nbuckets = nb, s->bucket_ns = bns;
+    if (os_view(t, s, b, nb, t0, bns) != 0)
+        return -1;
+    ompt_view(t, s, b, nb, t0, bns);
+    bucket_stats(s, b, nb, t1 - t0);
+
+    /* Step 5, samples: in regions, spinning in the runtime, per operator (threading_ops.c). */
+    threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0);
+    uint64_t all = p->total_weight ? p->total_weight : 1;
+    s->spin_share = (double)s->spin_samples / (double)all;
+    s->attributed_exact = t->attributed_exact;
+    s->attributed_near = t->attributed_near;
+    s->unattributed = t->unattributed;
+    threading_findings(s);
     return 0;
 }
 
