@@ -1,7 +1,8 @@
 /*
  * analyze/profile_internal.h — private to analyze/: the profile's bookkeeping
- * (string interning, dedup indexes) shared by profile_model.c and
- * profile_load.c.
+ * (string interning, dedup indexes) shared by profile_model.c and the
+ * loader, and the loader's interface to the features that read their own
+ * records (struct stream_feature).
  */
 #ifndef OPPROF_PROFILE_INTERNAL_H
 #define OPPROF_PROFILE_INTERNAL_H
@@ -62,13 +63,21 @@ bool threading_is_spin_name(const char *name); /* wait/yield/spin/futex... (thre
 void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
                              size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
 
-/* ---- reading one stream (profile_load.c) ------------------------------------
+/* ---- reading one stream (profile_stream.c) ----------------------------------
  * The loader reads each stream file through format/'s reader. It handles the
  * records every profile has (process, maps, threads, stacks, Python code,
  * samples, loss and limits, end, notes, agent cost); each feature that keeps
  * more (threading, ranks, counters) is a stream_feature in its own file that
  * registers handlers for its own record types, so adding a record type is a
  * handler in one file, not a case in the loader. */
+struct symbolizer;
+/* Reads stream file dir/name into p (asid: the image's address-space id for
+ * the symbolizer; scratch: a buffer shared across streams). 0 when its header
+ * was valid (even if it was truncated later), -1 when the file is not a
+ * usable stream (a warning says why), -2 with errno when memory ran out. */
+int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
+                        uint32_t asid, uint32_t **scratch, size_t *scratch_cap);
+
 struct stream_load; /* one stream being read: opaque to the features */
 
 /* A SAMPLE record, kept until the maps are all read and its stack can be
