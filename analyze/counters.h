@@ -32,10 +32,12 @@ struct prof_counters {
     double *values;    /* nrows x n x COUNTER_SUMS raw deltas (NaN: not counted) */
     size_t nrows, rows_cap;
 };
-/* Loader: the global index of a stream's counter (added when new). */
+/* Loader: the global index of a stream's counter (added when new); SIZE_MAX
+ * when it cannot be added (errno ENOMEM when memory ran out). */
 size_t counters_add_event(struct profile *p, const char *name, enum pmu_role role, uint32_t type,
                           uint64_t config, bool user_only);
-/* Loader: a new row of NaNs for one sample; returns its 1-based id, 0 on out of memory. */
+/* Loader: a new row of NaNs for one sample; returns its 1-based id, 0 when
+ * there are no counters or (errno ENOMEM) on out of memory. */
 uint32_t counters_new_row(struct profile *p);
 /* Loader: sets counter idx of row (1-based) to one delta. */
 void counters_set(struct profile *p, uint32_t row, size_t idx, uint64_t value, uint64_t enabled,

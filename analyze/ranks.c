@@ -54,33 +54,33 @@ void ranks_free(struct prof_ranks *r)
     free(r);
 }
 
-bool ranks_info_kv(struct profile *p, const char *key, const char *val)
+int ranks_info_kv(struct profile *p, const char *key, const char *val)
 {
-    int32_t *num = NULL;
-    char **text = NULL;
-    if (strcmp(key, "rank") == 0)
-        num = &ranks_get(p)->info_rank;
-    else if (strcmp(key, "local_rank") == 0)
-        num = &ranks_get(p)->info_local_rank;
-    else if (strcmp(key, "world_size") == 0)
-        num = &ranks_get(p)->info_world_size;
-    else if (strcmp(key, "rank_source") == 0)
-        text = &ranks_get(p)->info_rank_source;
-    else if (strcmp(key, "hostname") == 0)
-        text = &ranks_get(p)->hostname;
-    else
-        return false;
-    if (!p->ranks)
-        return true;
-    if (num) {
+    bool is_num = strcmp(key, "rank") == 0 || strcmp(key, "local_rank") == 0 || strcmp(key, "world_size") == 0;
+    bool is_text = strcmp(key, "rank_source") == 0 || strcmp(key, "hostname") == 0;
+    if (!is_num && !is_text)
+        return 0;
+    struct prof_ranks *r = ranks_get(p);
+    if (!r) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (is_num) {
+        int32_t *num = strcmp(key, "rank") == 0         ? &r->info_rank
+                       : strcmp(key, "local_rank") == 0 ? &r->info_local_rank
+                                                        : &r->info_world_size;
         char *end;
         long v = strtol(val, &end, 10);
         *num = (*end || v < 0 || v > 0x7fffffffL) ? OPR_RANK_UNSET : (int32_t)v;
-    } else {
-        free(*text);
-        *text = strdup(val);
+        return 1;
     }
-    return true;
+    char **text = strcmp(key, "rank_source") == 0 ? &r->info_rank_source : &r->hostname;
+    free(*text);
+    if (!(*text = strdup(val))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 1;
 }
 
 static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)

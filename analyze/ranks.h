@@ -36,10 +36,10 @@ struct prof_ranks {
 };
 struct prof_ranks *ranks_get(struct profile *p); /* creates it on first use */
 void ranks_free(struct prof_ranks *r);
-/* Loader hooks: info keys (true when the key was a rank key), OFFCPU
- * intervals. The RANK, END and OFFCPU records are read by ranks.c's
- * stream_feature. */
-bool ranks_info_kv(struct profile *p, const char *key, const char *val);
+/* Loader hooks: an info key (1 when it was a rank key, 0 when not, -1 with
+ * errno ENOMEM), OFFCPU intervals. The RANK, END and OFFCPU records are read
+ * by ranks.c's stream_feature. */
+int ranks_info_kv(struct profile *p, const char *key, const char *val);
 void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
                       uint32_t thread, uint32_t stack);
 

@@ -55,7 +55,8 @@ struct prof_threading {
 };
 struct prof_threading *threading_get(struct profile *p); /* creates it on first use */
 void threading_free(struct prof_threading *t);
-void threading_info_kv(struct profile *p, const char *key, const char *val);
+/* An openmp_* key of the info file. 0, or -1 with errno ENOMEM. */
+int threading_info_kv(struct profile *p, const char *key, const char *val);
 /* Charges OpenMP worker samples (no Python frames, inside a region opened by
  * another thread) to the opener's calling context: the opener's own sample
  * in that region nearest in time, else its stack at region begin, else (an

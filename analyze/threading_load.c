@@ -36,19 +36,25 @@ void threading_free(struct prof_threading *t)
     free(t);
 }
 
-void threading_info_kv(struct profile *p, const char *key, const char *val)
+int threading_info_kv(struct profile *p, const char *key, const char *val)
 {
     struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
+    if (!t) {
+        errno = ENOMEM;
+        return -1;
+    }
     char **slot = strcmp(key, "openmp_runtime") == 0 ? &t->openmp_runtime
                   : strcmp(key, "openmp_setup") == 0 ? &t->openmp_setup
                   : strcmp(key, "openmp_libomp") == 0 ? &t->openmp_libomp
                                                       : NULL;
     if (slot) {
         free(*slot);
-        *slot = strdup(val);
+        if (!(*slot = strdup(val))) {
+            errno = ENOMEM;
+            return -1;
+        }
     }
+    return 0;
 }
 
 /* ---- the records: each body decoded here and nowhere else -------------- */
