@@ -121,8 +121,9 @@ struct profile {
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen);
 /* The analysis steps after loading that rewrite samples, in one place so that
  * reports and exports of one result see the same data: OpenMP worker
- * grafting (threading_attribute). profile_load runs it. */
-void profile_prepare(struct profile *p);
+ * grafting (threading_attribute). profile_load runs it. 0, or -1 with errno
+ * ENOMEM. */
+int profile_prepare(struct profile *p);
 void profile_free(struct profile *p);
 
 /* True for CPython's eval loop (_PyEval_EvalFrameDefault and its clones):

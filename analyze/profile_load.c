@@ -59,6 +59,38 @@ static void symbolizer_problem(const char *path, const char *problem, void *arg)
     warnf(arg, "%s: %s (its frames show as module+offset)", path, problem);
 }
 
+/* The stream files of dir (proc-<pid>-<gen>.raw), by pid then generation, so
+ * that the last image of a pid speaks last. 0, or -1 with err. */
+static int list_streams(const char *dir, struct stream_name **out, size_t *nout, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct stream_name *names = NULL;
+    size_t nnames = 0, names_cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned pid, gen;
+        char tail[8];
+        if (sscanf(e->d_name, "proc-%u-%u.ra%1s", &pid, &gen, tail) == 3 && strcmp(tail, "w") == 0 &&
+            strlen(e->d_name) < sizeof names[0].name) {
+            names = profile_grow(names, &names_cap, nnames + 1, sizeof *names);
+            snprintf(names[nnames].name, sizeof names[0].name, "%s", e->d_name);
+            names[nnames].pid = pid;
+            names[nnames].gen = gen;
+            nnames++;
+        }
+    }
+    closedir(d);
+    if (nnames > 1)
+        qsort(names, nnames, sizeof *names, compare_stream_names);
+    *out = names;
+    *nout = nnames;
+    return 0;
+}
+
 /* The loader proper: the info file and every stream, nothing rewritten. */
 static int profile_read(const char *dir, struct profile **out, char *err, size_t errlen)
 {
@@ -85,31 +117,12 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
         return -1;
     }
 
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+    struct stream_name *names = NULL;
+    size_t nnames = 0;
+    if (list_streams(dir, &names, &nnames, err, errlen) != 0) {
         profile_free(p);
         return -1;
     }
-    struct stream_name *names = NULL;
-    size_t nnames = 0, names_cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        unsigned pid, gen;
-        char tail[8];
-        if (sscanf(e->d_name, "proc-%u-%u.ra%1s", &pid, &gen, tail) == 3 && strcmp(tail, "w") == 0 &&
-            strlen(e->d_name) < sizeof names[0].name) {
-            names = profile_grow(names, &names_cap, nnames + 1, sizeof *names);
-            snprintf(names[nnames].name, sizeof names[0].name, "%s", e->d_name);
-            names[nnames].pid = pid;
-            names[nnames].gen = gen;
-            nnames++;
-        }
-    }
-    closedir(d);
-    if (nnames > 1)
-        qsort(names, nnames, sizeof *names, compare_stream_names);
-
     struct symbolizer *sym = symbolizer_new(dir);
     uint32_t *scratch = NULL;
     size_t scratch_cap = 0;
@@ -151,8 +164,12 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
     /* record -c: the leader's own count per sample is known exactly */
     if (p->sample_period && p->nsamples &&
         counters_add_leader(p, p->event ? p->event : "leader", (enum pmu_role)p->sample_role, p->user_only,
-                            p->sample_period) != 0)
-        warnf(p, "out of memory while adding the sampling event's counts");
+                            p->sample_period) != 0) {
+        snprintf(err, errlen, "%s: out of memory while adding the sampling event's counts", dir);
+        profile_free(p);
+        errno = ENOMEM;
+        return -1;
+    }
     *out = p;
     return 0;
 }
@@ -160,17 +177,26 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
 /* The analysis steps every loaded profile goes through before anything reads
  * it. They rewrite samples, so they run here, once, and not in a report or an
  * export: then every output of one result shows the same data. */
-void profile_prepare(struct profile *p)
+int profile_prepare(struct profile *p)
 {
     /* OpenMP worker grafting: a worker's sample in a region gets the calling
      * context (operator, Python line) of the thread that opened the region. */
-    threading_attribute(p);
+    errno = 0;
+    if (threading_attribute(p) == 0 && errno == ENOMEM)
+        return -1;
+    return 0;
 }
 
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
 {
     if (profile_read(dir, out, err, errlen) != 0)
         return -1;
-    profile_prepare(*out);
+    if (profile_prepare(*out) != 0) {
+        snprintf(err, errlen, "%s: out of memory while charging OpenMP worker samples to their openers", dir);
+        profile_free(*out);
+        *out = NULL;
+        errno = ENOMEM;
+        return -1;
+    }
     return 0;
 }

@@ -3,7 +3,7 @@
  * active, was the machine oversubscribed, and which operator's parallel
  * regions it was.
  *
- * Inputs (kept by the loader, profile_load.c): SCHED_TICK records (the
+ * Inputs (read from the streams by threading_load.c): SCHED_TICK records (the
  * OS-level view: per-thread run and runqueue-wait time from schedstat, any
  * runtime, no OMPT needed), OMP_TICK / OMP_REGION / OMP_CONTEXT records (the
  * OMPT view) and each sample's parallel region.
@@ -12,13 +12,16 @@
  * of the thread that opened their region (HPCToolkit's approach with OMPT):
  * worker frames from the leaf down to the runtime, then the opener's stack
  * from the caller of the runtime's fork entry (GOMP_parallel, __kmpc_fork_call)
- * to the root, Python frames included.
+ * to the root, Python frames included. It runs once per profile, in
+ * profile_prepare right after loading, so every report and export of a
+ * result sees the same grafted stacks.
  *
  * threading_analyze() is a pure function of the profile: a 10 ms timeline
  * (active OpenMP threads, runnable threads summed over all processes, usable
  * CPUs), the summary figures of the report's Threading section, and findings.
  * Which operator each region sample belongs to is threading_ops.c.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +153,7 @@ size_t threading_attribute(struct profile *p)
     struct key_idx *ctx_region = malloc((t->ncontexts + 1) * sizeof *ctx_region);
     if (!by_thread || !ctx_thread || !ctx_region) {
         free(by_thread), free(ctx_thread), free(ctx_region);
+        errno = ENOMEM; /* nothing charged: profile_prepare fails the load */
         return 0;
     }
     for (size_t i = 0; i < p->nsamples; i++) {

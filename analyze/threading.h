@@ -61,7 +61,8 @@ int threading_info_kv(struct profile *p, const char *key, const char *val);
  * another thread) to the opener's calling context: the opener's own sample
  * in that region nearest in time, else its stack at region begin, else (an
  * approximation, counted apart) its nearest sample or context within 50 ms.
- * Replaces those samples' stacks; returns how many were charged. Run once
+ * Replaces those samples' stacks; returns how many were charged (0 with
+ * errno ENOMEM when memory ran out). Run once
  * per profile by profile_prepare (after loading), never by a renderer. */
 size_t threading_attribute(struct profile *p);
 /* Loader: index + 1 of region id of the stream whose regions start at first
