@@ -47,6 +47,8 @@ const char *profile_intern(struct profile *p, const char *s);
 int profile_load_info(struct profile *p, const char *dir, char *err, size_t errlen);
 void *profile_grow(void *array, size_t *cap, size_t need, size_t elem);
 void profile_add_warning(struct profile *p, const char *text);
+/* profile_load.c: a loader warning, printf-style (cut at 1 KB). */
+void profile_warnf(struct profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* splice.c: merges a native chain and a Python chain (both leaf first) into
  * out (room for nnative + npython). Returns the merged length. */

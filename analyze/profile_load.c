@@ -24,8 +24,7 @@
 #include "analyze/profile_internal.h"
 #include "symbolize/symbolize.h"
 
-static void warnf(struct profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warnf(struct profile *p, const char *fmt, ...)
+void profile_warnf(struct profile *p, const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
@@ -56,7 +55,7 @@ static int compare_stream_names(const void *a, const void *b)
 
 static void symbolizer_problem(const char *path, const char *problem, void *arg)
 {
-    warnf(arg, "%s: %s (its frames show as module+offset)", path, problem);
+    profile_warnf(arg, "%s: %s (its frames show as module+offset)", path, problem);
 }
 
 /* The stream files of dir (proc-<pid>-<gen>.raw), by pid then generation, so
@@ -154,10 +153,10 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
         return -1;
     }
     if (nnames == 0)
-        warnf(p, "no sample streams in %s: the agent did not start in the workload (static or setuid "
+        profile_warnf(p, "no sample streams in %s: the agent did not start in the workload (static or setuid "
                  "binary?) or the directory was copied incompletely", dir);
     if (!p->complete)
-        warnf(p, "the recording did not finish (opprof record was interrupted or is still running); "
+        profile_warnf(p, "the recording did not finish (opprof record was interrupted or is still running); "
                  "figures cover what was written");
     if (p->nsamples > 1)
         qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);

@@ -20,23 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
 #include "format/format.h"
 #include "symbolize/symbolize.h"
-
-static void warnf(struct profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warnf(struct profile *p, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    profile_add_warning(p, buf);
-}
 
 /* The features that keep records of their own, in the order their end hooks
  * run (that order decides which stacks get which profile index). A new
@@ -101,7 +89,7 @@ void stream_warn(struct stream_load *sl, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    warnf(sl->p, "%s: %s", sl->name, buf);
+    profile_warnf(sl->p, "%s: %s", sl->name, buf);
 }
 
 struct stream_sample *stream_sample_before(struct stream_load *sl, const struct opr_record *rec)
@@ -602,13 +590,13 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     if (opr_stream_read_file(path, &buf, &size) != 0) {
         if (errno == ENOMEM)
             return -2;
-        warnf(p, "%s: cannot open: %s; skipped", name, strerror(errno));
+        profile_warnf(p, "%s: cannot open: %s; skipped", name, strerror(errno));
         return -1;
     }
     struct opr_file_header h;
     char why[256];
     if (opr_stream_check_header(buf, size, &h, why, sizeof why) != 0) {
-        warnf(p, "%s: %s; skipped", name, why);
+        profile_warnf(p, "%s: %s; skipped", name, why);
         free(buf);
         return -1;
     }
