@@ -10,6 +10,7 @@
  * would divide by a running time that is often 0 for one interval when
  * counters are multiplexed, and would lose those counts.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +29,28 @@ size_t counters_add_event(struct profile *p, const char *name, enum pmu_role rol
                           uint64_t config, bool user_only)
 {
     struct prof_counters *c = counters_of(p);
-    if (!c)
+    if (!c) {
+        errno = ENOMEM;
         return SIZE_MAX;
+    }
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->ev[i].name, name) == 0 && c->ev[i].type == type && c->ev[i].config == config)
             return i;
     if (c->n >= OPR_MAX_COUNTERS * 4 || c->nrows) /* events are declared before any sample */
         return SIZE_MAX;
     struct prof_counter *ev = realloc(c->ev, (c->n + 1) * sizeof *ev);
-    if (!ev)
+    if (!ev) {
+        errno = ENOMEM;
         return SIZE_MAX;
+    }
     c->ev = ev;
     struct prof_counter *e = &c->ev[c->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);
+    if (!e->name) {
+        errno = ENOMEM;
+        return SIZE_MAX;
+    }
     e->role = role;
     e->type = type;
     e->config = config;
@@ -58,8 +67,10 @@ uint32_t counters_new_row(struct profile *p)
     if (c->nrows == c->rows_cap) {
         size_t cap = c->rows_cap ? c->rows_cap * 2 : 1024;
         double *v = realloc(c->values, cap * width * sizeof *v);
-        if (!v)
+        if (!v) {
+            errno = ENOMEM;
             return 0;
+        }
         c->values = v;
         c->rows_cap = cap;
     }
@@ -95,6 +106,79 @@ void counters_free(struct prof_counters *c)
     free(c->values);
     free(c);
 }
+
+/* ---- the stream feature: COUNTER_DESC and COUNTER_SAMPLE records ---------- */
+
+struct counters_stream {
+    size_t map[OPR_MAX_COUNTERS]; /* this stream's counter index -> the profile's (SIZE_MAX: none) */
+    size_t nmap;
+};
+
+static int on_desc(void *ctx, void *arg, const struct opr_record *rec)
+{
+    struct counters_stream *cs = arg;
+    struct opr_counter_desc d;
+    memcpy(&d, rec->body, sizeof d);
+    if (d.name_len > rec->len - sizeof d || d.index >= OPR_MAX_COUNTERS)
+        return 0;
+    char *name = strndup(rec->body + sizeof d, d.name_len);
+    if (!name) {
+        errno = ENOMEM;
+        return -1;
+    }
+    errno = 0;
+    size_t g = counters_add_event(stream_profile(ctx), name, (enum pmu_role)d.role, d.type, d.config,
+                                  (d.flags & OPR_COUNTER_USER_ONLY) != 0);
+    free(name);
+    if (g == SIZE_MAX && errno == ENOMEM)
+        return -1;
+    /* Else SIZE_MAX: an event past the limit, or declared after samples:
+     * its values are dropped, as the loader always did. */
+    while (cs->nmap <= d.index)
+        cs->map[cs->nmap++] = SIZE_MAX;
+    cs->map[d.index] = g;
+    return 0;
+}
+
+/* The deltas of the SAMPLE record just before (same thread). */
+static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
+{
+    struct counters_stream *cs = arg;
+    struct opr_counter_sample h;
+    memcpy(&h, rec->body, sizeof h);
+    struct stream_sample *s = stream_sample_before(ctx, rec);
+    if (!s || h.ncounters > cs->nmap ||
+        (size_t)h.ncounters * sizeof(struct opr_counter_value) > rec->len - sizeof h) {
+        stream_warn(ctx, "counter values without their sample at byte %zu; skipped", rec->off);
+        return 0;
+    }
+    struct profile *p = stream_profile(ctx);
+    errno = 0;
+    uint32_t row = counters_new_row(p);
+    if (!row && errno == ENOMEM)
+        return -1;
+    for (uint32_t i = 0; row && i < h.ncounters; i++) {
+        struct opr_counter_value v;
+        memcpy(&v, rec->body + sizeof h + i * sizeof v, sizeof v);
+        counters_set(p, row, cs->map[i], v.value, v.enabled, v.running);
+    }
+    s->counters = row;
+    return 0;
+}
+
+static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
+{
+    (void)sl, (void)h;
+    if (opr_reader_on(r, OPR_REC_COUNTER_DESC, sizeof(struct opr_counter_desc), on_desc, state) != 0)
+        return -1;
+    return opr_reader_on(r, OPR_REC_COUNTER_SAMPLE, sizeof(struct opr_counter_sample), on_sample, state);
+}
+
+const struct stream_feature counters_stream_feature = {
+    .name = "counters",
+    .state_size = sizeof(struct counters_stream),
+    .begin = stream_begin,
+};
 
 int counters_add_leader(struct profile *p, const char *name, enum pmu_role role, bool user_only,
                         uint64_t period)

@@ -22,6 +22,7 @@
  * programs without operators) whose non-communication self time exceeds the
  * median of the other ranks by the most.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,33 +54,33 @@ void ranks_free(struct prof_ranks *r)
     free(r);
 }
 
-bool ranks_info_kv(struct profile *p, const char *key, const char *val)
+int ranks_info_kv(struct profile *p, const char *key, const char *val)
 {
-    int32_t *num = NULL;
-    char **text = NULL;
-    if (strcmp(key, "rank") == 0)
-        num = &ranks_get(p)->info_rank;
-    else if (strcmp(key, "local_rank") == 0)
-        num = &ranks_get(p)->info_local_rank;
-    else if (strcmp(key, "world_size") == 0)
-        num = &ranks_get(p)->info_world_size;
-    else if (strcmp(key, "rank_source") == 0)
-        text = &ranks_get(p)->info_rank_source;
-    else if (strcmp(key, "hostname") == 0)
-        text = &ranks_get(p)->hostname;
-    else
-        return false;
-    if (!p->ranks)
-        return true;
-    if (num) {
+    bool is_num = strcmp(key, "rank") == 0 || strcmp(key, "local_rank") == 0 || strcmp(key, "world_size") == 0;
+    bool is_text = strcmp(key, "rank_source") == 0 || strcmp(key, "hostname") == 0;
+    if (!is_num && !is_text)
+        return 0;
+    struct prof_ranks *r = ranks_get(p);
+    if (!r) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (is_num) {
+        int32_t *num = strcmp(key, "rank") == 0         ? &r->info_rank
+                       : strcmp(key, "local_rank") == 0 ? &r->info_local_rank
+                                                        : &r->info_world_size;
         char *end;
         long v = strtol(val, &end, 10);
         *num = (*end || v < 0 || v > 0x7fffffffL) ? OPR_RANK_UNSET : (int32_t)v;
-    } else {
-        free(*text);
-        *text = strdup(val);
+        return 1;
     }
-    return true;
+    char **text = strcmp(key, "rank_source") == 0 ? &r->info_rank_source : &r->hostname;
+    free(*text);
+    if (!(*text = strdup(val))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 1;
 }
 
 static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
@@ -98,35 +99,6 @@ static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
     return pr;
 }
 
-void ranks_note_stream(struct profile *p, uint32_t pid, uint64_t start_ns)
-{
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (pr && (pr->start_ns == 0 || start_ns < pr->start_ns))
-        pr->start_ns = start_ns; /* the first image of the pid (exec keeps the pid) */
-}
-
-void ranks_note_rank(struct profile *p, uint32_t pid, const void *body, size_t len)
-{
-    struct opr_rank r;
-    if (len < sizeof r)
-        return;
-    memcpy(&r, body, sizeof r);
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (!pr || r.rank < 0)
-        return;
-    pr->rank = r.rank; /* the last record wins: the program may set RANK itself */
-    pr->local_rank = r.local_rank;
-    pr->world_size = r.world_size;
-    pr->source = r.source;
-}
-
-void ranks_note_end(struct profile *p, uint32_t pid, uint64_t end_ns)
-{
-    struct prof_rank_process *pr = rank_process(p, pid);
-    if (pr && end_ns > pr->end_ns)
-        pr->end_ns = end_ns;
-}
-
 void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
                       uint32_t thread, uint32_t stack)
 {
@@ -136,6 +108,102 @@ void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns,
     r->offcpu = profile_grow(r->offcpu, &r->offcpu_cap, r->noffcpu + 1, sizeof *r->offcpu);
     r->offcpu[r->noffcpu++] = (struct prof_offcpu){time_ns, interval_ns, offcpu_ns, thread, stack};
 }
+
+/* ---- the stream feature: RANK and OFFCPU records, each process's wall time --- */
+
+struct ranks_stream {
+    struct opr_offcpu *offcpu; /* resolved once the maps are read */
+    size_t noffcpu, offcpu_cap;
+};
+
+/* The stream's process in the ranks table; ENOMEM when it cannot be made. */
+static struct prof_rank_process *stream_rank_process(struct stream_load *sl)
+{
+    struct prof_rank_process *pr = rank_process(stream_profile(sl), stream_pid(sl));
+    if (!pr)
+        errno = ENOMEM;
+    return pr;
+}
+
+/* The rank variables the agent saw. Older agents wrote none; a short body is
+ * ignored, not reported, as before the reader existed. */
+static int on_rank(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct opr_rank r;
+    if (rec->len < sizeof r)
+        return 0;
+    memcpy(&r, rec->body, sizeof r);
+    struct prof_rank_process *pr = stream_rank_process(ctx);
+    if (!pr)
+        return -1;
+    if (r.rank < 0)
+        return 0;
+    pr->rank = r.rank; /* the last record wins: the program may set RANK itself */
+    pr->local_rank = r.local_rank;
+    pr->world_size = r.world_size;
+    pr->source = r.source;
+    return 0;
+}
+
+static int on_offcpu(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)ctx;
+    struct ranks_stream *rs = arg;
+    if (rec->len < sizeof *rs->offcpu)
+        return 0;
+    rs->offcpu = profile_grow(rs->offcpu, &rs->offcpu_cap, rs->noffcpu + 1, sizeof *rs->offcpu);
+    memcpy(&rs->offcpu[rs->noffcpu++], rec->body, sizeof *rs->offcpu);
+    return 0;
+}
+
+static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
+{
+    struct prof_rank_process *pr = stream_rank_process(sl);
+    if (!pr)
+        return -1;
+    if (pr->start_ns == 0 || h->start_ns < pr->start_ns)
+        pr->start_ns = h->start_ns; /* the first image of the pid (exec keeps the pid) */
+    if (opr_reader_on(r, OPR_REC_RANK, 0, on_rank, state) != 0)
+        return -1;
+    return opr_reader_on(r, OPR_REC_OFFCPU, 0, on_offcpu, state);
+}
+
+/* The process's wall time ends at its END record; blocked Python threads
+ * get their Python stacks now that the stream's code objects are known. */
+static int stream_end(struct stream_load *sl, void *state)
+{
+    struct ranks_stream *rs = state;
+    struct profile *p = stream_profile(sl);
+    uint64_t end_ns;
+    if (stream_ended(sl, &end_ns)) {
+        struct prof_rank_process *pr = stream_rank_process(sl);
+        if (!pr)
+            return -1;
+        if (end_ns > pr->end_ns)
+            pr->end_ns = end_ns;
+    }
+    for (size_t i = 0; i < rs->noffcpu; i++) {
+        const struct opr_offcpu *o = &rs->offcpu[i];
+        ranks_add_offcpu(p, o->time_ns, o->interval_ns, o->offcpu_ns, profile_add_thread(p, stream_pid(sl), o->tid, NULL),
+                         stream_resolve_python(sl, o->py_stack_id_plus1));
+    }
+    return 0;
+}
+
+static void stream_release(void *state)
+{
+    struct ranks_stream *rs = state;
+    free(rs->offcpu);
+}
+
+const struct stream_feature ranks_stream_feature = {
+    .name = "ranks",
+    .state_size = sizeof(struct ranks_stream),
+    .begin = stream_begin,
+    .end = stream_end,
+    .release = stream_release,
+};
 
 /* ---- what is communication --------------------------------------------- */
 
@@ -354,6 +422,219 @@ static bool has_operators(struct profile *const *profiles, size_t n)
     return false;
 }
 
+/* Step 1: each sample of each profile to its unit (rank, or result when
+ * there are no ranks); comm[pi] gets the communication stacks of profile
+ * pi. 0, or -1 on out of memory. */
+static int samples_to_units(struct profile *const *profiles, size_t n, uint8_t **comm, struct rank_summary *out,
+                            struct unit **units, size_t *nunits, size_t *ucap)
+{
+    const char *host0 = NULL;
+    out->one_host = true;
+    for (size_t pi = 0; pi < n; pi++) {
+        const struct profile *p = profiles[pi];
+        if (!(comm[pi] = comm_stacks(p)))
+            return -1;
+        const char *host = p->ranks && p->ranks->hostname ? p->ranks->hostname : "";
+        if (host0 && strcmp(host0, host) != 0)
+            out->one_host = false;
+        if (!host0)
+            host0 = host;
+        bool any_rank = false;
+        if (p->ranks) {
+            any_rank = p->ranks->info_rank != OPR_RANK_UNSET;
+            for (size_t i = 0; i < p->ranks->nprocs && !any_rank; i++)
+                any_rank = p->ranks->procs[i].rank != OPR_RANK_UNSET;
+        }
+        long *unit_of_thread = malloc((p->nthreads + 1) * sizeof *unit_of_thread);
+        if (!unit_of_thread)
+            return -1;
+        for (size_t t = 0; t < p->nthreads; t++) {
+            int32_t r = ranks_rank_of_pid(p, p->threads[t].pid);
+            if (r == OPR_RANK_UNSET && (any_rank || n == 1))
+                unit_of_thread[t] = -1; /* the launcher, or a result with no ranks */
+            else
+                unit_of_thread[t] = unit_index(units, nunits, ucap, pi, r);
+        }
+        for (size_t s = 0; s < p->nsamples; s++) {
+            long u = p->samples[s].thread < p->nthreads ? unit_of_thread[p->samples[s].thread] : -1;
+            if (u < 0) {
+                out->unranked_samples++;
+                continue;
+            }
+            struct unit *un = &(*units)[u];
+            un->samples = profile_grow(un->samples, &un->cap, un->nsamples + 1, sizeof *un->samples);
+            un->samples[un->nsamples++] = s;
+        }
+        if (p->ranks && p->ranks->noffcpu)
+            out->offcpu_recorded = true; /* summed per row below */
+        free(unit_of_thread);
+    }
+    return 0;
+}
+
+/* Step 2: a row's name, CPU and communication time, wall time and blocked
+ * time, from the unit's samples and its processes. */
+static void row_times(const struct profile *p, const struct unit *u, const uint8_t *comm, struct rank_row *row)
+{
+    double period_s = (double)(p->period_ns ? p->period_ns : 1000000) / 1e9;
+    row->rank = u->rank;
+    row->profile = u->profile;
+    if (u->rank != OPR_RANK_UNSET)
+        snprintf(row->label, sizeof row->label, "rank %d", (int)u->rank);
+    else {
+        const char *slash = p->dir ? strrchr(p->dir, '/') : NULL;
+        snprintf(row->label, sizeof row->label, "%s", slash && slash[1] ? slash + 1 : (p->dir ? p->dir : "?"));
+    }
+    snprintf(row->host, sizeof row->host, "%s", p->ranks && p->ranks->hostname ? p->ranks->hostname : "");
+    format_pids(p, u, row->pids, sizeof row->pids);
+
+    uint64_t first = UINT64_MAX, last = 0, comm_w = 0;
+    for (size_t i = 0; i < u->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[u->samples[i]];
+        row->weight += s->weight;
+        if (s->stack < p->nstacks && comm[s->stack])
+            comm_w += s->weight;
+        first = s->time_ns < first ? s->time_ns : first;
+        last = s->time_ns > last ? s->time_ns : last;
+    }
+    row->samples = u->nsamples;
+    row->cpu_s = (double)row->weight * period_s;
+    row->comm_cpu_s = (double)comm_w * period_s;
+    row->compute_s = row->cpu_s - row->comm_cpu_s;
+
+    /* Wall: the rank's processes from stream start to END; else its samples. */
+    uint64_t start = UINT64_MAX, end = 0;
+    if (p->ranks)
+        for (size_t i = 0; i < p->ranks->nprocs; i++) {
+            const struct prof_rank_process *pr = &p->ranks->procs[i];
+            int32_t r = pr->rank != OPR_RANK_UNSET ? pr->rank : p->ranks->info_rank;
+            if (u->rank != OPR_RANK_UNSET && r != u->rank)
+                continue;
+            if (pr->start_ns && pr->start_ns < start)
+                start = pr->start_ns;
+            if (pr->end_ns > end)
+                end = pr->end_ns;
+        }
+    if (start == UINT64_MAX)
+        start = first != UINT64_MAX ? first : 0;
+    if (end < last)
+        end = last;
+    row->wall_s = end > start ? (double)(end - start) / 1e9 : 0;
+    row->busy = row->wall_s > 0 ? row->cpu_s / row->wall_s : 0;
+
+    /* Blocked time of its Python threads. */
+    if (p->ranks)
+        for (size_t i = 0; i < p->ranks->noffcpu; i++) {
+            const struct prof_offcpu *o = &p->ranks->offcpu[i];
+            if (o->thread >= p->nthreads)
+                continue;
+            int32_t r = ranks_rank_of_pid(p, p->threads[o->thread].pid);
+            if (u->rank != OPR_RANK_UNSET ? r != u->rank : false)
+                continue;
+            bool c = o->stack < p->nstacks && comm[o->stack];
+            *(c ? &row->comm_wait_s : &row->other_wait_s) += (double)o->offcpu_ns / 1e9;
+        }
+}
+
+/* Step 3: a row's top operator (all its samples) and the self weight of
+ * each key over its non-communication samples (column ui of keys). 0, or -1
+ * on out of memory. */
+static int row_keys(const struct profile *p, const struct unit *u, const uint8_t *comm, enum group_by by, size_t ui,
+                    size_t nunits, struct rank_row *row, struct key_weights *keys)
+{
+    struct prof_sample *buf = malloc((u->nsamples ? u->nsamples : 1) * sizeof *buf);
+    if (!buf)
+        return -1;
+    struct profile v = view_of(p, u->samples, u->nsamples, buf, comm, false);
+    struct hotspot_table t;
+    if (hotspots_compute(&v, by, &t) != 0) {
+        free(buf);
+        return -1;
+    }
+    hotspots_sort(&t, SORT_SELF);
+    const struct hotspot_row *top = top_row(&t);
+    if (top) {
+        snprintf(row->top, sizeof row->top, "%s", top->name);
+        row->top_share = row->weight ? (double)top->self / (double)row->weight : 0;
+    }
+    hotspots_free(&t);
+    v = view_of(p, u->samples, u->nsamples, buf, comm, true);
+    if (hotspots_compute(&v, by, &t) != 0) {
+        free(buf);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < t.nrows && rc == 0; i++) {
+        if (is_no_operator_row(t.rows[i].name) || t.rows[i].self == 0)
+            continue;
+        long k = key_index(keys, t.rows[i].name, nunits);
+        if (k < 0)
+            rc = -1;
+        else
+            keys->weight[(size_t)k * nunits + ui] += t.rows[i].self;
+    }
+    hotspots_free(&t);
+    free(buf);
+    return rc;
+}
+
+/* Step 5: the Python line that runs the slowest key on the slow rank. */
+static void slowest_python_line(const struct profile *sp, const struct unit *u, const uint8_t *comm,
+                                struct rank_summary *out)
+{
+    struct prof_sample *buf = malloc((u->nsamples ? u->nsamples : 1) * sizeof *buf);
+    if (!buf)
+        return;
+    struct profile v = view_of(sp, u->samples, u->nsamples, buf, comm, true);
+    struct hotspot_table t;
+    if (hotspots_op_neighbours(&v, out->slowest_key, false, &t) == 0) {
+        hotspots_sort(&t, SORT_TOTAL);
+        for (size_t i = 0; i < t.nrows; i++)
+            if (strcmp(t.rows[i].name, NO_PYTHON_FRAME_NAME) != 0) {
+                snprintf(out->slowest_python, sizeof out->slowest_python, "%s", t.rows[i].name);
+                break;
+            }
+        hotspots_free(&t);
+    }
+    free(buf);
+}
+
+/* Step 4: the slowest rank (most compute) and the key whose time there
+ * exceeds the median of the other ranks (with two ranks: the other one) by
+ * the most. vals has room for nunits values. */
+static void find_slowest(struct profile *const *profiles, const struct unit *units, size_t nunits,
+                         uint8_t *const *comm, const struct key_weights *keys, double *vals, struct rank_summary *out)
+{
+    size_t slow = 0, nv = 0;
+    for (size_t i = 0; i < nunits; i++)
+        if (out->rows[i].compute_s > out->rows[slow].compute_s)
+            slow = i;
+    for (size_t i = 0; i < nunits; i++)
+        if (i != slow)
+            vals[nv++] = out->rows[i].compute_s;
+    out->median_compute_s = median(vals, nv);
+    out->slowest = (int)slow;
+    const struct profile *sp = profiles[units[slow].profile];
+    double period_s = (double)(sp->period_ns ? sp->period_ns : 1000000) / 1e9;
+    double best = -1;
+    for (size_t k = 0; k < keys->nkeys; k++) {
+        nv = 0;
+        for (size_t i = 0; i < nunits; i++)
+            if (i != slow)
+                vals[nv++] = (double)keys->weight[k * nunits + i];
+        double mine = (double)keys->weight[k * nunits + slow];
+        double med = median(vals, nv);
+        if (mine - med > best) {
+            best = mine - med;
+            snprintf(out->slowest_key, sizeof out->slowest_key, "%s", keys->names[k]);
+            out->slowest_key_s = mine * period_s;
+            out->median_key_s = med * period_s;
+        }
+    }
+    if (out->by_operator && out->slowest_key[0])
+        slowest_python_line(sp, &units[slow], comm[units[slow].profile], out);
+}
+
 int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -368,50 +649,8 @@ int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary
     double *vals = NULL;
     if (!comm)
         return -1;
-    const char *host0 = NULL;
-    out->one_host = true;
-
-    /* Samples to units. */
-    for (size_t pi = 0; pi < n; pi++) {
-        const struct profile *p = profiles[pi];
-        if (!(comm[pi] = comm_stacks(p)))
-            goto done;
-        const char *host = p->ranks && p->ranks->hostname ? p->ranks->hostname : "";
-        if (host0 && strcmp(host0, host) != 0)
-            out->one_host = false;
-        if (!host0)
-            host0 = host;
-        bool any_rank = false;
-        if (p->ranks) {
-            any_rank = p->ranks->info_rank != OPR_RANK_UNSET;
-            for (size_t i = 0; i < p->ranks->nprocs && !any_rank; i++)
-                any_rank = p->ranks->procs[i].rank != OPR_RANK_UNSET;
-        }
-        long *unit_of_thread = malloc((p->nthreads + 1) * sizeof *unit_of_thread);
-        if (!unit_of_thread)
-            goto done;
-        for (size_t t = 0; t < p->nthreads; t++) {
-            int32_t r = ranks_rank_of_pid(p, p->threads[t].pid);
-            if (r == OPR_RANK_UNSET && (any_rank || n == 1))
-                unit_of_thread[t] = -1; /* the launcher, or a result with no ranks */
-            else
-                unit_of_thread[t] = unit_index(&units, &nunits, &ucap, pi, r);
-        }
-        for (size_t s = 0; s < p->nsamples; s++) {
-            long u = p->samples[s].thread < p->nthreads ? unit_of_thread[p->samples[s].thread] : -1;
-            if (u < 0) {
-                out->unranked_samples++;
-                continue;
-            }
-            struct unit *un = &units[u];
-            un->samples = profile_grow(un->samples, &un->cap, un->nsamples + 1, sizeof *un->samples);
-            un->samples[un->nsamples++] = s;
-        }
-        if (p->ranks && p->ranks->noffcpu)
-            out->offcpu_recorded = true; /* summed per row below */
-        free(unit_of_thread);
-    }
-
+    if (samples_to_units(profiles, n, comm, out, &units, &nunits, &ucap) != 0)
+        goto done;
     if (nunits > 1)
         qsort(units, nunits, sizeof *units, compare_units);
     out->rows = calloc(nunits ? nunits : 1, sizeof *out->rows);
@@ -419,156 +658,14 @@ int ranks_analyze(struct profile *const *profiles, size_t n, struct rank_summary
     if (!out->rows || !vals)
         goto done;
     out->nrows = nunits;
-
     for (size_t ui = 0; ui < nunits; ui++) {
-        struct unit *u = &units[ui];
-        struct profile *p = profiles[u->profile];
-        struct rank_row *row = &out->rows[ui];
-        double period_s = (double)(p->period_ns ? p->period_ns : 1000000) / 1e9;
-        row->rank = u->rank;
-        row->profile = u->profile;
-        if (u->rank != OPR_RANK_UNSET)
-            snprintf(row->label, sizeof row->label, "rank %d", (int)u->rank);
-        else {
-            const char *slash = p->dir ? strrchr(p->dir, '/') : NULL;
-            snprintf(row->label, sizeof row->label, "%s", slash && slash[1] ? slash + 1 : (p->dir ? p->dir : "?"));
-        }
-        snprintf(row->host, sizeof row->host, "%s", p->ranks && p->ranks->hostname ? p->ranks->hostname : "");
-        format_pids(p, u, row->pids, sizeof row->pids);
-
-        uint64_t first = UINT64_MAX, last = 0, comm_w = 0;
-        for (size_t i = 0; i < u->nsamples; i++) {
-            const struct prof_sample *s = &p->samples[u->samples[i]];
-            row->weight += s->weight;
-            if (s->stack < p->nstacks && comm[u->profile][s->stack])
-                comm_w += s->weight;
-            first = s->time_ns < first ? s->time_ns : first;
-            last = s->time_ns > last ? s->time_ns : last;
-        }
-        row->samples = u->nsamples;
-        row->cpu_s = (double)row->weight * period_s;
-        row->comm_cpu_s = (double)comm_w * period_s;
-        row->compute_s = row->cpu_s - row->comm_cpu_s;
-
-        /* Wall: the rank's processes from stream start to END; else its samples. */
-        uint64_t start = UINT64_MAX, end = 0;
-        if (p->ranks)
-            for (size_t i = 0; i < p->ranks->nprocs; i++) {
-                const struct prof_rank_process *pr = &p->ranks->procs[i];
-                int32_t r = pr->rank != OPR_RANK_UNSET ? pr->rank : p->ranks->info_rank;
-                if (u->rank != OPR_RANK_UNSET && r != u->rank)
-                    continue;
-                if (pr->start_ns && pr->start_ns < start)
-                    start = pr->start_ns;
-                if (pr->end_ns > end)
-                    end = pr->end_ns;
-            }
-        if (start == UINT64_MAX)
-            start = first != UINT64_MAX ? first : 0;
-        if (end < last)
-            end = last;
-        row->wall_s = end > start ? (double)(end - start) / 1e9 : 0;
-        row->busy = row->wall_s > 0 ? row->cpu_s / row->wall_s : 0;
-
-        /* Blocked time of its Python threads. */
-        if (p->ranks)
-            for (size_t i = 0; i < p->ranks->noffcpu; i++) {
-                const struct prof_offcpu *o = &p->ranks->offcpu[i];
-                if (o->thread >= p->nthreads)
-                    continue;
-                int32_t r = ranks_rank_of_pid(p, p->threads[o->thread].pid);
-                if (u->rank != OPR_RANK_UNSET ? r != u->rank : false)
-                    continue;
-                bool c = o->stack < p->nstacks && comm[u->profile][o->stack];
-                *(c ? &row->comm_wait_s : &row->other_wait_s) += (double)o->offcpu_ns / 1e9;
-            }
-
-        /* Top operator (all samples) and the non-communication keys. */
-        struct prof_sample *buf = malloc((u->nsamples ? u->nsamples : 1) * sizeof *buf);
-        if (!buf)
+        const struct unit *u = &units[ui];
+        row_times(profiles[u->profile], u, comm[u->profile], &out->rows[ui]);
+        if (row_keys(profiles[u->profile], u, comm[u->profile], by, ui, nunits, &out->rows[ui], &keys) != 0)
             goto done;
-        struct profile v = view_of(p, u->samples, u->nsamples, buf, comm[u->profile], false);
-        struct hotspot_table t;
-        if (hotspots_compute(&v, by, &t) != 0) {
-            free(buf);
-            goto done;
-        }
-        hotspots_sort(&t, SORT_SELF);
-        const struct hotspot_row *top = top_row(&t);
-        if (top) {
-            snprintf(row->top, sizeof row->top, "%s", top->name);
-            row->top_share = row->weight ? (double)top->self / (double)row->weight : 0;
-        }
-        hotspots_free(&t);
-        v = view_of(p, u->samples, u->nsamples, buf, comm[u->profile], true);
-        if (hotspots_compute(&v, by, &t) != 0) {
-            free(buf);
-            goto done;
-        }
-        for (size_t i = 0; i < t.nrows; i++) {
-            if (is_no_operator_row(t.rows[i].name) || t.rows[i].self == 0)
-                continue;
-            long k = key_index(&keys, t.rows[i].name, nunits);
-            if (k < 0) {
-                hotspots_free(&t);
-                free(buf);
-                goto done;
-            }
-            keys.weight[(size_t)k * nunits + ui] += t.rows[i].self;
-        }
-        hotspots_free(&t);
-        free(buf);
     }
-
-    /* The slowest rank and what makes it slow. */
-    if (nunits >= 2) {
-        /* Compared with the median of the other ranks (with two ranks: the other one). */
-        size_t slow = 0, nv = 0;
-        for (size_t i = 0; i < nunits; i++)
-            if (out->rows[i].compute_s > out->rows[slow].compute_s)
-                slow = i;
-        for (size_t i = 0; i < nunits; i++)
-            if (i != slow)
-                vals[nv++] = out->rows[i].compute_s;
-        out->median_compute_s = median(vals, nv);
-        out->slowest = (int)slow;
-        const struct profile *sp = profiles[units[slow].profile];
-        double period_s = (double)(sp->period_ns ? sp->period_ns : 1000000) / 1e9;
-        double best = -1;
-        for (size_t k = 0; k < keys.nkeys; k++) {
-            nv = 0;
-            for (size_t i = 0; i < nunits; i++)
-                if (i != slow)
-                    vals[nv++] = (double)keys.weight[k * nunits + i];
-            double mine = (double)keys.weight[k * nunits + slow];
-            double med = median(vals, nv);
-            if (mine - med > best) {
-                best = mine - med;
-                snprintf(out->slowest_key, sizeof out->slowest_key, "%s", keys.names[k]);
-                out->slowest_key_s = mine * period_s;
-                out->median_key_s = med * period_s;
-            }
-        }
-        /* The Python line that runs that operator on the slow rank. */
-        if (out->by_operator && out->slowest_key[0]) {
-            struct unit *u = &units[slow];
-            struct prof_sample *buf = malloc((u->nsamples ? u->nsamples : 1) * sizeof *buf);
-            if (buf) {
-                struct profile v = view_of(sp, u->samples, u->nsamples, buf, comm[u->profile], true);
-                struct hotspot_table t;
-                if (hotspots_op_neighbours(&v, out->slowest_key, false, &t) == 0) {
-                    hotspots_sort(&t, SORT_TOTAL);
-                    for (size_t i = 0; i < t.nrows; i++)
-                        if (strcmp(t.rows[i].name, NO_PYTHON_FRAME_NAME) != 0) {
-                            snprintf(out->slowest_python, sizeof out->slowest_python, "%s", t.rows[i].name);
-                            break;
-                        }
-                    hotspots_free(&t);
-                }
-                free(buf);
-            }
-        }
-    }
+    if (nunits >= 2)
+        find_slowest(profiles, units, nunits, comm, &keys, vals, out);
     rc = 0;
 done:
     for (size_t i = 0; i < nunits; i++)

@@ -3,7 +3,7 @@
  * active, was the machine oversubscribed, and which operator's parallel
  * regions it was.
  *
- * Inputs (kept by the loader, profile_load.c): SCHED_TICK records (the
+ * Inputs (read from the streams by threading_load.c): SCHED_TICK records (the
  * OS-level view: per-thread run and runqueue-wait time from schedstat, any
  * runtime, no OMPT needed), OMP_TICK / OMP_REGION / OMP_CONTEXT records (the
  * OMPT view) and each sample's parallel region.
@@ -12,13 +12,16 @@
  * of the thread that opened their region (HPCToolkit's approach with OMPT):
  * worker frames from the leaf down to the runtime, then the opener's stack
  * from the caller of the runtime's fork entry (GOMP_parallel, __kmpc_fork_call)
- * to the root, Python frames included.
+ * to the root, Python frames included. It runs once per profile, in
+ * profile_prepare right after loading, so every report and export of a
+ * result sees the same grafted stacks.
  *
  * threading_analyze() is a pure function of the profile: a 10 ms timeline
  * (active OpenMP threads, runnable threads summed over all processes, usable
  * CPUs), the summary figures of the report's Threading section, and findings.
  * Which operator each region sample belongs to is threading_ops.c.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,169 +32,6 @@
 
 #define OVERSUB_RATIO 1.2      /* runnable / usable CPUs above this: oversubscribed bucket */
 #define NEAR_NS 50000000ull    /* approximate attribution window */
-
-struct prof_threading *threading_get(struct profile *p)
-{
-    if (!p->threading)
-        p->threading = calloc(1, sizeof *p->threading);
-    return p->threading;
-}
-
-void threading_free(struct prof_threading *t)
-{
-    if (!t)
-        return;
-    free(t->regions);
-    free(t->contexts);
-    free(t->omp_ticks);
-    free(t->sched_ticks);
-    free(t->sched_threads);
-    free(t->runtime_version);
-    free(t->openmp_runtime);
-    free(t->openmp_setup);
-    free(t->openmp_libomp);
-    free(t);
-}
-
-void threading_info_kv(struct profile *p, const char *key, const char *val)
-{
-    struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
-    char **slot = strcmp(key, "openmp_runtime") == 0 ? &t->openmp_runtime
-                  : strcmp(key, "openmp_setup") == 0 ? &t->openmp_setup
-                  : strcmp(key, "openmp_libomp") == 0 ? &t->openmp_libomp
-                                                      : NULL;
-    if (slot) {
-        free(*slot);
-        *slot = strdup(val);
-    }
-}
-
-void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len)
-{
-    struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
-    switch (type) {
-    case OPR_REC_OMP_REGION: {
-        struct opr_omp_region r;
-        memcpy(&r, body, sizeof r);
-        t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
-        t->regions[t->nregions++] = (struct prof_omp_region){pid, r.opener_tid, r.region_id, r.parent_id,
-                                                             r.begin_ns, r.end_ns, r.requested, r.actual, r.flags};
-        break;
-    }
-    case OPR_REC_OMP_TICK: {
-        t->omp_ticks = profile_grow(t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks);
-        struct prof_omp_tick *k = &t->omp_ticks[t->nomp_ticks++];
-        k->pid = pid;
-        memcpy(&k->t, body, sizeof k->t);
-        if (k->t.interval_ns > k->t.time_ns)
-            k->t.interval_ns = 0;
-        break;
-    }
-    case OPR_REC_OMP_INFO: {
-        struct opr_omp_info info;
-        memcpy(&info, body, sizeof info);
-        t->ompt_processes++;
-        if (!t->runtime_version && info.text_len <= len - sizeof info) {
-            t->runtime_version = malloc(info.text_len + 1);
-            if (t->runtime_version) {
-                memcpy(t->runtime_version, body + sizeof info, info.text_len);
-                t->runtime_version[info.text_len] = '\0';
-            }
-        }
-        break;
-    }
-    case OPR_REC_SCHED_TICK: {
-        struct opr_sched_tick k;
-        memcpy(&k, body, sizeof k);
-        if (k.nthreads > (len - sizeof k) / sizeof(struct opr_sched_thread))
-            break;
-        t->sched_ticks = profile_grow(t->sched_ticks, &t->sched_ticks_cap, t->nsched_ticks + 1,
-                                      sizeof *t->sched_ticks);
-        t->sched_threads = profile_grow(t->sched_threads, &t->sched_threads_cap, t->nsched_threads + k.nthreads + 1,
-                                        sizeof *t->sched_threads);
-        t->sched_ticks[t->nsched_ticks++] = (struct prof_sched_tick){pid, k.time_ns, k.online_cpus, k.affinity_cpus,
-                                                                     k.cpu_limit_milli, t->nsched_threads, k.nthreads};
-        for (uint32_t i = 0; i < k.nthreads; i++) {
-            struct opr_sched_thread e;
-            memcpy(&e, body + sizeof k + i * sizeof e, sizeof e);
-            t->sched_threads[t->nsched_threads++] =
-                (struct prof_sched_thread){e.tid, e.run_ns, e.wait_ns, e.timeslices, e.nonvoluntary_csw};
-        }
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-void threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
-                           uint32_t stack)
-{
-    struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
-    t->contexts = profile_grow(t->contexts, &t->contexts_cap, t->ncontexts + 1, sizeof *t->contexts);
-    t->contexts[t->ncontexts++] = (struct prof_omp_context){pid, tid, region_id, time_ns, stack};
-}
-
-void threading_note_module(struct profile *p, const char *path)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (!threading_is_omp_runtime(base))
-        return;
-    struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
-    if (strncmp(base, "libgomp", 7) == 0)
-        t->saw_libgomp = true;
-    else if (strncmp(base, "libiomp", 7) == 0)
-        t->saw_libiomp = true;
-    else
-        t->saw_libomp = true;
-}
-
-static int cmp_region_id(const void *a, const void *b)
-{
-    const struct prof_omp_region *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id)
-{
-    struct prof_threading *t = threading_get(p);
-    if (!t || id == 0)
-        return 0;
-    if (*nsorted == 0 && t->nregions > first) {
-        qsort(t->regions + first, t->nregions - first, sizeof *t->regions, cmp_region_id);
-        *nsorted = t->nregions - first;
-    }
-    size_t lo = first, hi = first + *nsorted;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->regions[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < first + *nsorted && t->regions[lo].id == id)
-        return (uint32_t)lo + 1;
-    for (size_t i = first + *nsorted; i < t->nregions; i++) /* placeholders added after sorting */
-        if (t->regions[i].id == id)
-            return (uint32_t)i + 1;
-    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
-    t->regions[t->nregions] = (struct prof_omp_region){.pid = pid, .id = id};
-    return (uint32_t)++t->nregions;
-}
-
-bool threading_is_omp_runtime(const char *m)
-{
-    return m && (strncmp(m, "libgomp", 7) == 0 || strncmp(m, "libomp", 6) == 0 || strncmp(m, "libiomp", 7) == 0);
-}
 
 static bool stack_has_python(const struct profile *p, const struct prof_stack *st)
 {
@@ -313,6 +153,7 @@ size_t threading_attribute(struct profile *p)
     struct key_idx *ctx_region = malloc((t->ncontexts + 1) * sizeof *ctx_region);
     if (!by_thread || !ctx_thread || !ctx_region) {
         free(by_thread), free(ctx_thread), free(ctx_region);
+        errno = ENOMEM; /* nothing charged: profile_prepare fails the load */
         return 0;
     }
     for (size_t i = 0; i < p->nsamples; i++) {
@@ -453,18 +294,11 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
                  rt, swap);
 }
 
-int threading_analyze(const struct profile *p, struct threading_summary *s)
+/* Step 1: the time range the ticks cover, and the usable CPUs (the
+ * smallest of online, affinity and the cgroup limit, each at its largest). */
+static void time_range(const struct prof_threading *t, struct threading_summary *s, uint64_t *t0_out,
+                       uint64_t *t1_out)
 {
-    memset(s, 0, sizeof *s);
-    const struct prof_threading *t = p->threading;
-    s->total_samples = p->nsamples;
-    if (!t)
-        return 0;
-    s->has_sched = t->nsched_ticks > 0;
-    s->has_ompt = t->ompt_processes > 0;
-    describe_view(p, s);
-
-    /* Time range and CPUs. */
     uint64_t t0 = UINT64_MAX, t1 = 0;
     for (size_t i = 0; i < t->nsched_ticks; i++) {
         const struct prof_sched_tick *k = &t->sched_ticks[i];
@@ -489,22 +323,15 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
         s->usable_cpus = s->affinity;
     if (s->cgroup_limit > 0 && s->cgroup_limit < s->usable_cpus)
         s->usable_cpus = s->cgroup_limit;
-    if (t1 <= t0) /* no ticks: no timeline, sample figures only */
-        t0 = t1 = 0;
-    uint64_t bns = THREADING_BUCKET_NS;
-    while ((t1 - t0) / bns > 400000)
-        bns *= 2;
-    size_t nb = t1 > t0 ? (size_t)((t1 - t0) / bns) + 1 : 0;
-    struct threading_bucket *b = calloc(nb + 1, sizeof *b);
-    if (!b)
-        return -1;
-    for (size_t i = 0; i < nb; i++) {
-        b[i].t_ns = t0 + i * bns;
-        b[i].cpus = s->usable_cpus;
-    }
-    s->timeline = b, s->nbuckets = nb, s->bucket_ns = bns;
+    *t0_out = t0, *t1_out = t1;
+}
 
-    /* OS view: runnable = (delta run + delta wait) / period, per thread. */
+/* Step 2, the OS view: runnable = (delta run + delta wait) / period, per
+ * thread, spread over the buckets; run and wait totals, processes that
+ * matter, involuntary switches. 0, or -1 on out of memory. */
+static int os_view(const struct prof_threading *t, struct threading_summary *s, struct threading_bucket *b, size_t nb,
+                   uint64_t t0, uint64_t bns)
+{
     size_t cap = 1024;
     while (cap < 2 * (t->nsched_threads + 1) && cap < (1u << 26))
         cap *= 2;
@@ -569,8 +396,14 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     free(last), free(pids), free(prev_time);
     s->run_s = run / 1e9, s->wait_s = wait / 1e9;
     s->wait_share = run + wait > 0 ? wait / (run + wait) : 0;
+    return 0;
+}
 
-    /* OMPT view. */
+/* Step 3, the OMPT view: threads in region bodies over the buckets, region
+ * counts and sizes, imbalance. */
+static void ompt_view(const struct prof_threading *t, struct threading_summary *s, struct threading_bucket *b,
+                      size_t nb, uint64_t t0, uint64_t bns)
+{
     double work = 0, team = 0, region_ns = 0;
     for (size_t i = 0; i < t->nomp_ticks; i++) {
         const struct opr_omp_tick *k = &t->omp_ticks[i].t;
@@ -588,8 +421,11 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->imbalance = team > 0 ? 1.0 - work / team : 0;
     if (s->imbalance < 0)
         s->imbalance = 0;
+}
 
-    /* Bucket statistics over the buckets where something ran. */
+/* Step 4: statistics over the buckets where something ran. */
+static void bucket_stats(struct threading_summary *s, const struct threading_bucket *b, size_t nb, uint64_t span_ns)
+{
     size_t busy = 0, active_n = 0, over = 0;
     double rsum = 0, asum = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -613,18 +449,14 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->oversub_avg = s->usable_cpus > 0 ? s->runnable_avg / s->usable_cpus : 0;
     s->oversub_max = s->usable_cpus > 0 ? s->runnable_max / s->usable_cpus : 0;
     s->oversub_time_share = busy ? (double)over / (double)busy : 0;
-    double span_s = (double)(t1 - t0) / 1e9;
+    double span_s = (double)span_ns / 1e9;
     s->regions_per_s = span_s > 0 ? (double)s->regions / span_s : 0;
+}
 
-    /* Samples: in regions, spinning in the runtime, per operator (threading_ops.c). */
-    threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0);
-    uint64_t all = p->total_weight ? p->total_weight : 1;
-    s->spin_share = (double)s->spin_samples / (double)all;
-    s->attributed_exact = t->attributed_exact;
-    s->attributed_near = t->attributed_near;
-    s->unattributed = t->unattributed;
-
-    /* Findings. */
+/* Step 6: the findings (oversubscription, nested parallelism), each quoting
+ * the figures it rests on. */
+static void threading_findings(struct threading_summary *s)
+{
     char text[768];
     s->oversubscribed = s->has_sched && s->usable_cpus > 0 && s->oversub_avg > 1.25 && s->wait_share > 0.15 &&
                         s->oversub_time_share > 0.2;
@@ -669,6 +501,47 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
                  (unsigned long long)s->nested, s->usable_cpus > 0 ? (unsigned)(s->usable_cpus + 0.5) : 1);
         add_finding(s, text);
     }
+}
+
+int threading_analyze(const struct profile *p, struct threading_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    const struct prof_threading *t = p->threading;
+    s->total_samples = p->nsamples;
+    if (!t)
+        return 0;
+    s->has_sched = t->nsched_ticks > 0;
+    s->has_ompt = t->ompt_processes > 0;
+    describe_view(p, s);
+    uint64_t t0, t1;
+    time_range(t, s, &t0, &t1);
+    if (t1 <= t0) /* no ticks: no timeline, sample figures only */
+        t0 = t1 = 0;
+    uint64_t bns = THREADING_BUCKET_NS;
+    while ((t1 - t0) / bns > 400000)
+        bns *= 2;
+    size_t nb = t1 > t0 ? (size_t)((t1 - t0) / bns) + 1 : 0;
+    struct threading_bucket *b = calloc(nb + 1, sizeof *b);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < nb; i++) {
+        b[i].t_ns = t0 + i * bns;
+        b[i].cpus = s->usable_cpus;
+    }
+    s->timeline = b, s->nbuckets = nb, s->bucket_ns = bns;
+    if (os_view(t, s, b, nb, t0, bns) != 0)
+        return -1;
+    ompt_view(t, s, b, nb, t0, bns);
+    bucket_stats(s, b, nb, t1 - t0);
+
+    /* Step 5, samples: in regions, spinning in the runtime, per operator (threading_ops.c). */
+    threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0);
+    uint64_t all = p->total_weight ? p->total_weight : 1;
+    s->spin_share = (double)s->spin_samples / (double)all;
+    s->attributed_exact = t->attributed_exact;
+    s->attributed_near = t->attributed_near;
+    s->unattributed = t->unattributed;
+    threading_findings(s);
     return 0;
 }
 

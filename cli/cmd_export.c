@@ -70,24 +70,6 @@ static const struct option export_long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* online_cpus from the result's info file (0 when absent): the renderers
- * never read the result directory themselves. */
-static unsigned read_online_cpus(const char *dir)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/info", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char line[512];
-    unsigned n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "online_cpus=", 12) == 0)
-            n = (unsigned)strtoul(line + 12, NULL, 10);
-    fclose(f);
-    return n;
-}
-
 /* Writes one output. Returns 0, 1 (pstats of an empty profile), 2 (error). */
 static int write_output(enum output_kind kind, const char *path, struct profile *const *profiles,
                         const struct export_options *opts, size_t nprofiles)
@@ -230,7 +212,7 @@ int cmd_export(int argc, char **argv)
             break;
         }
         opts[i] = base;
-        opts[i].online_cpus = read_online_cpus(dirs[i]);
+        opts[i].online_cpus = profiles[i]->online_cpus; /* the info file, read by profile_load */
         if (!profiles[i]->complete)
             fprintf(stderr, "opprof export: warning: %s: recording did not finish (opprof record was "
                             "interrupted); exporting what was written\n", dirs[i]);

@@ -355,4 +355,66 @@ enum call_graph_mode {
  * "type:config:config1:exclude_kernel:period" (record_counters.c -> agent.c) */
 #define OPR_ENV_LEADER "OPPROF_LEADER"
 
+/* ------------------------------------------------------------------------- */
+/* Stream reader (format/stream_reader.c)                                     */
+/* ------------------------------------------------------------------------- */
+/* One reader for every consumer of a stream file, as perf's session hands
+ * each record to a struct perf_tool callback: it checks the file header, each
+ * record's size, alignment and truncation, and hands the record to the
+ * handler registered for its type. Types without a handler are skipped (a
+ * newer writer may add types). Adding a record type is a handler, not a case
+ * in a loader's switch. Not async-signal-safe: the agent never reads. */
+
+#define OPR_REC_TYPE_LIMIT 64 /* record types are < this (handler table size) */
+
+/* One record as the reader hands it over. body is 8-byte aligned inside the
+ * caller's buffer and holds at least the handler's min_body bytes; len counts
+ * the body and its padding. */
+struct opr_record {
+    uint32_t type;
+    uint32_t prev_type; /* type of the record before it (0: none): a record
+                           that qualifies the previous one checks this */
+    const char *body;
+    size_t len;
+    size_t off;         /* byte offset of the record's header in the file */
+};
+
+/* 0: go on; -1: stop reading (errno says why, ENOMEM for out of memory).
+ * ctx is the reader's, arg the handler's own. */
+typedef int (*opr_record_fn)(void *ctx, void *arg, const struct opr_record *rec);
+
+struct opr_record_handler {
+    opr_record_fn fn;
+    void *arg;
+    size_t min_body; /* shorter bodies are reported through skipped() and not handed over */
+};
+
+struct opr_reader {
+    struct opr_record_handler on[OPR_REC_TYPE_LIMIT]; /* indexed by type; fn NULL: skipped */
+    void *ctx;
+    /* One sentence (no trailing period) about a record that was skipped
+     * ("record of type 5 too short at byte 96") or about where reading
+     * stopped ("truncated at byte 96 of 120"); may be NULL. */
+    void (*skipped)(void *ctx, const char *what);
+    void (*stopped)(void *ctx, const char *what);
+};
+
+/* Registers fn for type. 0, or -1 with errno EINVAL (type out of range) or
+ * EEXIST (type taken: two handlers for one record would decode it twice). */
+int opr_reader_on(struct opr_reader *r, uint32_t type, size_t min_body, opr_record_fn fn, void *arg);
+
+/* Reads a whole stream file into *buf (malloc'd; free it after the records
+ * are used: record bodies point into it). 0, or -1 with errno. */
+int opr_stream_read_file(const char *path, char **buf, size_t *size);
+
+/* Checks the file header of buf: magic, header size, version. 0 with *h
+ * filled, or -1 with one sentence in why (no trailing period). */
+int opr_stream_check_header(const char *buf, size_t size, struct opr_file_header *h, char *why, size_t whylen);
+
+/* Hands every record after the header (h->header_size bytes) to its handler.
+ * 0: read to the end; 1: stopped early at a truncated or corrupt record
+ * (r->stopped was told where); -1: a handler returned -1 (errno kept). */
+int opr_stream_read_records(const struct opr_reader *r, const char *buf, size_t size, size_t header_size);
+/* --- end of stream reader ---------------------------------------------------- */
+
 #endif

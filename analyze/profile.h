@@ -1,0 +1,146 @@
+/*
+ * analyze/profile.h — the profile model: frames, stacks, threads,
+ * processes and samples of one result, how it is loaded and built.
+ * Part of analyze/analyze.h, the folder's one interface: include that, not
+ * this file, from outside analyze/.
+ */
+#ifndef OPPROF_ANALYZE_PROFILE_H
+#define OPPROF_ANALYZE_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------- */
+/* The profile model                                                          */
+/* ------------------------------------------------------------------------- */
+
+enum frame_kind {
+    FRAME_NATIVE = 0,  /* a symbolized native function */
+    FRAME_UNKNOWN = 1, /* no symbol: shown as module+0xoffset */
+    FRAME_PYTHON = 2,  /* a Python function: name = co_qualname, module = file
+                          basename, source_file = co_filename, line = the line
+                          executing in that frame when the sample was taken */
+};
+
+/* A distinct code location after symbolization. Two PCs inside the same
+ * function are two frames with the same name. All strings are owned by the
+ * profile and are never NULL (unknown pieces are ""), except source_file. */
+struct prof_frame {
+    const char *name;        /* function, or "libfoo.so+0x1234" when unknown */
+    const char *module;      /* module basename, "[unknown]" when unmapped */
+    const char *source_file; /* NULL when no line info */
+    int line;
+    enum frame_kind kind;
+};
+
+struct prof_stack {
+    uint32_t nframes;
+    uint32_t *frames; /* indices into profile.frames, leaf first */
+};
+
+struct prof_thread {
+    uint32_t pid;
+    uint32_t tid;
+    char name[16];
+    uint64_t samples;
+    uint64_t first_ns, last_ns;
+};
+
+struct prof_process {
+    uint32_t pid;
+    uint32_t ppid;
+    char *exe;
+    char *cmdline;        /* argv joined with spaces */
+    uint64_t samples;     /* samples read for this process */
+    uint64_t lost;        /* samples the agent dropped (queue full) */
+    uint64_t truncated;   /* samples whose stack hit the frame limit */
+    uint64_t unwind_failed;
+    bool ended_cleanly;   /* an END record was found */
+    bool stream_truncated;/* the stream file ended inside a record */
+    char **notes;         /* warnings the agent recorded */
+    size_t nnotes;
+};
+
+struct prof_sample {
+    uint64_t time_ns;
+    uint32_t thread;  /* index into profile.threads */
+    uint32_t stack;   /* index into profile.stacks */
+    uint32_t weight;  /* timer periods this sample stands for */
+    uint32_t flags;   /* OPR_SAMPLE_* */
+    uint32_t omp_region; /* threading: index + 1 into threading->regions (0: none) */
+    uint32_t counters;   /* per-sample counters: 1 + row of profile.counters->values (0: none) */
+};
+
+struct profile {
+    char *dir;
+    /* From the info file. */
+    char *command;
+    char *event;
+    uint64_t period_ns;          /* CPU time per unit of weight; 0 with sample_period */
+    unsigned frequency_hz;
+    uint64_t sample_period;      /* record -c N: events of `event` per sample (0: timer samples) */
+    int sample_role;             /* enum pmu_role of `event` with sample_period */
+    char *call_graph;
+    uint64_t start_ns, end_ns;   /* monotonic; end_ns == 0 when recording did not finish */
+    int exit_status;             /* -1 when unknown */
+    int exit_signal;             /* 0 when the workload exited normally */
+    unsigned online_cpus;        /* CPUs online when recording started (0: unknown) */
+    bool complete;               /* the launcher wrote its final info */
+    bool user_only;              /* kernel mode not sampled */
+    bool cpu_time_weights;       /* user_only: each sample weighs its thread's CPU time since the previous one */
+
+    struct prof_frame *frames;    size_t nframes;
+    struct prof_stack *stacks;    size_t nstacks;
+    struct prof_thread *threads;  size_t nthreads;
+    struct prof_process *processes; size_t nprocesses;
+    struct prof_sample *samples;  size_t nsamples; /* sorted by time */
+
+    uint64_t total_weight;   /* sum of sample weights */
+    uint64_t lost_samples;
+    /* Collection limits (record --delay/--duration/--max-size): the window
+     * (monotonic, 0 when none), samples it left out, samples the size cap dropped. */
+    uint64_t window_start_ns, window_end_ns, max_size_bytes;
+    uint64_t outside_window_samples, size_cap_dropped_samples, first_size_cap_drop_ns;
+    uint64_t truncated_samples;
+    uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
+    /* The agent's own cost, summed over processes that ended cleanly. */
+    uint64_t agent_handler_ns, agent_handler_calls, agent_writer_cpu_ns, process_cpu_ns;
+    char **warnings;         /* loader warnings: truncated files, missing modules */
+    size_t nwarnings;
+
+    void *priv; /* string interning, symbolizer */
+    struct prof_threading *threading; /* threads and OpenMP (NULL: none recorded) */
+    struct prof_counters *counters;   /* per-sample counters (NULL: none recorded) */
+    struct prof_ranks *ranks;         /* ranks and off-CPU time (NULL: none recorded) */
+};
+
+/* Loads dir, then runs profile_prepare. On failure returns -1, prints
+ * nothing, and writes one sentence naming the problem and the fix into err
+ * ("out of memory" with errno ENOMEM: the caller says so and exits 2). */
+int profile_load(const char *dir, struct profile **out, char *err, size_t errlen);
+/* The analysis steps after loading that rewrite samples, in one place so that
+ * reports and exports of one result see the same data: OpenMP worker
+ * grafting (threading_attribute). profile_load runs it. 0, or -1 with errno
+ * ENOMEM. */
+int profile_prepare(struct profile *p);
+void profile_free(struct profile *p);
+
+/* True for CPython's eval loop (_PyEval_EvalFrameDefault and its clones):
+ * its module is the interpreter's (python3.11 or libpython3.11.so). */
+bool splice_is_eval_frame(const char *name);
+
+/* Newest opprof.NNN in the current directory, or -1 when there is none. */
+int profile_find_newest(char *out, size_t outlen);
+
+/* Builds a profile from memory (tests and fixtures): frames and stacks are
+ * copied. Used by unit tests to exercise aggregation without a recording. */
+struct profile *profile_new_empty(void);
+uint32_t profile_add_frame(struct profile *p, const char *name, const char *module,
+                           const char *source_file, int line, enum frame_kind kind);
+uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t nframes);
+uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name);
+void profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
+                        uint32_t stack, uint32_t weight);
+
+#endif

@@ -1,0 +1,630 @@
+/*
+ * analyze/profile_stream.c — one stream file of a result directory into the
+ * profile (docs/format.md), symbolizing each distinct address once.
+ *
+ * The checks on the file itself (header, record sizes, framing, truncation)
+ * are format/stream_reader.c's: a stream that ends inside a record keeps
+ * everything before that point and a warning says where it stopped; a bad
+ * magic or version skips the stream with a warning; unknown record types are
+ * skipped. This file handles the records every profile has; threading, ranks
+ * and counters read their own records (struct stream_feature,
+ * profile_internal.h), registered in features[] below.
+ *
+ * Out of memory: -2 with errno ENOMEM up to profile_load, whose caller says
+ * "out of memory" and exits 2; nothing here aborts.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+#include "format/format.h"
+#include "symbolize/symbolize.h"
+
+/* The features that keep records of their own, in the order their end hooks
+ * run (that order decides which stacks get which profile index). A new
+ * feature is one line here. */
+static const struct stream_feature *const features[] = {
+    &threading_stream_feature,
+    &ranks_stream_feature,
+    &counters_stream_feature,
+};
+#define NFEATURES (sizeof features / sizeof features[0])
+
+/* ---- one stream ------------------------------------------------------------ */
+
+struct raw_stack {
+    uint32_t nframes;
+    const uint64_t *pcs; /* points into the stream buffer */
+    uint32_t global;     /* profile stack index once resolved, UINT32_MAX before */
+};
+
+struct raw_pycode {
+    const char *qualname; /* interned; NULL until its PYCODE record is read */
+    const char *filename;
+    const char *basename;
+};
+
+struct raw_pystack {
+    uint32_t nframes;
+    const struct opr_pyframe *frames; /* points into the stream buffer */
+};
+
+struct stream_load {
+    struct profile *p;
+    struct symbolizer *sym;
+    const char *name;
+    uint32_t asid; /* address-space id handed to the symbolizer: one per image */
+    uint32_t pid;
+    struct raw_stack *stacks;
+    size_t nstacks, stacks_cap;
+    struct raw_pycode *pycodes;
+    size_t npycodes, pycodes_cap;
+    struct raw_pystack *pystacks;
+    size_t npystacks, pystacks_cap;
+    struct hash_index mixed;    /* (stack id, pystack id + 1) -> profile stack */
+    struct stream_sample *samples;
+    size_t nsamples, samples_cap;
+    bool last_sample_kept;      /* the last SAMPLE record had a known stack */
+    uint64_t lost;
+    struct opr_limits limits;   /* the last LIMITS record: cumulative */
+    bool ended;
+    uint64_t end_ns;
+    uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
+    size_t *scratch_cap;
+};
+
+struct profile *stream_profile(struct stream_load *sl) { return sl->p; }
+uint32_t stream_pid(const struct stream_load *sl) { return sl->pid; }
+
+void stream_warn(struct stream_load *sl, const char *fmt, ...)
+{
+    char buf[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    profile_warnf(sl->p, "%s: %s", sl->name, buf);
+}
+
+struct stream_sample *stream_sample_before(struct stream_load *sl, const struct opr_record *rec)
+{
+    if (rec->prev_type != OPR_REC_SAMPLE || !sl->last_sample_kept || sl->nsamples == 0)
+        return NULL;
+    return &sl->samples[sl->nsamples - 1];
+}
+
+const struct stream_sample *stream_samples(const struct stream_load *sl, size_t *n)
+{
+    *n = sl->nsamples;
+    return sl->samples;
+}
+
+bool stream_ended(const struct stream_load *sl, uint64_t *end_ns)
+{
+    *end_ns = sl->end_ns;
+    return sl->ended;
+}
+
+static struct prof_process *process_for(struct profile *p, uint32_t pid)
+{
+    for (size_t i = 0; i < p->nprocesses; i++)
+        if (p->processes[i].pid == pid)
+            return &p->processes[i];
+    struct profile_priv *pv = p->priv;
+    p->processes = profile_grow(p->processes, &pv->processes_cap, p->nprocesses + 1, sizeof *p->processes);
+    struct prof_process *pr = &p->processes[p->nprocesses++];
+    memset(pr, 0, sizeof *pr);
+    pr->pid = pid;
+    return pr;
+}
+
+/* The stream's process: looked up each time, as a later stream may move
+ * p->processes. */
+static struct prof_process *stream_process(struct stream_load *sl) { return process_for(sl->p, sl->pid); }
+
+/* len bytes of NUL-separated strings as one string joined by spaces. */
+static char *join_argv(const char *data, size_t len)
+{
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, data, len);
+    s[len] = '\0';
+    for (size_t i = 0; i + 1 < len; i++)
+        if (s[i] == '\0')
+            s[i] = ' ';
+    return s;
+}
+
+static const char *path_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* ---- the records every profile has ----------------------------------------
+ * One handler per record type, each the only place its body is decoded.
+ * Malformed bodies are skipped, as a newer or damaged writer must not stop
+ * the rest of the stream from being read. */
+
+static int on_process(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_process pr;
+    memcpy(&pr, rec->body, sizeof pr);
+    if ((size_t)pr.exe_len + pr.cmdline_len > rec->len - sizeof pr)
+        return 0;
+    struct prof_process *proc = stream_process(sl);
+    free(proc->exe);
+    free(proc->cmdline);
+    proc->exe = join_argv(rec->body + sizeof pr, pr.exe_len);
+    proc->cmdline = join_argv(rec->body + sizeof pr + pr.exe_len, pr.cmdline_len);
+    proc->ppid = pr.ppid;
+    if (!proc->exe || !proc->cmdline) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_map(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_map m;
+    memcpy(&m, rec->body, sizeof m);
+    if (m.path_len > rec->len - sizeof m || m.build_id_len > OPR_BUILD_ID_MAX)
+        return 0;
+    char mpath[PATH_MAX];
+    size_t n = m.path_len < sizeof mpath - 1 ? m.path_len : sizeof mpath - 1;
+    memcpy(mpath, rec->body + sizeof m, n);
+    mpath[n] = '\0';
+    symbolizer_add_mapping(sl->sym, sl->asid, m.start, m.end, m.pgoff, mpath, m.build_id_len ? m.build_id : NULL,
+                           m.build_id_len);
+    /* Which OpenMP runtime the process loaded: threading's, but read off
+     * the one MAP decoder rather than a second one. */
+    threading_note_module(sl->p, mpath);
+    return 0;
+}
+
+static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_thread t;
+    memcpy(&t, rec->body, sizeof t);
+    t.name[sizeof t.name - 1] = '\0';
+    profile_add_thread(sl->p, sl->pid, t.tid, t.name);
+    return 0;
+}
+
+static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_stack s;
+    memcpy(&s, rec->body, sizeof s);
+    if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES || (size_t)s.nframes * 8 > rec->len - sizeof s) {
+        stream_warn(sl, "malformed stack record at byte %zu; skipped", rec->off);
+        return 0;
+    }
+    if (s.stack_id >= sl->nstacks) {
+        size_t need = (size_t)s.stack_id + 1;
+        sl->stacks = profile_grow(sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks);
+        for (size_t i = sl->nstacks; i < need; i++)
+            sl->stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
+        sl->nstacks = need;
+    }
+    sl->stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(rec->body + sizeof s), UINT32_MAX};
+    return 0;
+}
+
+static int on_pycode(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_pycode c;
+    memcpy(&c, rec->body, sizeof c);
+    if ((size_t)c.filename_len + c.qualname_len > rec->len - sizeof c || c.code_id > (1u << 24))
+        return 0;
+    if (c.code_id >= sl->npycodes) {
+        size_t need = (size_t)c.code_id + 1;
+        sl->pycodes = profile_grow(sl->pycodes, &sl->pycodes_cap, need, sizeof *sl->pycodes);
+        memset(sl->pycodes + sl->npycodes, 0, (need - sl->npycodes) * sizeof *sl->pycodes);
+        sl->npycodes = need;
+    }
+    char *fname = join_argv(rec->body + sizeof c, c.filename_len);
+    char *qname = join_argv(rec->body + sizeof c + c.filename_len, c.qualname_len);
+    if (fname && qname) {
+        sl->pycodes[c.code_id].filename = profile_intern(sl->p, fname);
+        sl->pycodes[c.code_id].basename = profile_intern(sl->p, path_basename(fname));
+        sl->pycodes[c.code_id].qualname = profile_intern(sl->p, qname);
+    }
+    free(fname);
+    free(qname);
+    return 0;
+}
+
+static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_pystack ps;
+    memcpy(&ps, rec->body, sizeof ps);
+    if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
+        (size_t)ps.nframes * sizeof(struct opr_pyframe) > rec->len - sizeof ps)
+        return 0;
+    if (ps.py_stack_id >= sl->npystacks) {
+        size_t need = (size_t)ps.py_stack_id + 1;
+        sl->pystacks = profile_grow(sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks);
+        memset(sl->pystacks + sl->npystacks, 0, (need - sl->npystacks) * sizeof *sl->pystacks);
+        sl->npystacks = need;
+    }
+    sl->pystacks[ps.py_stack_id] =
+        (struct raw_pystack){ps.nframes, (const struct opr_pyframe *)(rec->body + sizeof ps)};
+    return 0;
+}
+
+/* A SAMPLE and its optional tails (Python stack, OpenMP region). Its stack
+ * is symbolized once all maps are read (resolve_samples). */
+static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_sample s;
+    memcpy(&s, rec->body, sizeof s);
+    struct opr_sample_python spy = {0, 0};
+    if (rec->len >= sizeof s + sizeof spy)
+        memcpy(&spy, rec->body + sizeof s, sizeof spy);
+    if (s.stack_id >= sl->nstacks || sl->stacks[s.stack_id].pcs == NULL) {
+        stream_warn(sl, "sample refers to unknown stack %u; skipped", s.stack_id);
+        sl->last_sample_kept = false; /* its counter values go with it */
+        return 0;
+    }
+    sl->samples = profile_grow(sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples);
+    struct stream_sample *ss = &sl->samples[sl->nsamples++];
+    *ss = (struct stream_sample){.s = s,
+                                 .thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL),
+                                 .py_stack_plus1 = spy.py_stack_id_plus1,
+                                 .index = SIZE_MAX};
+    if (rec->len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
+        memcpy(&ss->omp_region, rec->body + sizeof s + sizeof spy, sizeof(uint64_t));
+    sl->last_sample_kept = true;
+    return 0;
+}
+
+static int on_lost(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_lost l;
+    memcpy(&l, rec->body, sizeof l);
+    if (l.lost_samples > sl->lost)
+        sl->lost = l.lost_samples;
+    return 0;
+}
+
+static int on_limits(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    memcpy(&sl->limits, rec->body, sizeof sl->limits);
+    return 0;
+}
+
+static int on_end(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_end e;
+    memcpy(&e, rec->body, sizeof e);
+    if (e.lost_samples > sl->lost)
+        sl->lost = e.lost_samples;
+    sl->ended = true;
+    if (e.time_ns > sl->end_ns)
+        sl->end_ns = e.time_ns;
+    return 0;
+}
+
+static int on_agent_cost(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_agent_cost c;
+    memcpy(&c, rec->body, sizeof c);
+    sl->p->agent_handler_ns += c.handler_ns;
+    sl->p->agent_handler_calls += c.handler_calls;
+    sl->p->agent_writer_cpu_ns += c.writer_cpu_ns;
+    sl->p->process_cpu_ns += c.process_cpu_ns;
+    return 0;
+}
+
+static int on_note(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_note n;
+    memcpy(&n, rec->body, sizeof n);
+    if (n.text_len > rec->len - sizeof n)
+        return 0;
+    struct prof_process *proc = stream_process(sl);
+    char *text = join_argv(rec->body + sizeof n, n.text_len);
+    char **notes = text ? realloc(proc->notes, (proc->nnotes + 1) * sizeof *proc->notes) : NULL;
+    if (!notes) {
+        free(text);
+        errno = ENOMEM;
+        return -1;
+    }
+    proc->notes = notes;
+    proc->notes[proc->nnotes++] = text;
+    return 0;
+}
+
+static const struct {
+    uint32_t type;
+    size_t min_body;
+    opr_record_fn fn;
+} core_records[] = {
+    {OPR_REC_PROCESS, sizeof(struct opr_process), on_process},
+    {OPR_REC_MAP, sizeof(struct opr_map), on_map},
+    {OPR_REC_THREAD, sizeof(struct opr_thread), on_thread},
+    {OPR_REC_STACK, sizeof(struct opr_stack), on_stack},
+    {OPR_REC_PYCODE, sizeof(struct opr_pycode), on_pycode},
+    {OPR_REC_PYSTACK, sizeof(struct opr_pystack), on_pystack},
+    {OPR_REC_SAMPLE, sizeof(struct opr_sample), on_sample},
+    {OPR_REC_LOST, sizeof(struct opr_lost), on_lost},
+    {OPR_REC_LIMITS, sizeof(struct opr_limits), on_limits},
+    {OPR_REC_END, sizeof(struct opr_end), on_end},
+    {OPR_REC_AGENT_COST, sizeof(struct opr_agent_cost), on_agent_cost},
+    {OPR_REC_NOTE, sizeof(struct opr_note), on_note},
+};
+
+/* Symbolizes one stream's native stack into frame ids (cached in rs->global
+ * as the native-only profile stack). */
+static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream_load *st,
+                               struct raw_stack *rs, uint32_t **scratch, size_t *scratch_cap)
+{
+    if (rs->global != UINT32_MAX)
+        return rs->global;
+    *scratch = profile_grow(*scratch, scratch_cap, rs->nframes + 1, sizeof **scratch);
+    for (uint32_t i = 0; i < rs->nframes; i++) {
+        uint64_t pc;
+        memcpy(&pc, &rs->pcs[i], sizeof pc);
+        bool is_ret = i > 0; /* all frames but the leaf are return addresses */
+        struct sym_frame f; /* the symbolizer caches per (asid, pc) */
+        int found = symbolizer_lookup(sym, st->asid, pc, is_ret, &f);
+        char name[512];
+        const char *module = f.module ? f.module : "[unknown]";
+        enum frame_kind kind = FRAME_NATIVE;
+        if (found != 0 || !f.function) {
+            /* All PCs of one unnamed function share its start (from .eh_frame
+             * when the symbol table does not cover it), so they merge into
+             * one row; without a start, the PC's own offset. */
+            if (f.module)
+                snprintf(name, sizeof name, "%s+0x%" PRIx64, f.module,
+                         f.function_start ? f.function_start : f.module_offset);
+            else
+                snprintf(name, sizeof name, "[unknown] 0x%" PRIx64, pc);
+            kind = FRAME_UNKNOWN;
+        } else {
+            snprintf(name, sizeof name, "%s", f.function);
+        }
+        size_t before = p->nframes;
+        (*scratch)[i] = profile_add_frame(p, name, module, f.source_file, f.line, kind);
+        if (p->nframes > before && kind == FRAME_UNKNOWN)
+            p->unknown_frames++;
+    }
+    rs->global = profile_add_stack(p, *scratch, rs->nframes);
+    return rs->global;
+}
+
+/* The profile stack of a sample: its native stack, with its Python frames
+ * spliced in when it has any. */
+static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, struct stream_load *st,
+                                     uint32_t stack_id, uint32_t py_plus1, uint32_t **scratch,
+                                     size_t *scratch_cap)
+{
+    uint32_t native = resolve_native(p, sym, st, &st->stacks[stack_id], scratch, scratch_cap);
+    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
+        return native;
+    uint64_t key = ((uint64_t)stack_id << 32) | py_plus1;
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    for (size_t j = 0; st->mixed.cap; j++) {
+        size_t slot = (h + j) & (st->mixed.cap - 1);
+        if (!st->mixed.slots[slot].used)
+            break;
+        if (st->mixed.slots[slot].hash == key)
+            return st->mixed.slots[slot].value;
+    }
+    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
+    const struct prof_stack *ns = &p->stacks[native];
+    size_t need = ns->nframes + ps->nframes * 2 + 2;
+    *scratch = profile_grow(*scratch, scratch_cap, need, sizeof **scratch);
+    uint32_t *pyframes = *scratch + ns->nframes + ps->nframes;
+    bool entry[OPR_MAX_PYFRAMES];
+    for (uint32_t i = 0; i < ps->nframes; i++) {
+        struct opr_pyframe f;
+        memcpy(&f, &ps->frames[i], sizeof f);
+        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
+        if (c && c->qualname)
+            pyframes[i] = profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON);
+        else
+            pyframes[i] = profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+        entry[i] = (f.flags & OPR_PYFRAME_ENTRY) != 0;
+    }
+    size_t n = splice_stacks(p->frames, ns->frames, ns->nframes, pyframes, entry, ps->nframes, *scratch);
+    uint32_t merged = profile_add_stack(p, *scratch, (uint32_t)n);
+    /* Open addressing keyed by the exact key (stored in .hash). */
+    if ((st->mixed.count + 1) * 2 > st->mixed.cap) {
+        size_t cap = st->mixed.cap ? st->mixed.cap * 2 : 256;
+        struct hash_slot *slots = calloc(cap, sizeof *slots);
+        if (!slots)
+            return merged;
+        for (size_t i = 0; i < st->mixed.cap; i++) {
+            if (!st->mixed.slots[i].used)
+                continue;
+            size_t j = (st->mixed.slots[i].hash * 0x9e3779b97f4a7c15ull) & (cap - 1);
+            while (slots[j].used)
+                j = (j + 1) & (cap - 1);
+            slots[j] = st->mixed.slots[i];
+        }
+        free(st->mixed.slots);
+        st->mixed.slots = slots;
+        st->mixed.cap = cap;
+    }
+    size_t j = h & (st->mixed.cap - 1);
+    while (st->mixed.slots[j].used)
+        j = (j + 1) & (st->mixed.cap - 1);
+    st->mixed.slots[j] = (struct hash_slot){key, merged, 1};
+    st->mixed.count++;
+    return merged;
+}
+
+/* ranks: a profile stack of Python frames only (an OFFCPU record's stack), or
+ * UINT32_MAX when the record has none. */
+static uint32_t resolve_python_only(struct profile *p, struct stream_load *st, uint32_t py_plus1, uint32_t **scratch,
+                                    size_t *scratch_cap)
+{
+    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
+        return UINT32_MAX;
+    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
+    *scratch = profile_grow(*scratch, scratch_cap, ps->nframes + 1, sizeof **scratch);
+    for (uint32_t i = 0; i < ps->nframes; i++) {
+        struct opr_pyframe f;
+        memcpy(&f, &ps->frames[i], sizeof f);
+        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
+        (*scratch)[i] = c && c->qualname
+                            ? profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON)
+                            : profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+    }
+    return profile_add_stack(p, *scratch, ps->nframes);
+}
+
+uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_t py_plus1)
+{
+    if (stack_id >= sl->nstacks || sl->stacks[stack_id].pcs == NULL)
+        return UINT32_MAX;
+    return resolve_sample_stack(sl->p, sl->sym, sl, stack_id, py_plus1, sl->scratch, sl->scratch_cap);
+}
+
+uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
+{
+    return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
+}
+
+/* Maps are all known now: symbolize the stacks that samples use, and add the
+ * samples to the profile. */
+static void resolve_samples(struct stream_load *sl)
+{
+    struct profile *p = sl->p;
+    struct prof_process *proc = stream_process(sl);
+    for (size_t i = 0; i < sl->nsamples; i++) {
+        struct stream_sample *ss = &sl->samples[i];
+        uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
+        profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1);
+        ss->index = p->nsamples - 1;
+        p->samples[ss->index].flags = ss->s.flags;
+        p->samples[ss->index].counters = ss->counters;
+        if (ss->s.flags & OPR_SAMPLE_TRUNCATED) {
+            proc->truncated++;
+            p->truncated_samples++;
+        }
+        if (ss->s.flags & OPR_SAMPLE_UNWIND_FAILED)
+            proc->unwind_failed++;
+    }
+    proc->samples += sl->nsamples;
+    proc->lost += sl->lost;
+    p->lost_samples += sl->lost;
+    p->outside_window_samples += sl->limits.outside_window;
+    p->size_cap_dropped_samples += sl->limits.dropped_size_cap;
+    if (sl->limits.first_drop_ns &&
+        (!p->first_size_cap_drop_ns || sl->limits.first_drop_ns < p->first_size_cap_drop_ns))
+        p->first_size_cap_drop_ns = sl->limits.first_drop_ns;
+    /* A generation that exec'ed has no END; only the last one speaks for the pid. */
+    proc->ended_cleanly = sl->ended;
+}
+
+static void on_skipped(void *ctx, const char *what) { stream_warn(ctx, "%s; skipped", what); }
+
+static void on_stopped(void *ctx, const char *what)
+{
+    struct stream_load *sl = ctx;
+    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nsamples);
+    stream_process(sl)->stream_truncated = true;
+}
+
+/* Registers the core handlers and lets each feature register its own and
+ * start its per-stream state. 0, or -1 with errno. */
+static int stream_begin(struct stream_load *sl, const struct opr_file_header *h, struct opr_reader *r,
+                        void **state)
+{
+    for (size_t i = 0; i < sizeof core_records / sizeof core_records[0]; i++)
+        if (opr_reader_on(r, core_records[i].type, core_records[i].min_body, core_records[i].fn, NULL) != 0)
+            return -1;
+    for (size_t i = 0; i < NFEATURES; i++) {
+        state[i] = calloc(1, features[i]->state_size ? features[i]->state_size : 1);
+        if (!state[i]) {
+            errno = ENOMEM;
+            return -1;
+        }
+        if (features[i]->begin && features[i]->begin(sl, state[i], h, r) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
+                        uint32_t asid, uint32_t **scratch, size_t *scratch_cap)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *buf;
+    size_t size;
+    if (opr_stream_read_file(path, &buf, &size) != 0) {
+        if (errno == ENOMEM)
+            return -2;
+        profile_warnf(p, "%s: cannot open: %s; skipped", name, strerror(errno));
+        return -1;
+    }
+    struct opr_file_header h;
+    char why[256];
+    if (opr_stream_check_header(buf, size, &h, why, sizeof why) != 0) {
+        profile_warnf(p, "%s: %s; skipped", name, why);
+        free(buf);
+        return -1;
+    }
+    struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
+                             .scratch = scratch, .scratch_cap = scratch_cap};
+    stream_process(&sl)->ppid = h.ppid;
+    struct opr_reader r = {.ctx = &sl, .skipped = on_skipped, .stopped = on_stopped};
+    void *state[NFEATURES] = {NULL};
+    int rc = stream_begin(&sl, &h, &r, state);
+    if (rc == 0 && opr_stream_read_records(&r, buf, size, h.header_size) < 0)
+        rc = -1;
+    if (rc == 0)
+        resolve_samples(&sl);
+    for (size_t i = 0; i < NFEATURES && rc == 0; i++)
+        if (features[i]->end && features[i]->end(&sl, state[i]) != 0)
+            rc = -1;
+    int saved = errno;
+    for (size_t i = 0; i < NFEATURES; i++) {
+        if (state[i] && features[i]->release)
+            features[i]->release(state[i]);
+        free(state[i]);
+    }
+    free(sl.samples);
+    free(sl.stacks);
+    free(sl.pycodes);
+    free(sl.pystacks);
+    free(sl.mixed.slots);
+    free(buf);
+    errno = saved;
+    return rc == 0 ? 0 : -2;
+}

@@ -1,0 +1,321 @@
+/*
+ * analyze/threading_load.c — what the loader keeps for the Threading section:
+ * the OMP_* and SCHED_TICK records (docs/format.md, "Threads and OpenMP"),
+ * the info file's openmp_* keys, which OpenMP runtimes were mapped, and each
+ * sample's parallel region. Registered with the loader as a stream_feature,
+ * so profile_load.c knows none of these records.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
+
+struct prof_threading *threading_get(struct profile *p)
+{
+    if (!p->threading)
+        p->threading = calloc(1, sizeof *p->threading);
+    return p->threading;
+}
+
+void threading_free(struct prof_threading *t)
+{
+    if (!t)
+        return;
+    free(t->regions);
+    free(t->contexts);
+    free(t->omp_ticks);
+    free(t->sched_ticks);
+    free(t->sched_threads);
+    free(t->runtime_version);
+    free(t->openmp_runtime);
+    free(t->openmp_setup);
+    free(t->openmp_libomp);
+    free(t);
+}
+
+int threading_info_kv(struct profile *p, const char *key, const char *val)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t) {
+        errno = ENOMEM;
+        return -1;
+    }
+    char **slot = strcmp(key, "openmp_runtime") == 0 ? &t->openmp_runtime
+                  : strcmp(key, "openmp_setup") == 0 ? &t->openmp_setup
+                  : strcmp(key, "openmp_libomp") == 0 ? &t->openmp_libomp
+                                                      : NULL;
+    if (slot) {
+        free(*slot);
+        if (!(*slot = strdup(val))) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the records: each body decoded here and nowhere else -------------- */
+
+static void load_region(struct prof_threading *t, uint32_t pid, const char *body)
+{
+    struct opr_omp_region r;
+    memcpy(&r, body, sizeof r);
+    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+    t->regions[t->nregions++] = (struct prof_omp_region){pid, r.opener_tid, r.region_id, r.parent_id,
+                                                         r.begin_ns, r.end_ns, r.requested, r.actual, r.flags};
+}
+
+static void load_omp_tick(struct prof_threading *t, uint32_t pid, const char *body)
+{
+    t->omp_ticks = profile_grow(t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks);
+    struct prof_omp_tick *k = &t->omp_ticks[t->nomp_ticks++];
+    k->pid = pid;
+    memcpy(&k->t, body, sizeof k->t);
+    if (k->t.interval_ns > k->t.time_ns)
+        k->t.interval_ns = 0;
+}
+
+/* 0, or -1 (ENOMEM) when the version text could not be kept. */
+static int load_omp_info(struct prof_threading *t, const char *body, size_t len)
+{
+    struct opr_omp_info info;
+    memcpy(&info, body, sizeof info);
+    t->ompt_processes++;
+    if (!t->runtime_version && info.text_len <= len - sizeof info) {
+        t->runtime_version = malloc(info.text_len + 1);
+        if (!t->runtime_version) {
+            errno = ENOMEM;
+            return -1;
+        }
+        memcpy(t->runtime_version, body + sizeof info, info.text_len);
+        t->runtime_version[info.text_len] = '\0';
+    }
+    return 0;
+}
+
+static void load_sched_tick(struct prof_threading *t, uint32_t pid, const char *body, size_t len)
+{
+    struct opr_sched_tick k;
+    memcpy(&k, body, sizeof k);
+    if (k.nthreads > (len - sizeof k) / sizeof(struct opr_sched_thread))
+        return;
+    t->sched_ticks = profile_grow(t->sched_ticks, &t->sched_ticks_cap, t->nsched_ticks + 1, sizeof *t->sched_ticks);
+    t->sched_threads = profile_grow(t->sched_threads, &t->sched_threads_cap, t->nsched_threads + k.nthreads + 1,
+                                    sizeof *t->sched_threads);
+    t->sched_ticks[t->nsched_ticks++] = (struct prof_sched_tick){pid, k.time_ns, k.online_cpus, k.affinity_cpus,
+                                                                 k.cpu_limit_milli, t->nsched_threads, k.nthreads};
+    for (uint32_t i = 0; i < k.nthreads; i++) {
+        struct opr_sched_thread e;
+        memcpy(&e, body + sizeof k + i * sizeof e, sizeof e);
+        t->sched_threads[t->nsched_threads++] =
+            (struct prof_sched_thread){e.tid, e.run_ns, e.wait_ns, e.timeslices, e.nonvoluntary_csw};
+    }
+}
+
+/* Kept for callers that hold one body outside a stream (the unit tests):
+ * the same decoders the stream handlers use. len >= the type's struct. */
+void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    if (type == OPR_REC_OMP_REGION)
+        load_region(t, pid, body);
+    else if (type == OPR_REC_OMP_TICK)
+        load_omp_tick(t, pid, body);
+    else if (type == OPR_REC_OMP_INFO)
+        (void)load_omp_info(t, body, len);
+    else if (type == OPR_REC_SCHED_TICK)
+        load_sched_tick(t, pid, body, len);
+}
+
+void threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
+                           uint32_t stack)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    t->contexts = profile_grow(t->contexts, &t->contexts_cap, t->ncontexts + 1, sizeof *t->contexts);
+    t->contexts[t->ncontexts++] = (struct prof_omp_context){pid, tid, region_id, time_ns, stack};
+}
+
+void threading_note_module(struct profile *p, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!threading_is_omp_runtime(base))
+        return;
+    struct prof_threading *t = threading_get(p);
+    if (!t)
+        return;
+    if (strncmp(base, "libgomp", 7) == 0)
+        t->saw_libgomp = true;
+    else if (strncmp(base, "libiomp", 7) == 0)
+        t->saw_libiomp = true;
+    else
+        t->saw_libomp = true;
+}
+
+static int cmp_region_id(const void *a, const void *b)
+{
+    const struct prof_omp_region *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id)
+{
+    struct prof_threading *t = threading_get(p);
+    if (!t || id == 0)
+        return 0;
+    if (*nsorted == 0 && t->nregions > first) {
+        qsort(t->regions + first, t->nregions - first, sizeof *t->regions, cmp_region_id);
+        *nsorted = t->nregions - first;
+    }
+    size_t lo = first, hi = first + *nsorted;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->regions[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < first + *nsorted && t->regions[lo].id == id)
+        return (uint32_t)lo + 1;
+    for (size_t i = first + *nsorted; i < t->nregions; i++) /* placeholders added after sorting */
+        if (t->regions[i].id == id)
+            return (uint32_t)i + 1;
+    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+    t->regions[t->nregions] = (struct prof_omp_region){.pid = pid, .id = id};
+    return (uint32_t)++t->nregions;
+}
+
+bool threading_is_omp_runtime(const char *m)
+{
+    return m && (strncmp(m, "libgomp", 7) == 0 || strncmp(m, "libomp", 6) == 0 || strncmp(m, "libiomp", 7) == 0);
+}
+
+
+/* ---- the stream feature ---------------------------------------------------- */
+
+struct threading_stream {
+    size_t first_region;           /* this stream's regions start here */
+    size_t nsorted;                /* for threading_region_lookup */
+    struct opr_omp_context *ctx;   /* openers' stacks: resolved once the maps are read */
+    size_t nctx, ctx_cap;
+};
+
+/* The stream's threading data, created on its first record. */
+static struct prof_threading *stream_threading(struct stream_load *sl)
+{
+    struct prof_threading *t = threading_get(stream_profile(sl));
+    if (!t)
+        errno = ENOMEM;
+    return t;
+}
+
+static int on_region(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct prof_threading *t = stream_threading(ctx);
+    if (!t)
+        return -1;
+    load_region(t, stream_pid(ctx), rec->body);
+    return 0;
+}
+
+static int on_omp_tick(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct prof_threading *t = stream_threading(ctx);
+    if (!t)
+        return -1;
+    load_omp_tick(t, stream_pid(ctx), rec->body);
+    return 0;
+}
+
+static int on_omp_info(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct prof_threading *t = stream_threading(ctx);
+    return t ? load_omp_info(t, rec->body, rec->len) : -1;
+}
+
+static int on_sched_tick(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct prof_threading *t = stream_threading(ctx);
+    if (!t)
+        return -1;
+    load_sched_tick(t, stream_pid(ctx), rec->body, rec->len);
+    return 0;
+}
+
+static int on_context(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)ctx;
+    struct threading_stream *ts = arg;
+    ts->ctx = profile_grow(ts->ctx, &ts->ctx_cap, ts->nctx + 1, sizeof *ts->ctx);
+    memcpy(&ts->ctx[ts->nctx++], rec->body, sizeof *ts->ctx);
+    return 0;
+}
+
+static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
+{
+    (void)h;
+    struct threading_stream *ts = state;
+    struct profile *p = stream_profile(sl);
+    ts->first_region = p->threading ? p->threading->nregions : 0;
+    static const struct {
+        uint32_t type;
+        size_t min_body;
+        opr_record_fn fn;
+    } types[] = {
+        {OPR_REC_OMP_REGION, sizeof(struct opr_omp_region), on_region},
+        {OPR_REC_OMP_TICK, sizeof(struct opr_omp_tick), on_omp_tick},
+        {OPR_REC_OMP_INFO, sizeof(struct opr_omp_info), on_omp_info},
+        {OPR_REC_SCHED_TICK, sizeof(struct opr_sched_tick), on_sched_tick},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (opr_reader_on(r, types[i].type, types[i].min_body, types[i].fn, ts) != 0)
+            return -1;
+    return opr_reader_on(r, OPR_REC_OMP_CONTEXT, sizeof(struct opr_omp_context), on_context, ts);
+}
+
+/* Once the samples are in the profile: each one's region (the SAMPLE's
+ * OpenMP tail) as an index, then the openers' stacks at region begin. */
+static int stream_end(struct stream_load *sl, void *state)
+{
+    struct threading_stream *ts = state;
+    struct profile *p = stream_profile(sl);
+    uint32_t pid = stream_pid(sl);
+    size_t n;
+    const struct stream_sample *ss = stream_samples(sl, &n);
+    for (size_t i = 0; i < n; i++)
+        if (ss[i].omp_region)
+            p->samples[ss[i].index].omp_region =
+                threading_region_lookup(p, ts->first_region, &ts->nsorted, pid, ss[i].omp_region);
+    for (size_t i = 0; i < ts->nctx; i++) {
+        const struct opr_omp_context *c = &ts->ctx[i];
+        uint32_t stack = stream_resolve_stack(sl, c->stack_id, c->py_stack_id_plus1);
+        if (stack != UINT32_MAX)
+            threading_add_context(p, pid, c->tid, c->region_id, c->time_ns, stack);
+    }
+    return 0;
+}
+
+static void stream_release(void *state)
+{
+    struct threading_stream *ts = state;
+    free(ts->ctx);
+}
+
+const struct stream_feature threading_stream_feature = {
+    .name = "threading",
+    .state_size = sizeof(struct threading_stream),
+    .begin = stream_begin,
+    .end = stream_end,
+    .release = stream_release,
+};
