@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
@@ -103,10 +105,17 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
-    FILE *f = fopen(path, "r");
+    struct stat st;
+    int fd = opr_open_regular(path, &st);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
+        if (fd >= 0)
+            close(fd);
+        const char *why = errno == EINVAL ? "not a regular file"
+                          : errno == ELOOP ? "a symbolic link, not followed"
+                                           : strerror(errno);
         snprintf(err, errlen, "%s is not an opprof result directory (no readable info file: %s); "
-                 "pass a directory written by `opprof record`", dir, strerror(errno));
+                 "pass a directory written by `opprof record`", dir, why);
         return -1;
     }
     char line[8192];

@@ -77,6 +77,7 @@ struct stream_load {
     uint64_t end_ns;
     uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
     size_t *scratch_cap;
+    size_t stream_bytes;        /* size of the stream file: bounds every id (id_fits) */
 };
 
 struct profile *stream_profile(struct stream_load *sl) { return sl->p; }
@@ -205,13 +206,26 @@ static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
     return 0;
 }
 
+/*
+ * Stack, Python code and Python stack ids size arrays here, and a result is
+ * untrusted: one 32-byte record naming id 0x80000000 asked for 3 GB. Writers
+ * number ids densely from 0, one record per id, so an id can never reach the
+ * number of records of its type the file could hold: the file's size over
+ * the smallest such record. That bounds memory by the input's size.
+ */
+static bool id_fits(const struct stream_load *sl, uint32_t id, size_t min_record)
+{
+    return (size_t)id < sl->stream_bytes / min_record;
+}
+
 static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct stream_load *sl = ctx;
     struct opr_stack s;
     memcpy(&s, rec->body, sizeof s);
-    if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES || (size_t)s.nframes * 8 > rec->len - sizeof s) {
+    if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES || (size_t)s.nframes * 8 > rec->len - sizeof s ||
+        !id_fits(sl, s.stack_id, sizeof(struct opr_record_header) + sizeof s + sizeof(uint64_t))) {
         stream_warn(sl, "malformed stack record at byte %zu; skipped", rec->off);
         return 0;
     }
@@ -232,7 +246,8 @@ static int on_pycode(void *ctx, void *arg, const struct opr_record *rec)
     struct stream_load *sl = ctx;
     struct opr_pycode c;
     memcpy(&c, rec->body, sizeof c);
-    if ((size_t)c.filename_len + c.qualname_len > rec->len - sizeof c || c.code_id > (1u << 24))
+    if ((size_t)c.filename_len + c.qualname_len > rec->len - sizeof c || c.code_id > (1u << 24) ||
+        !id_fits(sl, c.code_id, sizeof(struct opr_record_header) + sizeof c))
         return 0;
     if (c.code_id >= sl->npycodes) {
         size_t need = (size_t)c.code_id + 1;
@@ -259,6 +274,7 @@ static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_pystack ps;
     memcpy(&ps, rec->body, sizeof ps);
     if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
+        !id_fits(sl, ps.py_stack_id, sizeof(struct opr_record_header) + sizeof ps + sizeof(struct opr_pyframe)) ||
         (size_t)ps.nframes * sizeof(struct opr_pyframe) > rec->len - sizeof ps)
         return 0;
     if (ps.py_stack_id >= sl->npystacks) {
@@ -601,7 +617,7 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
         return -1;
     }
     struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
-                             .scratch = scratch, .scratch_cap = scratch_cap};
+                             .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     stream_process(&sl)->ppid = h.ppid;
     struct opr_reader r = {.ctx = &sl, .skipped = on_skipped, .stopped = on_stopped};
     void *state[NFEATURES] = {NULL};

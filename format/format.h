@@ -403,6 +403,13 @@ struct opr_reader {
  * EEXIST (type taken: two handlers for one record would decode it twice). */
 int opr_reader_on(struct opr_reader *r, uint32_t type, size_t min_body, opr_record_fn fn, void *arg);
 
+/* Opens a file of a result directory (untrusted: it may be a FIFO, a device
+ * or a link) for reading: a descriptor only for a regular file that is not a
+ * symbolic link, with *st filled; else -1 with errno (EINVAL for a FIFO or
+ * device, ELOOP for a link, EISDIR). Never blocks. */
+struct stat;
+int opr_open_regular(const char *path, struct stat *st);
+
 /* Reads a whole stream file into *buf (malloc'd; free it after the records
  * are used: record bodies point into it). 0, or -1 with errno. */
 int opr_stream_read_file(const char *path, char **buf, size_t *size);

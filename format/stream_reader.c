@@ -33,20 +33,34 @@ int opr_reader_on(struct opr_reader *r, uint32_t type, size_t min_body, opr_reco
     return 0;
 }
 
-int opr_stream_read_file(const char *path, char **buf, size_t *size)
+int opr_open_regular(const char *path, struct stat *st)
 {
-    *buf = NULL;
-    *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* A result directory is untrusted: O_NONBLOCK so that a FIFO in it cannot
+     * block open for ever, O_NOFOLLOW so that a planted link cannot make us
+     * read another file, and only a regular file is read (a device would
+     * never end). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         int e = errno;
+        if (!S_ISREG(st->st_mode))
+            e = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
         close(fd);
         errno = e;
         return -1;
     }
+    return fd;
+}
+
+int opr_stream_read_file(const char *path, char **buf, size_t *size)
+{
+    *buf = NULL;
+    *size = 0;
+    struct stat st;
+    int fd = opr_open_regular(path, &st);
+    if (fd < 0)
+        return -1;
     size_t want = (size_t)st.st_size;
     char *b = malloc(want ? want : 1);
     if (!b) {
