@@ -2,8 +2,9 @@
  * format/id_table.c — "have I written this before?" for the stream writer:
  * maps a byte string (a native call chain, a Python code object key, a Python
  * call chain) to a small id, assigning the next id on first sight. The ids
- * are the STACK, PYCODE and PYSTACK ids of the stream, so they count up from
- * 0 in the order keys are first seen.
+ * are the STACK, PYCODE and PYSTACK ids of the stream (and the index of a
+ * remembered Python line), so they count up from 0 in the order keys are
+ * first seen.
  *
  * Not signal-handler code (it allocates); only writers use it.
  */

@@ -103,7 +103,7 @@ static void emit(uint32_t type, const void *body, size_t body_len, const void *t
         opr_writer_emit(writer, type, body, body_len, tail, tail_len);
 }
 
-static void flush_outbuf(void)
+static void flush_stream(void)
 {
     if (writer)
         opr_writer_flush(writer);
@@ -238,7 +238,7 @@ static void drain_locked(void)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
     emit_lost_if_changed(false);
     emit_limits_if_changed(false);
-    flush_outbuf();
+    flush_stream();
 }
 
 static void *writer_main(void *arg)
@@ -317,7 +317,7 @@ static int begin_stream(void)
     python_on = agent_python_probe();
     if (python_on)
         agent_memmap_refresh();
-    flush_outbuf();
+    flush_stream();
     /* An exec'ed image is the same process: count each pid once. */
     if (live && stream_generation == 0)
         __atomic_fetch_add(&live->processes, 1, __ATOMIC_RELAXED);
@@ -381,7 +381,7 @@ void agent_writer_stop(bool clean)
                             atomic_load(&agent_samples_lost)};
         emit(OPR_REC_END, &e, sizeof e, NULL, 0);
     }
-    flush_outbuf();
+    flush_stream();
     if (stream_fd >= 0)
         close(stream_fd);
     stream_fd = -1;
@@ -414,6 +414,6 @@ void agent_writer_atfork_child(void)
     writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
     if (!writer_running) {
         opr_writer_note(writer, "the writer thread could not start in this child: samples kept until exit only");
-        flush_outbuf();
+        flush_stream();
     }
 }
