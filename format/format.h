@@ -1,8 +1,9 @@
 /*
  * format/format.h — the raw on-disk format, the twin of docs/format.md.
  *
- * Both writers (the injected agent, and attach mode in the launcher) write
- * these records; analyze/ reads them. Nothing after the sampler reads anything
+ * Both samplers (the injected agent, and attach mode in the launcher) write
+ * these records through the one stream writer declared below ("Stream
+ * writer"); analyze/ reads them. Nothing after the sampler reads anything
  * else. The environment variables the launcher passes to the agent are here
  * too: they are the other half of the contract between the two processes.
  *
@@ -337,6 +338,138 @@ struct opr_offcpu {
     uint32_t pad;
 };
 
+
+/* ------------------------------------------------------------------------- */
+/* Stream writer (format/stream_writer.c, format/stream_process.c)            */
+/* ------------------------------------------------------------------------- */
+/*
+ * The one writer of proc-<pid>-<gen>.raw streams. The injected agent and
+ * attach mode both write through it, and the unit tests build their streams
+ * with it, so "the same format" holds by construction. It owns the framing
+ * (record header, padding to 8 bytes, no record split across two flushes), the
+ * id tables that write each distinct native stack, Python code object and
+ * Python stack once, and the records read from /proc: PROCESS, THREAD, MAP
+ * with build-ids, and the saved vDSO image.
+ *
+ * Built under the agent's rules (libc only, no sanitizers), but it is not
+ * signal-handler code: it allocates. It runs on the agent's writer thread or
+ * in the launcher. Where the bytes go is the caller's (ops.write): a stream
+ * file in both samplers, memory in the tests. One writer per stream, used by
+ * one thread at a time.
+ */
+struct opr_writer;
+
+/* What a Python frame reader reports for one frame: its code object's names
+ * (PYCODE) and the line the frame executes. */
+struct opr_pycode_names {
+    char filename[512]; /* NUL-terminated */
+    char qualname[256]; /* NUL-terminated */
+    int32_t first_line;
+    int32_t line;
+};
+
+/* One captured Python frame as the writer keys it: a code object is known by
+ * its address and a fingerprint (an address is reused once the object is
+ * freed), a line by the instruction executing in the frame. */
+struct opr_pyframe_key {
+    uint64_t code;
+    uint64_t fingerprint;
+    int64_t instr;
+    uint32_t is_entry; /* entered from C: OPR_PYFRAME_ENTRY */
+    uint32_t pad;
+};
+
+struct opr_writer_ops {
+    void *ctx; /* passed to every callback */
+    /* Required. Moves len bytes to where the stream goes; returns how many got
+     * there (fewer when the disk is full: the reader reports a truncated
+     * stream). */
+    size_t (*write)(void *ctx, const void *bytes, size_t len);
+    /* Optional. New MAP records were written: the process mapped new code
+     * (an unwinder's module list must learn it). */
+    void (*maps_added)(void *ctx);
+    /* Optional. The maps were re-read because a new stack held a PC outside
+     * every known mapping: code loaded late, maybe libpython, a chance to look
+     * for Python again. Called before that STACK record is written, so what
+     * it writes comes first. */
+    void (*late_code)(void *ctx);
+    /* Required by opr_writer_python_stack. Reads frame i of the caller's
+     * frames (as passed there): its line, and its names when need_names.
+     * false when the code object is gone (freed or reused): the frame is then
+     * written as OPR_PYCODE_UNKNOWN. */
+    bool (*resolve_pyframe)(void *ctx, const void *frames, unsigned i, struct opr_pycode_names *out,
+                            bool need_names);
+};
+
+struct opr_writer_config {
+    /* "/proc/self" (the agent) or "/proc/<pid>" (attach): where PROCESS, THREAD
+     * and MAP records are read from. NULL: there is no process to read (the
+     * tests); those calls then write nothing. */
+    const char *proc_dir;
+    /* The result dir, where the vDSO image is saved once as vdso.so (NULL: it
+     * is not saved). */
+    const char *result_dir;
+    /* The THREAD name written for a thread whose comm cannot be read (it has
+     * exited) and had none before. NULL: no THREAD record for it. */
+    const char *unreadable_thread_name;
+    struct opr_writer_ops ops;
+};
+
+/* NULL when out of memory. */
+struct opr_writer *opr_writer_new(const struct opr_writer_config *config);
+void opr_writer_free(struct opr_writer *w);
+/* Forgets every id, thread and mapping written, and bytes not flushed yet,
+ * for a new stream (a fork child's: the parent flushes its own bytes). */
+void opr_writer_reset(struct opr_writer *w);
+
+/* ---- framing (stream_writer.c) ---- */
+/* The file header, the first bytes of a stream. pid also marks the main
+ * thread in THREAD records and names PROCESS. period_ns 0: samples are not
+ * time (record -c). */
+void opr_writer_begin(struct opr_writer *w, uint32_t pid, uint32_t ppid, uint64_t start_ns, uint64_t period_ns);
+/* Appends one record: header, body, tail, zero padding to 8 bytes. Flushes
+ * first when the buffer would overflow; a record larger than the buffer
+ * (none of opprof's) is not written. */
+void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
+                     size_t tail_len);
+void opr_writer_note(struct opr_writer *w, const char *text); /* NOTE record, now */
+void opr_writer_flush(struct opr_writer *w);
+size_t opr_writer_pending(const struct opr_writer *w); /* bytes emitted, not flushed yet */
+uint64_t opr_writer_bytes(const struct opr_writer *w);  /* bytes flushed that reached ops.write's target */
+
+/* ---- stacks (stream_writer.c) ---- */
+/* The STACK id of a native chain (leaf first), writing the record the first
+ * time; -1 when out of memory. A chain with a PC outside the known mappings
+ * re-reads the maps first (at most every 50 ms). */
+int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n);
+/* PYSTACK id + 1 of a Python chain (leaf first, n clamped to
+ * OPR_MAX_PYFRAMES), 0 when n is 0 or out of memory; PYCODE and PYSTACK
+ * records written as needed. keys[i] describes frames' entry i, which
+ * ops.resolve_pyframe reads when a code object or line is new. */
+uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
+                                 const void *frames);
+
+/* ---- the process, read from proc_dir (stream_process.c) ---- */
+void opr_writer_process(struct opr_writer *w); /* PROCESS: exe path and argv */
+/* First sight of a thread: remembers it and writes its THREAD record. true
+ * when it was new. */
+bool opr_writer_note_thread(struct opr_writer *w, uint32_t tid);
+/* THREAD records again for every thread seen, with the names they have now
+ * (names set after a thread's first sample). */
+void opr_writer_thread_names_again(struct opr_writer *w);
+/* MAP records for executable mappings not written before; the vDSO's image is
+ * saved once per result dir. */
+void opr_writer_read_maps(struct opr_writer *w);
+
+/* ---- helpers for the samplers (stream_process.c) ---- */
+/* Creates <dir>/proc-<pid>-<gen>.raw for the first generation not taken yet
+ * (an exec'ed pid has one per earlier image). The fd, or -1 (errno). */
+int opr_stream_create(const char *dir, uint32_t pid, int *generation);
+/* write(2) until done, retrying EINTR; returns the bytes written (0 for fd < 0). */
+size_t opr_write_all(int fd, const void *bytes, size_t len);
+/* NT_GNU_BUILD_ID of an ELF file, from its PT_NOTE segments (libc only: the
+ * agent may not use libelf). Its length, 0 when there is none. */
+int opr_read_build_id(const char *path, uint8_t out[OPR_BUILD_ID_MAX]);
 
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"

@@ -7,8 +7,10 @@
  *                    stop on timeout / Ctrl-C / target exit, the summary
  *   attach_events.c  perf_event per (thread, CPU), one ring per CPU, records
  *                    merged by time
- *   attach_stream.c  one proc-<pid>-<gen>.raw per process image: PROCESS, MAP,
- *                    THREAD, STACK, SAMPLE, PYCODE/PYSTACK, LOST, NOTE, END
+ *   attach_stream.c  one proc-<pid>-<gen>.raw per process image, written
+ *                    through format/'s stream writer: SAMPLE, LOST, LIMITS,
+ *                    NOTE, END here; PROCESS, MAP, THREAD, STACK, PYCODE and
+ *                    PYSTACK by the writer
  *   attach_unwind.c  native stacks: CFI unwinding of the sample's user-stack
  *                    copy with libdwfl (one Dwfl per process)
  *   attach_python.c  Python frames read with process_vm_readv right after the

@@ -5,12 +5,15 @@
  * workload. Signal-handler code is marked where it is called from there.
  *
  *   rank_env.c         which rank of a parallel job this process is
- *   id_table.c         byte-string -> id tables (stacks, Python code, stacks)
- *   map_ranges.c       sorted address ranges (which PCs are executable code)
  *   python_walk.c      the one CPython frame walker (handler-safe), layout lookup
  *   python_code.c      code objects -> file, qualified name, line (not handler code)
  *   python_linetable.c CPython 3.11 line tables
  *   python_layout.h    CPython struct layouts per version (common's own .c files only)
+ *
+ * The stream itself (framing, id tables, MAP/PROCESS/THREAD) is written by
+ * format/'s one writer (format/format.h, "Stream writer"), also built into
+ * this library; below are the two small adapters both samplers hand it their
+ * Python frames through.
  */
 #ifndef OPPROF_SAMPLER_COMMON_H
 #define OPPROF_SAMPLER_COMMON_H
@@ -18,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "format/format.h"
 
@@ -108,26 +112,30 @@ struct py_code_names {
 bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, const struct py_code_names *names,
                      int *first_line, int *line);
 
-/* ---- id_table.c: byte-string -> id tables for the stream writers ---------- */
-struct id_table_entry {
-    uint64_t hash;
-    uint32_t id;
-    uint32_t len;
-    void *key; /* NULL marks an empty slot */
-};
-struct id_table {
-    struct id_table_entry *entries;
-    size_t cap, count;
-};
-/* Returns the key's id (ids count up from 0), -1 when out of memory. */
-int64_t id_table_find_or_add(struct id_table *d, const void *key, size_t len, bool *added);
-void id_table_clear(struct id_table *d);
+/* ---- handing captured Python frames to the stream writer ------------------ */
+/* The writer's keys (format/format.h) of n captured frames, n clamped to
+ * OPR_MAX_PYFRAMES; returns how many were filled. */
+static inline unsigned py_frame_keys(const struct py_frame_ref *frames, unsigned n, struct opr_pyframe_key *out)
+{
+    if (n > OPR_MAX_PYFRAMES)
+        n = OPR_MAX_PYFRAMES;
+    for (unsigned i = 0; i < n; i++)
+        out[i] = (struct opr_pyframe_key){frames[i].code, frames[i].fingerprint, frames[i].instr,
+                                          frames[i].is_entry, 0};
+    return n;
+}
 
-/* ---- map_ranges.c ---------------------------------------------------------- */
-struct map_range {
-    uint64_t start, end;
-};
-bool map_ranges_contain(const struct map_range *r, size_t n, uint64_t pc); /* r sorted; handler-safe */
-void map_ranges_sort(struct map_range *r, size_t n);
+/* Fills a resolver's names into the writer's struct (longer names are cut at
+ * its field sizes). */
+static inline void py_code_names_copy(struct opr_pycode_names *out, const char *filename, const char *qualname,
+                                      int first_line)
+{
+    size_t f = strnlen(filename, sizeof out->filename - 1), q = strnlen(qualname, sizeof out->qualname - 1);
+    memcpy(out->filename, filename, f);
+    out->filename[f] = '\0';
+    memcpy(out->qualname, qualname, q);
+    out->qualname[q] = '\0';
+    out->first_line = first_line;
+}
 
 #endif

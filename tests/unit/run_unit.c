@@ -13,6 +13,7 @@ int main(void)
     register_symbolize_cfi_tests();
     register_hotspots_tests();
     register_profile_load_tests();
+    register_stream_writer_tests(); /* format/'s stream writer */
     register_report_tests();
     register_pmu_tests();
     register_metrics_tests();

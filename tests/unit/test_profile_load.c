@@ -3,8 +3,11 @@
  * directories: a good stream, a truncated one, a corrupt one, unknown record
  * types, missing info, Python frames spliced into native stacks.
  *
- * Streams are written byte by byte here (not by the agent) so that every
- * field's meaning in docs/format.md is exercised independently of the writer.
+ * Streams are built record by record here (not by the agent or attach mode),
+ * so that each field's meaning in docs/format.md is exercised on its own, but
+ * through format/'s stream writer, the one both samplers write through: the
+ * framing, padding and id assignment the loader is tested on are the
+ * samplers' by construction.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -33,43 +36,78 @@ static void put(struct buf *b, const void *p, size_t n)
     b->len += n;
 }
 
-static void record(struct buf *b, uint32_t type, const void *body, size_t body_len, const void *tail,
+/* The writer's byte sink: the stream stays in memory. */
+static size_t put_bytes(void *ctx, const void *bytes, size_t len)
+{
+    put(ctx, bytes, len);
+    return len;
+}
+
+/* A Python frame of a test stream; filename NULL: its code object is gone
+ * (the writer then writes OPR_PYCODE_UNKNOWN). */
+struct test_pyframe {
+    const char *filename, *qualname;
+    int32_t first_line, line;
+};
+
+static bool resolve_test_pyframe(void *ctx, const void *frames, unsigned i, struct opr_pycode_names *out,
+                                 bool need_names)
+{
+    const struct test_pyframe *f = (const struct test_pyframe *)frames + i;
+    if (!f->filename)
+        return false;
+    snprintf(out->filename, sizeof out->filename, "%s", f->filename);
+    snprintf(out->qualname, sizeof out->qualname, "%s", f->qualname);
+    out->first_line = f->first_line;
+    out->line = f->line;
+    return true;
+}
+
+/* A stream being built in memory (no process behind it: no PROCESS, MAP or
+ * THREAD records unless a test writes them). */
+struct test_stream {
+    struct opr_writer *w;
+    struct buf out;
+};
+
+/* Starts a stream of pid: the file header (ppid 1, 1 ms period). */
+static void header(struct test_stream *s, uint32_t pid)
+{
+    memset(s, 0, sizeof *s);
+    struct opr_writer_config config = {
+        .ops = {.ctx = &s->out, .write = put_bytes, .resolve_pyframe = resolve_test_pyframe},
+    };
+    s->w = opr_writer_new(&config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s->w);
+    opr_writer_begin(s->w, pid, 1, 0, 1000000);
+}
+
+/* The stream's bytes (the caller frees data). */
+static struct buf finish(struct test_stream *s)
+{
+    opr_writer_flush(s->w);
+    opr_writer_free(s->w);
+    return s->out;
+}
+
+static void record(struct test_stream *s, uint32_t type, const void *body, size_t body_len, const void *tail,
                    size_t tail_len)
 {
-    size_t size = 8 + body_len + tail_len, padded = (size + 7) & ~(size_t)7;
-    struct opr_record_header h = {type, (uint32_t)padded};
-    put(b, &h, sizeof h);
-    put(b, body, body_len);
-    if (tail_len)
-        put(b, tail, tail_len);
-    static const char zeros[8];
-    put(b, zeros, padded - size);
+    opr_writer_emit(s->w, type, body, body_len, tail, tail_len);
 }
 
-static void header(struct buf *b, uint32_t pid)
+static void sample(struct test_stream *s, uint64_t t, uint32_t tid, uint32_t stack, uint32_t py_plus1)
 {
-    struct opr_file_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, OPR_FILE_MAGIC, 8);
-    h.version = OPR_FORMAT_VERSION;
-    h.header_size = sizeof h;
-    h.pid = pid;
-    h.ppid = 1;
-    h.period_ns = 1000000;
-    put(b, &h, sizeof h);
-}
-
-static void sample(struct buf *b, uint64_t t, uint32_t tid, uint32_t stack, uint32_t py_plus1)
-{
-    struct opr_sample s = {t, tid, stack, 0, 1};
+    struct opr_sample smp = {t, tid, stack, 0, 1};
     struct opr_sample_python py = {py_plus1, 0};
-    record(b, OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
+    record(s, OPR_REC_SAMPLE, &smp, sizeof smp, &py, sizeof py);
 }
 
-static void stack(struct buf *b, uint32_t id, const uint64_t *pcs, uint32_t n)
+/* A STACK record through the writer's id table; id is the one the test's
+ * samples refer to, so the writer must give the same. */
+static void stack(struct test_stream *s, uint32_t id, const uint64_t *pcs, uint32_t n)
 {
-    struct opr_stack s = {id, n};
-    record(b, OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
+    CU_ASSERT_EQUAL(opr_writer_stack_id(s->w, pcs, n), id);
 }
 
 static char tmpdir[256];
@@ -111,22 +149,22 @@ static void remove_dir(void)
  * "[unknown] 0x..." frames), three samples on two threads, a LOST and END. */
 static struct buf good_stream(void)
 {
-    struct buf b = {0};
-    header(&b, 42);
+    struct test_stream s;
+    header(&s, 42);
     struct opr_thread t = {42, OPR_THREAD_MAIN, 0, "main"};
-    record(&b, OPR_REC_THREAD, &t, sizeof t, NULL, 0);
+    record(&s, OPR_REC_THREAD, &t, sizeof t, NULL, 0);
     uint64_t s0[] = {0x1000, 0x2000, 0x3000};
     uint64_t s1[] = {0x1100, 0x2000, 0x3000};
-    stack(&b, 0, s0, 3);
-    stack(&b, 1, s1, 3);
-    sample(&b, 10, 42, 0, 0);
-    sample(&b, 20, 43, 1, 0);
-    sample(&b, 30, 42, 0, 0);
+    stack(&s, 0, s0, 3);
+    stack(&s, 1, s1, 3);
+    sample(&s, 10, 42, 0, 0);
+    sample(&s, 20, 43, 1, 0);
+    sample(&s, 30, 42, 0, 0);
     struct opr_lost l = {40, 5, 8};
-    record(&b, OPR_REC_LOST, &l, sizeof l, NULL, 0);
+    record(&s, OPR_REC_LOST, &l, sizeof l, NULL, 0);
     struct opr_end e = {50, 8, 5};
-    record(&b, OPR_REC_END, &e, sizeof e, NULL, 0);
-    return b;
+    record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
+    return finish(&s);
 }
 
 /* A fresh dir with info (plus extra lines) and the good stream, loaded;
@@ -258,13 +296,14 @@ static void test_unknown_records_skipped_and_incomplete_run(void)
 {
     fresh_dir();
     write_info("complete=0\n");
-    struct buf b = {0};
-    header(&b, 7);
+    struct test_stream s;
+    header(&s, 7);
     uint64_t s0[] = {0x10};
-    stack(&b, 0, s0, 1);
+    stack(&s, 0, s0, 1);
     uint64_t future[3] = {1, 2, 3};
-    record(&b, 999, future, sizeof future, NULL, 0); /* a newer writer's record */
-    sample(&b, 5, 7, 0, 0);
+    record(&s, 999, future, sizeof future, NULL, 0); /* a newer writer's record */
+    sample(&s, 5, 7, 0, 0);
+    struct buf b = finish(&s);
     write_file("proc-7-0.raw", b.data, b.len);
     struct profile *p;
     char err[512] = "";
@@ -287,21 +326,18 @@ static void test_python_frames_attached(void)
 {
     fresh_dir();
     write_info("");
-    struct buf b = {0};
-    header(&b, 9);
+    struct test_stream s;
+    header(&s, 9);
     uint64_t s0[] = {0x10, 0x20};
-    stack(&b, 0, s0, 2);
-    const char *file = "/w/train.py", *name = "step";
-    struct opr_pycode c = {0, 40, (uint32_t)strlen(file), (uint32_t)strlen(name)};
-    char tail[64];
-    memcpy(tail, file, c.filename_len);
-    memcpy(tail + c.filename_len, name, c.qualname_len);
-    record(&b, OPR_REC_PYCODE, &c, sizeof c, tail, c.filename_len + c.qualname_len);
-    struct opr_pystack ps = {0, 2};
-    struct opr_pyframe frames[2] = {{0, 42, 0, 0}, {OPR_PYCODE_UNKNOWN, 0, OPR_PYFRAME_ENTRY, 0}};
-    record(&b, OPR_REC_PYSTACK, &ps, sizeof ps, frames, sizeof frames);
-    sample(&b, 1, 9, 0, 1);
-    sample(&b, 2, 9, 0, 0);
+    stack(&s, 0, s0, 2);
+    /* PYCODE 0 (step, def at 40, line 42 executing), then PYSTACK 0: that
+     * frame, and below it an entry frame whose code object is gone. */
+    struct test_pyframe frames[2] = {{"/w/train.py", "step", 40, 42}, {NULL, NULL, 0, 0}};
+    struct opr_pyframe_key keys[2] = {{0x7000, 1, 10, 0, 0}, {0x7100, 2, 4, 1, 0}};
+    CU_ASSERT_EQUAL(opr_writer_python_stack(s.w, keys, 2, frames), 1);
+    sample(&s, 1, 9, 0, 1);
+    sample(&s, 2, 9, 0, 0);
+    struct buf b = finish(&s);
     write_file("proc-9-0.raw", b.data, b.len);
     struct profile *p;
     char err[512] = "";

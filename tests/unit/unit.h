@@ -11,6 +11,7 @@ void register_symbolize_tests(void);
 void register_symbolize_cfi_tests(void);
 void register_hotspots_tests(void);
 void register_profile_load_tests(void);
+void register_stream_writer_tests(void); /* format/'s stream writer */
 void register_report_tests(void);
 void register_pmu_tests(void);
 void register_metrics_tests(void);

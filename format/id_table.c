@@ -1,14 +1,17 @@
 /*
- * sampler/common/id_table.c — "have I written this before?" for a stream writer:
+ * format/id_table.c — "have I written this before?" for the stream writer:
  * maps a byte string (a native call chain, a Python code object key, a Python
- * call chain) to a small id, assigning the next id on first sight.
+ * call chain) to a small id, assigning the next id on first sight. The ids
+ * are the STACK, PYCODE and PYSTACK ids of the stream (and the index of a
+ * remembered Python line), so they count up from 0 in the order keys are
+ * first seen.
  *
- * Not signal-handler code (it allocates); only writer threads use it.
+ * Not signal-handler code (it allocates); only writers use it.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler/common/common.h"
+#include "format/writer_internal.h"
 
 static uint64_t hash_key(const void *key, size_t len)
 {

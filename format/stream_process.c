@@ -1,0 +1,337 @@
+/*
+ * format/stream_process.c — the records the stream writer reads from the
+ * process's /proc directory (/proc/self in the agent, /proc/<pid> in attach
+ * mode): PROCESS (exe path and argv), THREAD (names), MAP (executable
+ * mappings with their build-ids) and the vDSO image saved beside the streams,
+ * plus the stream file's creation.
+ *
+ * Libc only: this is compiled into the agent, which may not use libelf, so
+ * build-ids are read from the ELF program headers by hand.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format/writer_internal.h"
+
+size_t opr_write_all(int fd, const void *bytes, size_t len)
+{
+    size_t off = 0;
+    while (off < len && fd >= 0) {
+        ssize_t n = write(fd, (const char *)bytes + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* disk full or closed: the reader reports a truncated stream */
+        off += (size_t)n;
+    }
+    return off;
+}
+
+int opr_stream_create(const char *dir, uint32_t pid, int *generation)
+{
+    char path[PATH_MAX + 64];
+    for (int gen = 0; gen < 1000; gen++) {
+        snprintf(path, sizeof path, "%s/proc-%u-%d.raw", dir, pid, gen);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            if (generation)
+                *generation = gen;
+            return fd;
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
+/* Up to cap bytes of a (small, /proc) file; -1 when it cannot be opened. */
+static ssize_t read_small_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    return (ssize_t)len;
+}
+
+/* ---- PROCESS --------------------------------------------------------------- */
+
+/* Longest argv kept: /proc's cmdline can be longer, the report needs less. */
+#define CMDLINE_MAX 8192
+
+void opr_writer_process(struct opr_writer *w)
+{
+    if (!w->proc_dir[0])
+        return;
+    /* The tail is the exe path, then the NUL-separated argv. */
+    char *tail = malloc(PATH_MAX + CMDLINE_MAX);
+    if (!tail)
+        return;
+    char path[sizeof w->proc_dir + 16];
+    snprintf(path, sizeof path, "%s/exe", w->proc_dir);
+    ssize_t exe_len = readlink(path, tail, PATH_MAX - 1);
+    if (exe_len < 0)
+        exe_len = 0;
+    snprintf(path, sizeof path, "%s/cmdline", w->proc_dir);
+    ssize_t cmd_len = read_small_file(path, tail + exe_len, CMDLINE_MAX);
+    if (cmd_len < 0)
+        cmd_len = 0;
+    struct opr_process p = {w->pid, w->ppid, writer_now_ns(), (uint32_t)exe_len, (uint32_t)cmd_len};
+    opr_writer_emit(w, OPR_REC_PROCESS, &p, sizeof p, tail, (size_t)exe_len + (size_t)cmd_len);
+    free(tail);
+}
+
+/* ---- THREAD ---------------------------------------------------------------- */
+
+/* The thread's comm now into name (NUL-padded); false when it cannot be read
+ * (the thread has exited). A name may hold any byte but NUL: only the newline
+ * /proc adds is cut. */
+static bool read_thread_name(const struct opr_writer *w, uint32_t tid, char name[16])
+{
+    if (!w->proc_dir[0])
+        return false;
+    char path[sizeof w->proc_dir + 32], buf[16];
+    snprintf(path, sizeof path, "%s/task/%u/comm", w->proc_dir, tid);
+    ssize_t n = read_small_file(path, buf, sizeof buf - 1); /* comm is at most 15 bytes */
+    if (n <= 0)
+        return false;
+    if (buf[n - 1] == '\n')
+        n--;
+    memset(name, 0, 16);
+    memcpy(name, buf, (size_t)n);
+    return true;
+}
+
+/* A THREAD record with the thread's name now; the last name known (or the
+ * configured one) when it cannot be read, or nothing when names of
+ * unreadable threads are not written. */
+static void emit_thread(struct opr_writer *w, struct writer_thread *t)
+{
+    struct opr_thread r;
+    memset(&r, 0, sizeof r);
+    r.tid = t->tid;
+    r.flags = t->tid == w->pid ? OPR_THREAD_MAIN : 0;
+    r.time_ns = writer_now_ns();
+    if (!read_thread_name(w, t->tid, t->name) && !w->name_unreadable_threads)
+        return;
+    memcpy(r.name, t->name, sizeof r.name);
+    r.name[sizeof r.name - 1] = '\0';
+    opr_writer_emit(w, OPR_REC_THREAD, &r, sizeof r, NULL, 0);
+}
+
+bool opr_writer_note_thread(struct opr_writer *w, uint32_t tid)
+{
+    /* Linear: a stream has tens of threads, and a new one is rare. */
+    for (size_t i = 0; i < w->nthreads; i++)
+        if (w->threads[i].tid == tid)
+            return false;
+    struct writer_thread *grown = writer_grow(w->threads, &w->threads_cap, w->nthreads, sizeof *grown, 64);
+    if (!grown)
+        return false;
+    w->threads = grown;
+    struct writer_thread *t = &w->threads[w->nthreads++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    memcpy(t->name, w->unreadable_thread_name, sizeof t->name);
+    emit_thread(w, t);
+    return true;
+}
+
+void opr_writer_thread_names_again(struct opr_writer *w)
+{
+    for (size_t i = 0; i < w->nthreads; i++)
+        emit_thread(w, &w->threads[i]);
+}
+
+/* ---- build-ids ------------------------------------------------------------- */
+
+/* The GNU build-id note in one PT_NOTE segment's bytes, 0 when it has none. */
+static int build_id_in_notes(const uint8_t *notes, size_t size, uint8_t *out)
+{
+    for (size_t off = 0; off + sizeof(Elf64_Nhdr) <= size;) {
+        Elf64_Nhdr nh;
+        memcpy(&nh, notes + off, sizeof nh);
+        size_t name_off = off + sizeof nh;
+        size_t desc_off = name_off + ((nh.n_namesz + 3) & ~3u);
+        size_t next = desc_off + ((nh.n_descsz + 3) & ~3u);
+        if (next > size)
+            break;
+        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(notes + name_off, "GNU", 4) == 0 &&
+            nh.n_descsz <= OPR_BUILD_ID_MAX) {
+            memcpy(out, notes + desc_off, nh.n_descsz);
+            return (int)nh.n_descsz;
+        }
+        off = next;
+    }
+    return 0;
+}
+
+/* Bounds that no real library exceeds; past them the file is not read
+ * further rather than trusted. */
+#define MAX_PHDRS 64
+#define MAX_NOTE_SEGMENT 65536
+
+int opr_read_build_id(const char *path, uint8_t out[OPR_BUILD_ID_MAX])
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int len = 0;
+    uint8_t *notes = NULL;
+    Elf64_Ehdr eh;
+    Elf64_Phdr ph[MAX_PHDRS];
+    if (pread(fd, &eh, sizeof eh, 0) != sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > MAX_PHDRS)
+        goto out;
+    size_t ph_bytes = eh.e_phnum * sizeof ph[0];
+    if (pread(fd, ph, ph_bytes, (off_t)eh.e_phoff) != (ssize_t)ph_bytes || !(notes = malloc(MAX_NOTE_SEGMENT)))
+        goto out;
+    for (int i = 0; i < eh.e_phnum && len == 0; i++) {
+        if (ph[i].p_type != PT_NOTE || ph[i].p_filesz > MAX_NOTE_SEGMENT)
+            continue;
+        ssize_t got = pread(fd, notes, ph[i].p_filesz, (off_t)ph[i].p_offset);
+        if (got > 0)
+            len = build_id_in_notes(notes, (size_t)got, out);
+    }
+out:
+    free(notes);
+    close(fd);
+    return len;
+}
+
+/* ---- MAP ------------------------------------------------------------------- */
+
+bool writer_pc_mapped(const struct opr_writer *w, uint64_t pc)
+{
+    size_t lo = 0, hi = w->nmaps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (pc < w->maps[mid].start)
+            hi = mid;
+        else if (pc >= w->maps[mid].end)
+            lo = mid + 1;
+        else
+            return true;
+    }
+    return false;
+}
+
+static int compare_ranges(const void *a, const void *b)
+{
+    const struct writer_map_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The vDSO has no file: its image is saved once per result dir (the first
+ * process to get there wins) so the report can symbolize and unwind it. */
+static void save_vdso(const struct opr_writer *w, uint64_t start, uint64_t end)
+{
+    if (!w->result_dir[0])
+        return;
+    char path[sizeof w->result_dir + 16];
+    snprintf(path, sizeof path, "%s/vdso.so", w->result_dir);
+    int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0)
+        return; /* another process saved it already */
+    /* Through /proc/<pid>/mem: the same code for the agent (its own memory)
+     * and attach mode (another process's). */
+    char mem[sizeof w->proc_dir + 16];
+    snprintf(mem, sizeof mem, "%s/mem", w->proc_dir);
+    int in = open(mem, O_RDONLY | O_CLOEXEC);
+    uint8_t *buf = malloc(end - start);
+    ssize_t n = in >= 0 && buf ? pread(in, buf, end - start, (off_t)start) : -1;
+    if (n > 0 && opr_write_all(out, buf, (size_t)n) != (size_t)n)
+        n = -1;
+    free(buf);
+    if (in >= 0)
+        close(in);
+    close(out);
+    if (n <= 0)
+        unlink(path); /* let a later process try */
+}
+
+/* Remembers [start, end) as written; false when out of memory. */
+static bool add_map_range(struct opr_writer *w, uint64_t start, uint64_t end)
+{
+    struct writer_map_range *grown = writer_grow(w->maps, &w->maps_cap, w->nmaps, sizeof *grown, 256);
+    if (!grown)
+        return false;
+    w->maps = grown;
+    w->maps[w->nmaps++] = (struct writer_map_range){start, end};
+    return true;
+}
+
+void opr_writer_read_maps(struct opr_writer *w)
+{
+    if (!w->proc_dir[0])
+        return;
+    char path[sizeof w->proc_dir + 16];
+    snprintf(path, sizeof path, "%s/maps", w->proc_dir);
+    w->last_maps_ns = writer_now_ns(); /* also when unreadable: retried at the rate of success */
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char line[PATH_MAX + 128];
+    bool added = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long start, end, pgoff;
+        char perms[8];
+        int path_at = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &pgoff, &path_at) < 4 ||
+            perms[2] != 'x')
+            continue;
+        if (writer_pc_mapped(w, start))
+            continue;
+        char *file = line + path_at;
+        file[strcspn(file, "\n")] = '\0';
+        struct opr_map m;
+        memset(&m, 0, sizeof m);
+        m.start = start;
+        m.end = end;
+        m.pgoff = pgoff;
+        if (file[0] == '/')
+            m.build_id_len = (uint8_t)opr_read_build_id(file, m.build_id);
+        else if (strcmp(file, "[vdso]") == 0)
+            save_vdso(w, start, end);
+        m.path_len = (uint16_t)strlen(file);
+        opr_writer_emit(w, OPR_REC_MAP, &m, sizeof m, file, m.path_len);
+        if (!add_map_range(w, start, end))
+            break;
+        added = true;
+    }
+    fclose(f);
+    if (!added)
+        return;
+    qsort(w->maps, w->nmaps, sizeof w->maps[0], compare_ranges);
+    if (w->ops.maps_added)
+        w->ops.maps_added(w->ops.ctx);
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+void writer_forget_process(struct opr_writer *w)
+{
+    w->nmaps = 0;
+    w->nthreads = 0;
+    w->last_maps_ns = 0;
+}
+
+void writer_free_process(struct opr_writer *w)
+{
+    free(w->maps);
+    free(w->threads);
+}

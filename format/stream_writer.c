@@ -1,0 +1,251 @@
+/*
+ * format/stream_writer.c — the stream writer's framing and its id tables.
+ *
+ * Records are appended to one buffer and handed to ops.write when it is full
+ * or the caller flushes, so a record is never split across two writes and a
+ * stream cut short (disk full, a killed process) ends at a record boundary as
+ * often as possible. Each distinct native chain, Python code object and
+ * Python chain is written once (STACK, PYCODE, PYSTACK) and referred to by id
+ * afterwards: that is what keeps a sample at ~32 bytes on disk.
+ *
+ * The records read from /proc (PROCESS, THREAD, MAP) are in stream_process.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "format/writer_internal.h"
+
+/* A gap this long since the last maps read lets an unknown PC trigger another:
+ * new code (dlopen, JIT) is found quickly, but garbage PCs from a broken
+ * unwind cannot make the writer re-read the maps constantly. */
+#define MAPS_REREAD_NS 50000000ull
+
+uint64_t writer_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void *writer_grow(void *array, size_t *cap, size_t index, size_t elem_size, size_t first_cap)
+{
+    if (index < *cap)
+        return array;
+    size_t grown = *cap ? *cap * 2 : first_cap;
+    while (grown <= index)
+        grown *= 2;
+    void *p = realloc(array, grown * elem_size);
+    if (p)
+        *cap = grown;
+    return p;
+}
+
+/* Copies s into out (cap bytes, NUL-terminated); "" for NULL. */
+static void copy_text(char *out, size_t cap, const char *s)
+{
+    size_t n = s ? strnlen(s, cap - 1) : 0;
+    memcpy(out, s ? s : "", n);
+    out[n] = '\0';
+}
+
+struct opr_writer *opr_writer_new(const struct opr_writer_config *config)
+{
+    struct opr_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->buf = malloc(WRITER_BUFFER_SIZE);
+    if (!w->buf) {
+        free(w);
+        return NULL;
+    }
+    w->ops = config->ops;
+    copy_text(w->proc_dir, sizeof w->proc_dir, config->proc_dir);
+    copy_text(w->result_dir, sizeof w->result_dir, config->result_dir);
+    copy_text(w->unreadable_thread_name, sizeof w->unreadable_thread_name, config->unreadable_thread_name);
+    w->name_unreadable_threads = config->unreadable_thread_name != NULL;
+    return w;
+}
+
+static void clear_id_tables(struct opr_writer *w)
+{
+    id_table_clear(&w->stacks);
+    id_table_clear(&w->py_codes);
+    id_table_clear(&w->py_lines);
+    id_table_clear(&w->py_stacks);
+}
+
+void opr_writer_reset(struct opr_writer *w)
+{
+    clear_id_tables(w);
+    writer_forget_process(w);
+    w->len = 0;
+    w->bytes = 0;
+}
+
+void opr_writer_free(struct opr_writer *w)
+{
+    if (!w)
+        return;
+    clear_id_tables(w);
+    writer_free_process(w);
+    free(w->py_line_values);
+    free(w->buf);
+    free(w);
+}
+
+/* ---- framing --------------------------------------------------------------- */
+
+void opr_writer_begin(struct opr_writer *w, uint32_t pid, uint32_t ppid, uint64_t start_ns, uint64_t period_ns)
+{
+    w->pid = pid;
+    w->ppid = ppid;
+    struct opr_file_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, OPR_FILE_MAGIC, 8);
+    h.version = OPR_FORMAT_VERSION;
+    h.header_size = sizeof h;
+    h.pid = pid;
+    h.ppid = ppid;
+    h.start_ns = start_ns;
+    h.period_ns = period_ns;
+    if (w->len + sizeof h > WRITER_BUFFER_SIZE)
+        opr_writer_flush(w);
+    memcpy(w->buf + w->len, &h, sizeof h);
+    w->len += sizeof h;
+}
+
+void opr_writer_flush(struct opr_writer *w)
+{
+    if (w->len)
+        w->bytes += w->ops.write(w->ops.ctx, w->buf, w->len);
+    w->len = 0;
+}
+
+void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
+                     size_t tail_len)
+{
+    size_t size = sizeof(struct opr_record_header) + body_len + tail_len;
+    size_t padded = (size + 7) & ~(size_t)7;
+    if (padded > WRITER_BUFFER_SIZE)
+        return; /* cannot happen for opprof's record sizes; never split a record */
+    if (w->len + padded > WRITER_BUFFER_SIZE)
+        opr_writer_flush(w);
+    uint8_t *at = w->buf + w->len;
+    struct opr_record_header h = {type, (uint32_t)padded};
+    memcpy(at, &h, sizeof h);
+    if (body_len)
+        memcpy(at + sizeof h, body, body_len);
+    if (tail_len)
+        memcpy(at + sizeof h + body_len, tail, tail_len);
+    memset(at + size, 0, padded - size);
+    w->len += padded;
+}
+
+void opr_writer_note(struct opr_writer *w, const char *text)
+{
+    struct opr_note n = {writer_now_ns(), (uint32_t)strlen(text), 0};
+    opr_writer_emit(w, OPR_REC_NOTE, &n, sizeof n, text, n.text_len);
+}
+
+size_t opr_writer_pending(const struct opr_writer *w) { return w->len; }
+uint64_t opr_writer_bytes(const struct opr_writer *w) { return w->bytes; }
+
+/* ---- native stacks --------------------------------------------------------- */
+
+int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n)
+{
+    bool added;
+    int64_t id = id_table_find_or_add(&w->stacks, pcs, n * sizeof pcs[0], &added);
+    if (id < 0 || !added)
+        return id;
+    /* New code appeared (dlopen, JIT): its MAP records go before this STACK. */
+    bool unmapped = false;
+    for (unsigned i = 0; i < n && !unmapped && w->proc_dir[0]; i++)
+        unmapped = !writer_pc_mapped(w, pcs[i]);
+    if (unmapped && writer_now_ns() - w->last_maps_ns > MAPS_REREAD_NS) {
+        opr_writer_read_maps(w);
+        if (w->ops.late_code)
+            w->ops.late_code(w->ops.ctx);
+    }
+    struct opr_stack s = {(uint32_t)id, n};
+    opr_writer_emit(w, OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
+    return id;
+}
+
+/* ---- Python ---------------------------------------------------------------- */
+
+/* The PYCODE id of frame i (writing the record the first time the code object
+ * is seen) and, in *line, the line it executes. A line is remembered per
+ * (code object, instruction), so a frame is read from the process only when
+ * it executes an instruction not seen before. */
+static uint32_t python_code_id(struct opr_writer *w, const struct opr_pyframe_key *k, const void *frames,
+                               unsigned i, int32_t *line)
+{
+    struct { uint64_t code, fingerprint; } ckey = {k->code, k->fingerprint};
+    struct { uint64_t code, fingerprint; int64_t instr; } lkey = {k->code, k->fingerprint, k->instr};
+    bool added_code, added_line;
+    int64_t code_id = id_table_find_or_add(&w->py_codes, &ckey, sizeof ckey, &added_code);
+    int64_t line_id = code_id < 0 ? -1 : id_table_find_or_add(&w->py_lines, &lkey, sizeof lkey, &added_line);
+    *line = 0;
+    if (line_id < 0)
+        return OPR_PYCODE_UNKNOWN;
+    if (!added_line) {
+        if ((size_t)line_id >= w->py_line_cap)
+            return OPR_PYCODE_UNKNOWN; /* its line could not be stored (out of memory) */
+        /* An unreadable frame seen before keeps INT32_MIN as its line, as
+         * both samplers always wrote it (readers ignore the line of an
+         * unknown frame). */
+        *line = w->py_line_values[line_id];
+        return *line == INT32_MIN ? OPR_PYCODE_UNKNOWN : (uint32_t)code_id;
+    }
+    int32_t *lines = writer_grow(w->py_line_values, &w->py_line_cap, (size_t)line_id, sizeof *lines, 1024);
+    if (!lines)
+        return OPR_PYCODE_UNKNOWN;
+    w->py_line_values = lines;
+    struct opr_pycode_names *names = &w->py_names;
+    if (!w->ops.resolve_pyframe(w->ops.ctx, frames, i, names, added_code)) {
+        /* Freed or reused before we looked: an unknown Python frame (a code
+         * id whose PYCODE is missing reads the same way in the report). */
+        w->py_line_values[line_id] = INT32_MIN;
+        return OPR_PYCODE_UNKNOWN;
+    }
+    w->py_line_values[line_id] = names->line;
+    *line = names->line;
+    if (added_code) {
+        struct opr_pycode c = {(uint32_t)code_id, names->first_line,
+                               (uint32_t)strnlen(names->filename, sizeof names->filename),
+                               (uint32_t)strnlen(names->qualname, sizeof names->qualname)};
+        char *tail = w->py_code_tail;
+        memcpy(tail, names->filename, c.filename_len);
+        memcpy(tail + c.filename_len, names->qualname, c.qualname_len);
+        opr_writer_emit(w, OPR_REC_PYCODE, &c, sizeof c, tail, c.filename_len + c.qualname_len);
+    }
+    return (uint32_t)code_id;
+}
+
+uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
+                                 const void *frames)
+{
+    if (n == 0)
+        return 0;
+    if (n > OPR_MAX_PYFRAMES)
+        n = OPR_MAX_PYFRAMES;
+    struct opr_pyframe *chain = w->py_chain;
+    for (unsigned i = 0; i < n; i++) {
+        int32_t line;
+        chain[i].code_id = python_code_id(w, &keys[i], frames, i, &line);
+        chain[i].line = line;
+        chain[i].flags = keys[i].is_entry ? OPR_PYFRAME_ENTRY : 0;
+        chain[i].pad = 0;
+    }
+    bool added;
+    int64_t id = id_table_find_or_add(&w->py_stacks, chain, n * sizeof chain[0], &added);
+    if (id < 0)
+        return 0;
+    if (added) {
+        struct opr_pystack ps = {(uint32_t)id, n};
+        opr_writer_emit(w, OPR_REC_PYSTACK, &ps, sizeof ps, chain, n * sizeof chain[0]);
+    }
+    return (uint32_t)id + 1;
+}

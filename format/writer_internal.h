@@ -1,0 +1,89 @@
+/*
+ * format/writer_internal.h — private to format/'s stream writer: the writer's
+ * state, shared by stream_writer.c (framing, stacks, Python) and
+ * stream_process.c (what is read from /proc), and the id table both use.
+ * Nothing outside format/ includes it: format/format.h is the interface.
+ */
+#ifndef OPPROF_FORMAT_WRITER_INTERNAL_H
+#define OPPROF_FORMAT_WRITER_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/format.h"
+
+/* ---- id_table.c: byte string -> small id, "have I written this before?" ---- */
+struct id_table_entry {
+    uint64_t hash;
+    uint32_t id;
+    uint32_t len;
+    void *key; /* NULL marks an empty slot */
+};
+struct id_table {
+    struct id_table_entry *entries;
+    size_t cap, count;
+};
+/* Returns the key's id (ids count up from 0), -1 when out of memory. */
+int64_t id_table_find_or_add(struct id_table *d, const void *key, size_t len, bool *added);
+void id_table_clear(struct id_table *d);
+
+/* ---- the writer ------------------------------------------------------------ */
+/* An executable mapping already written as a MAP record. */
+struct writer_map_range {
+    uint64_t start, end;
+};
+
+struct writer_thread {
+    uint32_t tid;
+    char name[16]; /* the last name read, NUL-padded */
+};
+
+struct opr_writer {
+    struct opr_writer_ops ops;
+    char proc_dir[32];          /* "" when there is no process to read */
+    char result_dir[PATH_MAX];  /* "" when the vDSO is not saved */
+    char unreadable_thread_name[16];
+    bool name_unreadable_threads;
+
+    uint32_t pid, ppid;         /* of opr_writer_begin */
+    uint8_t *buf;               /* WRITER_BUFFER_SIZE bytes */
+    size_t len;                 /* bytes in buf, not flushed yet */
+    uint64_t bytes;             /* bytes flushed that got there */
+
+    struct id_table stacks;     /* native chain -> STACK id */
+    struct id_table py_codes;   /* (code, fingerprint) -> PYCODE id */
+    struct id_table py_lines;   /* (code, fingerprint, instr) -> index in py_line_values */
+    struct id_table py_stacks;  /* opr_pyframe[] -> PYSTACK id */
+    int32_t *py_line_values;    /* line of each py_lines entry; INT32_MIN: unreadable */
+    size_t py_line_cap;
+    /* Scratch of opr_writer_python_stack, here rather than on the agent's
+     * writer thread stack or in statics shared between writers. */
+    struct opr_pycode_names py_names;
+    char py_code_tail[sizeof(((struct opr_pycode_names *)0)->filename) +
+                      sizeof(((struct opr_pycode_names *)0)->qualname)];
+    struct opr_pyframe py_chain[OPR_MAX_PYFRAMES];
+
+    struct writer_map_range *maps; /* sorted by start */
+    size_t nmaps, maps_cap;
+    uint64_t last_maps_ns;      /* CLOCK_MONOTONIC of the last maps read (0: never) */
+
+    struct writer_thread *threads;
+    size_t nthreads, threads_cap;
+};
+
+/* 256 KB: one drain of the agent's queue at 1 kHz and many threads fits. */
+#define WRITER_BUFFER_SIZE (256 * 1024)
+
+uint64_t writer_now_ns(void); /* CLOCK_MONOTONIC, the clock of every record */
+/* array with room for entry `index` (capacity doubling from first_cap), or
+ * NULL when out of memory (array and *cap then unchanged). */
+void *writer_grow(void *array, size_t *cap, size_t index, size_t elem_size, size_t first_cap);
+/* Whether pc lies in a mapping written before (stream_process.c). */
+bool writer_pc_mapped(const struct opr_writer *w, uint64_t pc);
+/* Forgets the threads and mappings written (stream_process.c). */
+void writer_forget_process(struct opr_writer *w);
+void writer_free_process(struct opr_writer *w);
+
+#endif

@@ -1,0 +1,314 @@
+/*
+ * tests/unit/test_stream_writer.c — format/'s stream writer on its own: the
+ * framing (8-byte padding, no record split across two writes), the id tables
+ * (a chain written once, a Python frame read once per instruction), and the
+ * records it reads from /proc/self (PROCESS, THREAD, MAP with build-ids, the
+ * saved vDSO), with the build-id reader checked against libelf's.
+ */
+#include <CUnit/CUnit.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "format/format.h"
+#include "symbolize/symbolize_internal.h"
+#include "tests/unit/unit.h"
+
+/* A memory sink that remembers where each write() of the writer ended. */
+struct sink {
+    unsigned char *data;
+    size_t len, cap;
+    size_t write_ends[64];
+    unsigned nwrites;
+};
+
+static size_t sink_write(void *ctx, const void *bytes, size_t len)
+{
+    struct sink *k = ctx;
+    if (k->len + len > k->cap) {
+        k->cap = (k->len + len) * 2;
+        k->data = realloc(k->data, k->cap);
+    }
+    memcpy(k->data + k->len, bytes, len);
+    k->len += len;
+    if (k->nwrites < 64)
+        k->write_ends[k->nwrites++] = k->len;
+    return len;
+}
+
+/* Counts the frames the writer asked to read, and how many with names. */
+static unsigned resolved, resolved_with_names;
+
+struct fake_frame {
+    const char *qualname; /* NULL: its code object is gone */
+    int32_t line;
+};
+
+static bool resolve_fake(void *ctx, const void *frames, unsigned i, struct opr_pycode_names *out, bool need_names)
+{
+    const struct fake_frame *f = (const struct fake_frame *)frames + i;
+    resolved++;
+    resolved_with_names += need_names;
+    if (!f->qualname)
+        return false;
+    snprintf(out->filename, sizeof out->filename, "/w/app.py");
+    snprintf(out->qualname, sizeof out->qualname, "%s", f->qualname);
+    out->first_line = 1;
+    out->line = f->line;
+    return true;
+}
+
+static struct opr_writer *new_writer(struct sink *k, const char *proc_dir, const char *result_dir,
+                                     const char *unreadable_name)
+{
+    memset(k, 0, sizeof *k);
+    struct opr_writer_config config = {
+        .proc_dir = proc_dir,
+        .result_dir = result_dir,
+        .unreadable_thread_name = unreadable_name,
+        .ops = {.ctx = k, .write = sink_write, .resolve_pyframe = resolve_fake},
+    };
+    struct opr_writer *w = opr_writer_new(&config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    return w;
+}
+
+/* Walks the records after the file header; counts those of `type` (all when
+ * 0) and checks that each is 8-byte sized and inside the stream. */
+static unsigned count_records(const struct sink *k, uint32_t type)
+{
+    unsigned n = 0;
+    size_t off = sizeof(struct opr_file_header);
+    while (off + sizeof(struct opr_record_header) <= k->len) {
+        struct opr_record_header h;
+        memcpy(&h, k->data + off, sizeof h);
+        CU_ASSERT_EQUAL_FATAL(h.size % 8, 0);
+        CU_ASSERT_FATAL(h.size >= sizeof h && off + h.size <= k->len);
+        n += type == 0 || h.type == type;
+        off += h.size;
+    }
+    CU_ASSERT_EQUAL(off, k->len);
+    return n;
+}
+
+/* The first record of `type`'s body (NULL when there is none). */
+static const unsigned char *find_record(const struct sink *k, uint32_t type, unsigned nth)
+{
+    size_t off = sizeof(struct opr_file_header);
+    while (off + sizeof(struct opr_record_header) <= k->len) {
+        struct opr_record_header h;
+        memcpy(&h, k->data + off, sizeof h);
+        if (h.type == type && nth-- == 0)
+            return k->data + off + sizeof h;
+        off += h.size;
+    }
+    return NULL;
+}
+
+static void test_framing(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, NULL, NULL, NULL);
+    opr_writer_begin(w, 5, 1, 7, 1000000);
+    /* 8 + 5 bytes: padded to 16 with zeros. */
+    opr_writer_emit(w, 99, "abc", 3, "de", 2);
+    CU_ASSERT_EQUAL(opr_writer_pending(w), sizeof(struct opr_file_header) + 16);
+    /* ~600 KB of 1 KB records: the 256 KB buffer is flushed between records. */
+    static unsigned char body[1000];
+    for (int i = 0; i < 600; i++)
+        opr_writer_emit(w, 98, body, sizeof body, NULL, 0);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(opr_writer_pending(w), 0);
+    CU_ASSERT_EQUAL(opr_writer_bytes(w), k.len);
+    CU_ASSERT_TRUE(k.nwrites >= 3);
+    struct opr_file_header h;
+    memcpy(&h, k.data, sizeof h);
+    CU_ASSERT_EQUAL(memcmp(h.magic, OPR_FILE_MAGIC, 8), 0);
+    CU_ASSERT_EQUAL(h.pid, 5);
+    CU_ASSERT_EQUAL(h.start_ns, 7);
+    const unsigned char *first = find_record(&k, 99, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+    CU_ASSERT_EQUAL(memcmp(first, "abcde\0\0\0", 8), 0);
+    CU_ASSERT_EQUAL(count_records(&k, 0), 601);
+    /* Every write ended on a record boundary. */
+    for (unsigned i = 0; i < k.nwrites; i++) {
+        size_t off = sizeof(struct opr_file_header);
+        while (off < k.write_ends[i]) {
+            struct opr_record_header rh;
+            memcpy(&rh, k.data + off, sizeof rh);
+            off += rh.size;
+        }
+        CU_ASSERT_EQUAL(off, k.write_ends[i]);
+    }
+    opr_writer_free(w);
+    free(k.data);
+}
+
+static void test_ids_written_once(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, NULL, NULL, NULL);
+    opr_writer_begin(w, 5, 1, 0, 1000000);
+    uint64_t a[] = {0x10, 0x20}, b[] = {0x11, 0x20};
+    CU_ASSERT_EQUAL(opr_writer_stack_id(w, a, 2), 0);
+    CU_ASSERT_EQUAL(opr_writer_stack_id(w, b, 2), 1);
+    CU_ASSERT_EQUAL(opr_writer_stack_id(w, a, 2), 0);
+
+    /* step at two lines (two instructions), main, and a frame whose code
+     * object is gone. */
+    resolved = resolved_with_names = 0;
+    struct fake_frame frames[] = {{"step", 10}, {"main", 3}, {NULL, 0}};
+    struct opr_pyframe_key keys[] = {{0x100, 1, 4, 0, 0}, {0x200, 2, 8, 1, 0}, {0x300, 3, 0, 0, 0}};
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 3, frames), 1);
+    CU_ASSERT_EQUAL(resolved, 3);
+    CU_ASSERT_EQUAL(resolved_with_names, 3);
+    /* A new chain of frames seen before: a PYSTACK, but nothing is read;
+     * the same chain again: nothing is written either. */
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 2);
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 2);
+    CU_ASSERT_EQUAL(resolved, 3);
+    /* step at another instruction: its line is read, not its names. */
+    frames[0].line = 11;
+    keys[0].instr = 6;
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 3);
+    CU_ASSERT_EQUAL(resolved, 4);
+    CU_ASSERT_EQUAL(resolved_with_names, 3);
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 0, frames), 0);
+    opr_writer_flush(w);
+
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_STACK), 2);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_PYCODE), 2);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_PYSTACK), 3);
+    const unsigned char *ps = find_record(&k, OPR_REC_PYSTACK, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ps);
+    struct opr_pyframe f[3];
+    memcpy(f, ps + sizeof(struct opr_pystack), sizeof f);
+    CU_ASSERT_EQUAL(f[0].code_id, 0);
+    CU_ASSERT_EQUAL(f[0].line, 10);
+    CU_ASSERT_EQUAL(f[1].code_id, 1);
+    CU_ASSERT_EQUAL(f[1].flags, OPR_PYFRAME_ENTRY);
+    CU_ASSERT_EQUAL(f[2].code_id, OPR_PYCODE_UNKNOWN);
+    const unsigned char *pc = find_record(&k, OPR_REC_PYCODE, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    struct opr_pycode c;
+    memcpy(&c, pc, sizeof c);
+    CU_ASSERT_EQUAL(c.code_id, 1);
+    CU_ASSERT_EQUAL(memcmp(pc + sizeof c, "/w/app.pymain", c.filename_len + c.qualname_len), 0);
+
+    /* A reset forgets the ids: the next stream starts from 0 again. */
+    opr_writer_reset(w);
+    CU_ASSERT_EQUAL(opr_writer_stack_id(w, b, 2), 0);
+    opr_writer_free(w);
+    free(k.data);
+}
+
+/* The libc build-id reader the samplers share agrees with libelf's
+ * (symbolize/), on this test binary and on libc; a file that is not ELF has
+ * none. */
+static void test_build_id_matches_libelf(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CU_ASSERT_FATAL(n > 0);
+    exe[n] = '\0';
+    const char *paths[] = {exe, "/lib/x86_64-linux-gnu/libc.so.6"};
+    for (int i = 0; i < 2; i++) {
+        struct elf_ident id;
+        if (elf_read_ident(paths[i], &id) != 0)
+            continue; /* libc elsewhere on another distribution */
+        uint8_t mine[OPR_BUILD_ID_MAX];
+        int len = opr_read_build_id(paths[i], mine);
+        CU_ASSERT_EQUAL(len, (int)id.build_id_len);
+        CU_ASSERT_TRUE(len > 0 && memcmp(mine, id.build_id, (size_t)len) == 0);
+    }
+    uint8_t none[OPR_BUILD_ID_MAX];
+    CU_ASSERT_EQUAL(opr_read_build_id("/proc/self/cmdline", none), 0);
+    CU_ASSERT_EQUAL(opr_read_build_id("/nonexistent/file", none), 0);
+}
+
+/* PROCESS, THREAD and MAP read from /proc/self, and the vDSO saved. */
+static void test_process_records(void)
+{
+    char dir[] = "/tmp/opprof-unit-writer-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, "/proc/self", dir, NULL);
+    uint32_t pid = (uint32_t)getpid();
+    opr_writer_begin(w, pid, (uint32_t)getppid(), 0, 1000000);
+    opr_writer_process(w);
+    CU_ASSERT_TRUE(opr_writer_note_thread(w, pid));
+    CU_ASSERT_FALSE(opr_writer_note_thread(w, pid));
+    CU_ASSERT_TRUE(opr_writer_note_thread(w, 0x7ffffff0)); /* no such thread: remembered, no record */
+    opr_writer_read_maps(w);
+    size_t after_first_read = opr_writer_pending(w);
+    opr_writer_read_maps(w); /* nothing new */
+    CU_ASSERT_EQUAL(opr_writer_pending(w), after_first_read);
+    opr_writer_flush(w);
+
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_PROCESS), 1);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_THREAD), 1);
+    const unsigned char *t = find_record(&k, OPR_REC_THREAD, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    struct opr_thread tr;
+    memcpy(&tr, t, sizeof tr);
+    CU_ASSERT_EQUAL(tr.tid, pid);
+    CU_ASSERT_EQUAL(tr.flags, OPR_THREAD_MAIN);
+    CU_ASSERT_EQUAL(strnlen(tr.name, sizeof tr.name) > 0, 1);
+    /* This binary is among the mappings, with its build-id. */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CU_ASSERT_FATAL(n > 0);
+    exe[n] = '\0';
+    bool found = false;
+    const unsigned char *m;
+    for (unsigned i = 0; (m = find_record(&k, OPR_REC_MAP, i)) != NULL; i++) {
+        struct opr_map mr;
+        memcpy(&mr, m, sizeof mr);
+        if (mr.path_len == (size_t)n && memcmp(m + sizeof mr, exe, (size_t)n) == 0)
+            found = found || mr.build_id_len > 0;
+    }
+    CU_ASSERT_TRUE(found);
+    /* The vDSO image, byte for byte. */
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/vdso.so", dir);
+    unsigned long vdso = getauxval(AT_SYSINFO_EHDR);
+    FILE *f = fopen(path, "rb");
+    if (vdso) {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        unsigned char head[64];
+        CU_ASSERT_EQUAL(fread(head, 1, sizeof head, f), sizeof head);
+        CU_ASSERT_EQUAL(memcmp(head, (const void *)vdso, sizeof head), 0);
+    }
+    if (f)
+        fclose(f);
+    unlink(path);
+    rmdir(dir);
+    opr_writer_free(w);
+    free(k.data);
+
+    /* With a name for unreadable threads, a thread gone still gets a record. */
+    w = new_writer(&k, "/proc/self", NULL, "?");
+    opr_writer_begin(w, pid, 1, 0, 1000000);
+    opr_writer_note_thread(w, 0x7ffffff0);
+    opr_writer_thread_names_again(w);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_THREAD), 2);
+    t = find_record(&k, OPR_REC_THREAD, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    memcpy(&tr, t, sizeof tr);
+    CU_ASSERT_STRING_EQUAL(tr.name, "?");
+    opr_writer_free(w);
+    free(k.data);
+}
+
+void register_stream_writer_tests(void)
+{
+    CU_pSuite s = CU_add_suite("stream_writer", NULL, NULL);
+    CU_add_test(s, "framing: padding, no record split across writes", test_framing);
+    CU_add_test(s, "stacks, Python code and stacks written once", test_ids_written_once);
+    CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
+    CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
+}
