@@ -2,12 +2,15 @@
  * cli/cmd_report.c — `opprof report`: parse options, load a result
  * directory, print the header and a hotspot (or callers/callees) table.
  *
- * Thin on purpose: loading is analyze/profile_load.c, numbers are
- * analyze/hotspots.c (hotspots_torch.c for op/line/python/kernel, phases.c,
- * findings.c), rendering is report/table.c and report/summary.c. What lives here is the
- * user-facing contract: option spelling (both --opt=value and --opt value),
- * defaults (newest opprof.NNN, top 20 rows in text), and exit statuses
- * (0 ok, 1 no such function for --callers/--callees, 2 usage or load error).
+ * Options -> plan -> sections. Thin on purpose: loading is
+ * analyze/profile_load.c, numbers are analyze/hotspots.c (hotspots_torch.c
+ * for op/line/python/kernel, phases.c, findings.c, ranks.c), and which
+ * sections print, in which order, is the table in report/report_sections.c.
+ * What lives here is the user-facing contract: option spelling (both
+ * --opt=value and --opt value), defaults (newest opprof.NNN, top 20 rows in
+ * text), the checks made before anything is printed, and exit statuses (0 ok,
+ * 1 no such function for --callers/--callees or no samples, 2 usage or load
+ * error).
  */
 #include <errno.h>
 #include <getopt.h>
