@@ -2,12 +2,15 @@
  * cli/cmd_report.c — `opprof report`: parse options, load a result
  * directory, print the header and a hotspot (or callers/callees) table.
  *
- * Thin on purpose: loading is analyze/profile_load.c, numbers are
- * analyze/hotspots.c (hotspots_torch.c for op/line/python/kernel, phases.c,
- * findings.c), rendering is report/table.c and report/summary.c. What lives here is the
- * user-facing contract: option spelling (both --opt=value and --opt value),
- * defaults (newest opprof.NNN, top 20 rows in text), and exit statuses
- * (0 ok, 1 no such function for --callers/--callees, 2 usage or load error).
+ * Options -> plan -> sections. Thin on purpose: loading is
+ * analyze/profile_load.c, numbers are analyze/hotspots.c (hotspots_torch.c
+ * for op/line/python/kernel, phases.c, findings.c, ranks.c), and which
+ * sections print, in which order, is the table in report/report_sections.c.
+ * What lives here is the user-facing contract: option spelling (both
+ * --opt=value and --opt value), defaults (newest opprof.NNN, top 20 rows in
+ * text), the checks made before anything is printed, and exit statuses (0 ok,
+ * 1 no such function for --callers/--callees or no samples, 2 usage or load
+ * error).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -99,61 +102,142 @@ static const struct option report_long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Whether any frame is named name (*exact), or an operator is (*op gets its
- * name), or else a frame contains it: the rule hotspots_neighbours applies.
- * Checked before anything is printed, so that "no such function" (exit 1) is
- * one line, not a header then an error. */
-static bool function_matches(const struct profile *p, const char *name, bool *exact, char *op,
-                             size_t oplen)
-{
-    bool partial = false;
-    *exact = false;
-    op[0] = '\0';
-    for (size_t i = 0; i < p->nframes && !*exact; i++) {
-        *exact = strcmp(p->frames[i].name, name) == 0;
-        partial = partial || (name[0] && strstr(p->frames[i].name, name));
-    }
-    if (!*exact && hotspots_find_operator(p, name, op, oplen))
-        return true;
-    return *exact || partial;
-}
+/* What the command line asked for. */
+struct report_request {
+    struct report_options opts;
+    bool limit_given;
+    bool threading_only; /* threads and OpenMP: --threading */
+    bool ranks_only;     /* ranks: --ranks, --group-by rank */
+    const char *output;  /* -o FILE; NULL: standard output */
+    char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
+    size_t ndirs;
+};
 
-/* Prints one callers/callees table. Returns 0, or 2 on out of memory or a
- * write error. */
-static int print_neighbours(FILE *out, const struct profile *p, const char *name, bool callees,
-                            const struct report_options *opts)
+/* Applies one parsed option c (with optarg). -1 to go on, or the exit status. */
+static int apply_option(int c, char **argv, struct report_request *rq)
 {
-    bool exact;
-    char op[256];
-    (void)function_matches(p, name, &exact, op, sizeof op);
-    struct hotspot_table t;
-    if (hotspots_neighbours(p, name, callees, &t) != 0) {
-        fputs("opprof report: out of memory while aggregating samples\n", stderr);
+    switch (c) {
+    case OPT_SORT:
+        if (sort_key_parse(optarg, &rq->opts.sort) != 0) {
+            fprintf(stderr, "opprof report: unknown --sort value '%s'; accepted: self, total, samples, name\n",
+                    optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_GROUP_BY:
+        if (strcmp(optarg, "rank") == 0) {
+            rq->ranks_only = true; /* the Ranks table is the per-rank grouping */
+            return -1;
+        }
+        if (group_by_parse(optarg, &rq->opts.group_by) != 0) {
+            fprintf(stderr,
+                    "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, "
+                    "process, op, line, python, kernel, rank\n",
+                    optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_LIMIT:
+        if (parse_limit(optarg, &rq->opts.limit) != 0) {
+            fprintf(stderr, "opprof report: bad --limit value '%s'; give a number of rows (0: all)\n", optarg);
+            return 2;
+        }
+        rq->limit_given = true;
+        return -1;
+    case OPT_FORMAT:
+        if (report_format_parse(optarg, &rq->opts.format) != 0) {
+            fprintf(stderr, "opprof report: unknown --format value '%s'; accepted: text, csv, json\n", optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_THREADING:
+        rq->threading_only = true;
+        return -1;
+    case OPT_RANKS:
+        rq->ranks_only = true;
+        return -1;
+    case OPT_CALLERS:
+    case OPT_CALLEES:
+        if (!optarg[0]) {
+            fprintf(stderr, "opprof report: %s needs a function name\n",
+                    c == OPT_CALLERS ? "--callers" : "--callees");
+            return 2;
+        }
+        if (c == OPT_CALLERS)
+            rq->opts.callers_of = optarg;
+        else
+            rq->opts.callees_of = optarg;
+        return -1;
+    case 'o':
+        rq->output = optarg;
+        return -1;
+    case 'h':
+        report_usage(stdout);
+        return 0;
+    case ':':
+        fprintf(stderr, "opprof report: option '%s' needs a value (see opprof report --help)\n", argv[optind - 1]);
+        return 2;
+    default: {
+        /* optopt names a bad short option; a bad long one is only in argv. */
+        char shortopt[3] = {'-', (char)optopt, '\0'};
+        fprintf(stderr,
+                "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
+                "--callers, --callees, -o/--output, --help\n",
+                optopt ? shortopt : argv[optind - 1]);
         return 2;
     }
-    hotspots_sort(&t, opts->sort);
-    char title[512];
-    if (op[0])
-        snprintf(title, sizeof title, callees ? "Kernels under %s (Share: of its self time)"
-                                              : "Python callers of %s (Share: of its total time)",
-                 op);
-    else
-        snprintf(title, sizeof title, "%s of %s%s%s", callees ? "Callees" : "Callers",
-                 exact ? "" : "functions containing \"", name, exact ? "" : "\"");
-    int rc = report_print_table(out, p, &t, opts, title);
-    hotspots_free(&t);
-    return rc == 0 ? 0 : 2;
+    }
 }
 
-/* ranks: frees the loaded results and the merged profile (p, when it is not
- * parts[0]). */
-static void free_parts(struct profile **parts, size_t n, struct profile *p)
+/* Parses the command line into rq and checks the options against each
+ * other. -1 to go on, or the exit status. */
+static int parse_request(int argc, char **argv, struct report_request *rq)
 {
-    if (p != parts[0])
-        profile_free(p);
-    for (size_t i = 0; i < n; i++)
-        profile_free(parts[i]);
-    free(parts);
+    /* getopt keeps state across calls; cmd_report may run after other parsers. */
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", report_long_options, NULL)) != -1) {
+        int st = apply_option(c, argv, rq);
+        if (st >= 0)
+            return st;
+    }
+    rq->dirs = argv + optind;
+    rq->ndirs = argc > optind ? (size_t)(argc - optind) : 0;
+    const struct report_options *o = &rq->opts;
+    if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only)) {
+        fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
+                rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"), rq->ndirs);
+        return 2;
+    }
+    if (o->callers_of && o->callees_of && o->format != FORMAT_TEXT) {
+        fputs("opprof report: --callers and --callees together work only with --format text; "
+              "run the report twice\n",
+              stderr);
+        return 2;
+    }
+    if (!rq->limit_given && o->format == FORMAT_TEXT)
+        rq->opts.limit = DEFAULT_TEXT_LIMIT;
+    return -1;
+}
+
+/* The loaded results: parts[i] per DIR and the profile the tables read
+ * (parts[0] itself for one DIR, else the ranks merged). */
+struct loaded_results {
+    struct profile **parts;
+    size_t n;
+    struct profile *merged;
+};
+
+/* ranks: frees the loaded results and the merged profile (when it is not
+ * parts[0]). */
+static void free_results(struct loaded_results *r)
+{
+    if (r->merged != r->parts[0])
+        profile_free(r->merged);
+    for (size_t i = 0; i < r->n; i++)
+        profile_free(r->parts[i]);
+    free(r->parts);
 }
 
 /* ranks: loads every DIR (the first that fails is named, nothing is printed)
@@ -179,116 +263,14 @@ static int load_and_merge(char **dirs, size_t n, struct profile **parts, struct 
     return 0;
 }
 
-int cmd_report(int argc, char **argv)
+/* Loads the one DIR given (or the newest opprof.NNN here) or, for several
+ * DIRs (ranks), loads them one by one, an error naming the bad one, and
+ * merges them into one profile for the tables; the Ranks section reads them
+ * apart. 0, or the exit status. */
+static int load_results(const struct report_request *rq, struct loaded_results *r)
 {
-    struct report_options opts = {
-        .format = FORMAT_TEXT,
-        .group_by = GROUP_FUNCTION,
-        .sort = SORT_SELF,
-        .limit = 0,
-    };
-    bool limit_given = false;
-    bool threading_only = false; /* threads and OpenMP: --threading */
-    bool ranks_only = false;     /* ranks: --ranks, --group-by rank */
-    const char *output = NULL;
-
-    /* getopt keeps state across calls; cmd_report may run after other parsers. */
-    optind = 0;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:h", report_long_options, NULL)) != -1) {
-        switch (c) {
-        case OPT_SORT:
-            if (sort_key_parse(optarg, &opts.sort) != 0) {
-                fprintf(stderr, "opprof report: unknown --sort value '%s'; accepted: self, total, samples, name\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case OPT_GROUP_BY:
-            if (strcmp(optarg, "rank") == 0) {
-                ranks_only = true; /* the Ranks table is the per-rank grouping */
-                break;
-            }
-            if (group_by_parse(optarg, &opts.group_by) != 0) {
-                fprintf(stderr,
-                        "opprof report: unknown --group-by value '%s'; accepted: function, module, thread, "
-                        "process, op, line, python, kernel, rank\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case OPT_LIMIT:
-            if (parse_limit(optarg, &opts.limit) != 0) {
-                fprintf(stderr, "opprof report: bad --limit value '%s'; give a number of rows (0: all)\n",
-                        optarg);
-                return 2;
-            }
-            limit_given = true;
-            break;
-        case OPT_FORMAT:
-            if (report_format_parse(optarg, &opts.format) != 0) {
-                fprintf(stderr, "opprof report: unknown --format value '%s'; accepted: text, csv, json\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case OPT_THREADING:
-            threading_only = true;
-            break;
-        case OPT_RANKS:
-            ranks_only = true;
-            break;
-        case OPT_CALLERS:
-        case OPT_CALLEES:
-            if (!optarg[0]) {
-                fprintf(stderr, "opprof report: %s needs a function name\n",
-                        c == OPT_CALLERS ? "--callers" : "--callees");
-                return 2;
-            }
-            if (c == OPT_CALLERS)
-                opts.callers_of = optarg;
-            else
-                opts.callees_of = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            report_usage(stdout);
-            return 0;
-        case ':':
-            fprintf(stderr, "opprof report: option '%s' needs a value (see opprof report --help)\n",
-                    argv[optind - 1]);
-            return 2;
-        default: {
-            /* optopt names a bad short option; a bad long one is only in argv. */
-            char shortopt[3] = {'-', (char)optopt, '\0'};
-            fprintf(stderr,
-                    "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
-                    "--callers, --callees, -o/--output, --help\n",
-                    optopt ? shortopt : argv[optind - 1]);
-            return 2;
-        }
-        }
-    }
-    size_t ndirs = argc > optind ? (size_t)(argc - optind) : 0;
-    if (ndirs > 1 && (opts.callers_of || opts.callees_of || threading_only)) {
-        fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
-                threading_only ? "--threading" : (opts.callers_of ? "--callers" : "--callees"), ndirs);
-        return 2;
-    }
-    if (opts.callers_of && opts.callees_of && opts.format != FORMAT_TEXT) {
-        fputs("opprof report: --callers and --callees together work only with --format text; "
-              "run the report twice\n",
-              stderr);
-        return 2;
-    }
-    if (!limit_given && opts.format == FORMAT_TEXT)
-        opts.limit = DEFAULT_TEXT_LIMIT;
-
     char newest[PATH_MAX];
-    const char *dir = optind < argc ? argv[optind] : NULL;
+    const char *dir = rq->ndirs ? rq->dirs[0] : NULL;
     if (!dir) {
         if (profile_find_newest(newest, sizeof newest) != 0) {
             char cwd[PATH_MAX];
@@ -302,158 +284,80 @@ int cmd_report(int argc, char **argv)
         }
         dir = newest;
     }
-
-    /* ranks: several DIRs load one by one (an error names the bad one) and
-     * merge into one profile for the tables; the Ranks section reads them apart. */
-    struct profile **parts = calloc(ndirs ? ndirs : 1, sizeof *parts);
-    if (!parts) {
+    r->n = rq->ndirs > 1 ? rq->ndirs : 1;
+    r->parts = calloc(r->n, sizeof *r->parts);
+    if (!r->parts) {
         fputs("opprof report: out of memory\n", stderr);
         return 2;
     }
-    struct profile *p = NULL;
+    int st = 0;
     char err[1024] = "";
-    if (ndirs <= 1) {
-        if (profile_load(dir, &p, err, sizeof err) != 0) {
+    if (r->n == 1) {
+        if (profile_load(dir, &r->merged, err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
-            free(parts);
-            return 2;
+            st = 2;
         }
-        parts[0] = p;
-        ndirs = 1;
+        r->parts[0] = r->merged;
     } else {
-        int lrc = load_and_merge(argv + optind, ndirs, parts, &p);
-        if (lrc != 0) {
-            free(parts);
-            return lrc;
-        }
+        st = load_and_merge(rq->dirs, r->n, r->parts, &r->merged);
     }
-    struct rank_summary ranks = {0};
-    if (ranks_analyze(parts, ndirs, &ranks) != 0) {
+    if (st != 0)
+        free(r->parts);
+    return st;
+}
+
+/* ranks: the per-rank figures, and whether the report shows them. -1 to go
+ * on, or the exit status. */
+static int plan_ranks(const struct report_request *rq, const struct loaded_results *r,
+                      struct rank_summary *ranks, bool *show_ranks)
+{
+    const struct profile *p = r->merged;
+    if (ranks_analyze(r->parts, r->n, ranks) != 0) {
         fputs("opprof report: out of memory while aggregating samples\n", stderr);
-        free_parts(parts, ndirs, p);
         return 2;
     }
-    bool show_ranks = ranks.nrows >= 2 || ndirs > 1;
+    *show_ranks = ranks->nrows >= 2 || r->n > 1;
     /* record -c: the per-rank figures (CPU seconds, busy share, time in
      * communication, the slowest rank) need samples that are time. */
-    if (p->sample_period && (show_ranks || ranks_only)) {
-        if (ranks_only) {
+    if (p->sample_period && (*show_ranks || rq->ranks_only)) {
+        if (rq->ranks_only) {
             fprintf(stderr, "opprof report: --ranks: %s was sampled on %s (record -c): the per-rank times need "
                             "CPU-time samples; record the ranks without -c\n", p->dir, p->event);
-            rank_summary_free(&ranks);
-            free_parts(parts, ndirs, p);
             return 2;
         }
         fprintf(stderr, "opprof report: note: no Ranks section: the samples were taken on %s (record -c), "
                         "and the per-rank times need CPU-time samples\n", p->event);
-        show_ranks = false;
+        *show_ranks = false;
     }
-    if (ranks_only && ranks.nrows == 0) {
+    if (rq->ranks_only && ranks->nrows == 0) {
         fprintf(stderr, "opprof report: --ranks: %s holds no ranks (no RANK/OMPI_COMM_WORLD_RANK/PMI_RANK/"
                         "SLURM_PROCID in its processes); record each rank with `opprof record -o prof.%%r` "
                         "under the launcher, or pass several DIRs\n", p->dir);
-        rank_summary_free(&ranks);
-        free_parts(parts, ndirs, p);
         return 2;
     }
-    if (show_ranks)
-        opts.ranks = &ranks;
+    return -1;
+}
 
-    const char *names[2] = {opts.callers_of, opts.callees_of};
+/* --callers/--callees: "no such function" (exit 1) is one line, checked
+ * before anything is printed, not a header then an error. */
+static bool drill_down_names_found(const struct profile *p, const struct report_options *o)
+{
+    const char *names[2] = {o->callers_of, o->callees_of};
     for (int i = 0; i < 2; i++) {
         bool exact;
         char op[256];
-        if (names[i] && !function_matches(p, names[i], &exact, op, sizeof op)) {
+        if (names[i] && !report_function_matches(p, names[i], &exact, op, sizeof op)) {
             fprintf(stderr, "opprof report: no function or operator named %s in this profile\n", names[i]);
-            rank_summary_free(&ranks);
-            free_parts(parts, ndirs, p);
-            return 1;
+            return false;
         }
     }
+    return true;
+}
 
-    FILE *out = stdout;
-    if (output) {
-        out = fopen(output, "w");
-        if (!out) {
-            fprintf(stderr, "opprof report: cannot write %s: %s\n", output, strerror(errno));
-            rank_summary_free(&ranks);
-            free_parts(parts, ndirs, p);
-            return 2;
-        }
-    }
-
-    /* Findings and phases head the hotspot view (not the callers/callees
-     * drill-downs): text after the header, JSON as keys of the object. */
-    struct phase_summary phases;
-    struct findings findings = {0};
-    bool summary = !opts.callers_of && !opts.callees_of && opts.format != FORMAT_CSV && !ranks_only;
-    if (summary && (phases_compute(p, &phases) != 0 || findings_compute(p, &findings) != 0)) {
-        fputs("opprof report: out of memory while aggregating samples\n", stderr);
-        if (out != stdout)
-            fclose(out);
-        rank_summary_free(&ranks);
-        free_parts(parts, ndirs, p);
-        return 2;
-    }
-    if (summary) {
-        opts.phases = &phases;
-        opts.findings = &findings;
-    }
-
-    int rc = 0;
-    if (opts.format == FORMAT_TEXT) {
-        report_print_header(out, p);
-        fputc('\n', out);
-        if (summary)
-            report_print_summary(out, &phases, &findings, p->period_ns);
-    } else if (!p->complete) {
-        /* csv/json carry no header: the caveat goes to stderr so it is not lost. */
-        fputs("opprof report: warning: recording did not finish (opprof record was interrupted); "
-              "figures cover what was written\n",
-              stderr);
-    }
-
-    if (ranks_only) { /* ranks */
-        report_print_ranks(out, &ranks, opts.format);
-    } else if (threading_only) { /* threads and OpenMP */
-        if (report_print_threading(out, p, opts.format) != 0)
-            rc = 2;
-    } else if (opts.callers_of || opts.callees_of) {
-        if (opts.callers_of)
-            rc = print_neighbours(out, p, opts.callers_of, false, &opts);
-        if (rc == 0 && opts.callees_of) {
-            if (opts.callers_of)
-                fputc('\n', out);
-            struct report_options o = opts;
-            o.callers_of = NULL; /* the JSON names the table it holds */
-            rc = print_neighbours(out, p, opts.callees_of, true, &o);
-        }
-    } else {
-        struct hotspot_table t;
-        if (hotspots_compute(p, opts.group_by, &t) != 0) {
-            fputs("opprof report: out of memory while aggregating samples\n", stderr);
-            rc = 2;
-        } else {
-            hotspots_sort(&t, opts.sort);
-            if (report_print_table(out, p, &t, &opts, NULL) != 0)
-                rc = 2;
-            hotspots_free(&t);
-        }
-    }
-    /* ranks: the Ranks section follows the merged table */
-    if (rc == 0 && !ranks_only && show_ranks && opts.format == FORMAT_TEXT && !opts.callers_of &&
-        !opts.callees_of) {
-        fputc('\n', out);
-        report_print_ranks(out, &ranks, FORMAT_TEXT);
-    }
-    /* threads and OpenMP: the Threading section closes the text report */
-    if (rc == 0 && !threading_only && !ranks_only && opts.format == FORMAT_TEXT && !opts.callers_of && !opts.callees_of &&
-        p->threading) {
-        fputc('\n', out);
-        report_print_threading(out, p, FORMAT_TEXT);
-    }
-
-    /* Write errors (full disk, closed pipe) surface here, once. */
+/* Closes the report; write errors (full disk, closed pipe) surface here,
+ * once. Returns rc, or 2 on a write error. */
+static int close_output(FILE *out, const char *output, int rc)
+{
     bool write_failed = ferror(out) != 0;
     if (out != stdout)
         write_failed = fclose(out) != 0 || write_failed;
@@ -464,15 +368,72 @@ int cmd_report(int argc, char **argv)
                 errno ? strerror(errno) : "write error");
         rc = 2;
     }
+    return rc;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    struct report_request rq = {
+        .opts = {.format = FORMAT_TEXT, .group_by = GROUP_FUNCTION, .sort = SORT_SELF, .limit = 0},
+    };
+    int st = parse_request(argc, argv, &rq);
+    if (st >= 0)
+        return st;
+    struct loaded_results res = {0};
+    st = load_results(&rq, &res);
+    if (st != 0)
+        return st;
+
+    struct report_plan plan = {
+        .profile = res.merged,
+        .opts = rq.opts,
+        .ranks_only = rq.ranks_only,
+        .threading_only = rq.threading_only,
+    };
+    struct rank_summary ranks = {0};
+    struct phase_summary phases;
+    struct findings findings = {0};
+    FILE *out = stdout;
+    st = plan_ranks(&rq, &res, &ranks, &plan.show_ranks);
+    if (st >= 0)
+        goto done;
+    plan.ranks = &ranks;
+    if (plan.show_ranks)
+        plan.opts.ranks = &ranks;
+    if (!drill_down_names_found(res.merged, &rq.opts)) {
+        st = 1;
+        goto done;
+    }
+    if (rq.output && !(out = fopen(rq.output, "w"))) {
+        fprintf(stderr, "opprof report: cannot write %s: %s\n", rq.output, strerror(errno));
+        st = 2;
+        goto done;
+    }
+    /* Findings and phases head the hotspot view (not the callers/callees
+     * drill-downs): text after the header, JSON as keys of the object. */
+    if (!rq.opts.callers_of && !rq.opts.callees_of && rq.opts.format != FORMAT_CSV && !rq.ranks_only) {
+        if (phases_compute(res.merged, &phases) != 0 || findings_compute(res.merged, &findings) != 0) {
+            fputs("opprof report: out of memory while aggregating samples\n", stderr);
+            if (out != stdout)
+                fclose(out);
+            st = 2;
+            goto done;
+        }
+        plan.phases = plan.opts.phases = &phases;
+        plan.findings = plan.opts.findings = &findings;
+    }
+
+    st = close_output(out, rq.output, report_render(out, &plan));
     /* An empty profile is printed (its header and warnings say why) but is
      * not a success: scripts must not take it for a measurement. */
-    if (rc == 0 && p->nsamples == 0) {
-        fprintf(stderr, "opprof report: %s has no samples%s\n", p->dir,
-                p->nwarnings ? " (see the warnings above)" : "");
-        rc = 1;
+    if (st == 0 && res.merged->nsamples == 0) {
+        fprintf(stderr, "opprof report: %s has no samples%s\n", res.merged->dir,
+                res.merged->nwarnings ? " (see the warnings above)" : "");
+        st = 1;
     }
+done:
     findings_free(&findings);
     rank_summary_free(&ranks);
-    free_parts(parts, ndirs, p);
-    return rc;
+    free_results(&res);
+    return st;
 }

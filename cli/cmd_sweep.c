@@ -173,172 +173,235 @@ static void put_csv(FILE *f, const struct sweep_outputs *o)
     report_print_sweep(f, o->c->rows, o->c->nrows, FORMAT_CSV, NULL);
 }
 
-int cmd_sweep(int argc, char **argv)
-{
-    const char *op_text = NULL, *shapes_text = NULL, *dtype_text = "float32", *threads_text = NULL;
-    const char *outdir = NULL, *python = getenv("OPPROF_PYTHON");
-    const char *events_text = NULL, *metrics_text = NULL;
-    int warmup = 3, repeat = 20, timeout_s = 300;
-    double min_time_s = 0.2;
-    enum report_format format = FORMAT_TEXT;
-    enum sweep_plot_metric plot_metric = SWEEP_PLOT_AUTO;
+/* What the command line asked for. */
+struct sweep_request {
+    const char *op_text, *shapes_text, *dtype_text, *threads_text;
+    const char *outdir, *python;
+    const char *events_text, *metrics_text;
+    int warmup, repeat, timeout_s;
+    double min_time_s;
+    enum report_format format;
+    enum sweep_plot_metric plot_metric;
     struct sweep_param params[SWEEP_MAX_PARAMS];
-    size_t nparams = 0;
-    char *events = NULL;
-    int rc = 2;
-    if (!python || !python[0])
-        python = "python3";
+    size_t nparams;
+    char **cmd; /* -- CMD for a --param sweep */
+    size_t ncmd;
+};
 
+/* --param NAME=V1,V2: one more parameter. 0, or -1 after a message. */
+static int add_param(struct sweep_request *rq, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || rq->nparams == SWEEP_MAX_PARAMS) {
+        fprintf(stderr, "opprof sweep: bad --param '%s'; give NAME=V1,V2 (at most %d)\n", arg, SWEEP_MAX_PARAMS);
+        return -1;
+    }
+    struct sweep_param *p = &rq->params[rq->nparams];
+    p->name = strndup(arg, (size_t)(eq - arg));
+    if (!p->name || sweep_split_list(eq + 1, &p->values, &p->nvalues) != 0 || !p->nvalues) {
+        fprintf(stderr, "opprof sweep: --param %s has no values\n", arg);
+        free(p->name);
+        return -1;
+    }
+    rq->nparams++;
+    return 0;
+}
+
+/* Applies one parsed option ch (with optarg). -1 to go on, or the exit status. */
+static int apply_sweep_option(int ch, char **argv, struct sweep_request *rq)
+{
+    switch (ch) {
+    case OPT_OP: rq->op_text = optarg; return -1;
+    case OPT_SHAPES: rq->shapes_text = optarg; return -1;
+    case OPT_DTYPE: rq->dtype_text = optarg; return -1;
+    case OPT_THREADS: rq->threads_text = optarg; return -1;
+    case OPT_PYTHON: rq->python = optarg; return -1;
+    case 'e': rq->events_text = optarg; return -1;
+    case 'M': rq->metrics_text = optarg; return -1;
+    case 'o': rq->outdir = optarg; return -1;
+    case OPT_TIMEOUT:
+        if (parse_count(optarg, &rq->timeout_s) != 0) {
+            fprintf(stderr, "opprof sweep: bad --timeout value '%s'; give seconds (0: no limit)\n", optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_MIN_TIME:
+        if (parse_seconds(optarg, &rq->min_time_s) != 0) {
+            fprintf(stderr, "opprof sweep: bad --min-time value '%s'; give seconds, e.g. 0.2\n", optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_PLOT_METRIC:
+        if (sweep_plot_metric_parse(optarg, &rq->plot_metric) != 0) {
+            fprintf(stderr, "opprof sweep: unknown --plot-metric '%s'; accepted: gflops, gbps, time\n", optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_WARMUP:
+    case OPT_REPEAT:
+        if (parse_count(optarg, ch == OPT_WARMUP ? &rq->warmup : &rq->repeat) != 0 ||
+            (ch == OPT_REPEAT && !rq->repeat)) {
+            fprintf(stderr, "opprof sweep: bad %s value '%s'\n", ch == OPT_WARMUP ? "--warmup" : "--repeat",
+                    optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_FORMAT:
+        if (report_format_parse(optarg, &rq->format) != 0) {
+            fprintf(stderr, "opprof sweep: unknown --format value '%s'; accepted: text, csv, json\n", optarg);
+            return 2;
+        }
+        return -1;
+    case OPT_PARAM:
+        return add_param(rq, optarg) == 0 ? -1 : 2;
+    case 'h':
+        sweep_usage(stdout);
+        return 0;
+    case ':':
+        fprintf(stderr, "opprof sweep: option '%s' needs a value (see opprof sweep --help)\n", argv[optind - 1]);
+        return 2;
+    default:
+        fprintf(stderr, "opprof sweep: unknown option '%s' (see opprof sweep --help)\n", argv[optind - 1]);
+        return 2;
+    }
+}
+
+/* Parses the command line into rq and checks that it names one kind of
+ * sweep. -1 to go on, or the exit status. */
+static int parse_sweep_request(int argc, char **argv, struct sweep_request *rq)
+{
     optind = 0;
     opterr = 0;
     int ch;
     /* "+": stop at the first non-option, so CMD's own options stay CMD's. */
     while ((ch = getopt_long(argc, argv, "+:o:e:M:h", sweep_long_options, NULL)) != -1) {
-        switch (ch) {
-        case OPT_OP: op_text = optarg; break;
-        case OPT_SHAPES: shapes_text = optarg; break;
-        case OPT_DTYPE: dtype_text = optarg; break;
-        case OPT_THREADS: threads_text = optarg; break;
-        case OPT_PYTHON: python = optarg; break;
-        case 'e': events_text = optarg; break;
-        case 'M': metrics_text = optarg; break;
-        case OPT_TIMEOUT:
-            if (parse_count(optarg, &timeout_s) != 0) {
-                fprintf(stderr, "opprof sweep: bad --timeout value '%s'; give seconds (0: no limit)\n", optarg);
-                goto out;
-            }
-            break;
-        case OPT_MIN_TIME:
-            if (parse_seconds(optarg, &min_time_s) != 0) {
-                fprintf(stderr, "opprof sweep: bad --min-time value '%s'; give seconds, e.g. 0.2\n", optarg);
-                goto out;
-            }
-            break;
-        case OPT_PLOT_METRIC:
-            if (sweep_plot_metric_parse(optarg, &plot_metric) != 0) {
-                fprintf(stderr, "opprof sweep: unknown --plot-metric '%s'; accepted: gflops, gbps, time\n", optarg);
-                goto out;
-            }
-            break;
-        case 'o': outdir = optarg; break;
-        case OPT_WARMUP:
-        case OPT_REPEAT:
-            if (parse_count(optarg, ch == OPT_WARMUP ? &warmup : &repeat) != 0 || (ch == OPT_REPEAT && !repeat)) {
-                fprintf(stderr, "opprof sweep: bad %s value '%s'\n", ch == OPT_WARMUP ? "--warmup" : "--repeat",
-                        optarg);
-                goto out;
-            }
-            break;
-        case OPT_FORMAT:
-            if (report_format_parse(optarg, &format) != 0) {
-                fprintf(stderr, "opprof sweep: unknown --format value '%s'; accepted: text, csv, json\n", optarg);
-                goto out;
-            }
-            break;
-        case OPT_PARAM: {
-            const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || nparams == SWEEP_MAX_PARAMS) {
-                fprintf(stderr, "opprof sweep: bad --param '%s'; give NAME=V1,V2 (at most %d)\n", optarg,
-                        SWEEP_MAX_PARAMS);
-                goto out;
-            }
-            struct sweep_param *p = &params[nparams];
-            p->name = strndup(optarg, (size_t)(eq - optarg));
-            if (!p->name || sweep_split_list(eq + 1, &p->values, &p->nvalues) != 0 || !p->nvalues) {
-                fprintf(stderr, "opprof sweep: --param %s has no values\n", optarg);
-                free(p->name);
-                goto out;
-            }
-            nparams++;
-            break;
-        }
-        case 'h':
-            sweep_usage(stdout);
-            rc = 0;
-            goto out;
-        case ':':
-            fprintf(stderr, "opprof sweep: option '%s' needs a value (see opprof sweep --help)\n", argv[optind - 1]);
-            goto out;
-        default:
-            fprintf(stderr, "opprof sweep: unknown option '%s' (see opprof sweep --help)\n", argv[optind - 1]);
-            goto out;
-        }
+        int st = apply_sweep_option(ch, argv, rq);
+        if (st >= 0)
+            return st;
     }
-    char **cmd = argv + optind;
-    size_t ncmd = (size_t)(argc - optind);
-    if (op_text && (nparams || ncmd)) {
+    rq->cmd = argv + optind;
+    rq->ncmd = (size_t)(argc - optind);
+    if (rq->op_text && (rq->nparams || rq->ncmd)) {
         fputs("opprof sweep: give either --op with --shapes, or --param with -- CMD, not both\n", stderr);
-        goto out;
+        return 2;
     }
-    if (!op_text && !(nparams && ncmd)) {
+    if (!rq->op_text && !(rq->nparams && rq->ncmd)) {
         fputs("opprof sweep: nothing to sweep: give --op OP --shapes LIST, or --param NAME=V1,V2 -- CMD "
               "(see opprof sweep --help)\n",
               stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* --op: checks --shapes and finds the runner op_bench.py. 0, or -1 after a
+ * message. */
+static int find_op_runner(const struct sweep_request *rq, char *runner, size_t len)
+{
+    if (!rq->shapes_text) {
+        fputs("opprof sweep: --op needs --shapes (e.g. --shapes 8x64x64x64)\n", stderr);
+        return -1;
+    }
+    if (sweep_find_runner(runner, len) != 0) {
+        fprintf(stderr, "opprof sweep: the runner op_bench.py was not found (looked beside the opprof binary, "
+                        "in %s and %s): reinstall opprof or set OPPROF_OP_BENCH=/path/to/op_bench.py\n",
+                OPPROF_SRCDIR_TOOLS, OPPROF_PKGDATADIR);
+        return -1;
+    }
+    return 0;
+}
+
+static void free_op_spec_lists(struct sweep_op_spec *spec)
+{
+    sweep_free_list(spec->shapes, spec->nshapes);
+    sweep_free_list(spec->dtypes, spec->ndtypes);
+    sweep_free_list(spec->threads, spec->nthreads);
+}
+
+/* --op: one row per shape x dtype x thread count, through the runner. 0, or
+ * -1 after a message. */
+static int run_op_sweep(struct sweep_ctx *c, const struct sweep_request *rq, const char *runner, char *title,
+                        size_t tlen)
+{
+    /* An unknown op still runs: each row then fails with the runner's reason. */
+    struct sweep_op_spec spec = {.op = sweep_op_parse(rq->op_text), .op_text = rq->op_text, .warmup = rq->warmup,
+                                 .repeat = rq->repeat, .min_time_s = rq->min_time_s, .python = rq->python,
+                                 .runner = runner};
+    if (sweep_split_list(rq->shapes_text, &spec.shapes, &spec.nshapes) ||
+        sweep_split_list(rq->dtype_text, &spec.dtypes, &spec.ndtypes) ||
+        (rq->threads_text && sweep_split_list(rq->threads_text, &spec.threads, &spec.nthreads))) {
+        fputs("opprof sweep: out of memory\n", stderr);
+        return -1;
+    }
+    if (!spec.nshapes || !spec.ndtypes || (rq->threads_text && !spec.nthreads)) {
+        fprintf(stderr, "opprof sweep: --shapes, --dtype and --threads each need at least one value\n");
+        free_op_spec_lists(&spec);
+        return -1;
+    }
+    snprintf(title, tlen,
+             "Sweep of %.200s (%d warm-up calls, then at least %d timed calls and %g s per row) in %.200s",
+             rq->op_text, rq->warmup, rq->repeat, rq->min_time_s, c->sweepdir);
+    int run_rc = sweep_run_ops(c, &spec);
+    free_op_spec_lists(&spec);
+    if (run_rc != 0)
+        fputs("opprof sweep: out of memory\n", stderr);
+    return run_rc != 0 ? -1 : 0;
+}
+
+/* --param -- CMD: one row per combination of the values. 0, or -1 after a
+ * message. */
+static int run_param_sweep(struct sweep_ctx *c, struct sweep_request *rq, char *title, size_t tlen)
+{
+    snprintf(title, tlen, "Sweep of %.200s (time per call: the whole command) in %.200s", rq->cmd[0], c->sweepdir);
+    if (sweep_run_params(c, rq->params, rq->nparams, rq->cmd, rq->ncmd) != 0) {
+        fputs("opprof sweep: out of memory\n", stderr);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    struct sweep_request rq = {.dtype_text = "float32", .python = getenv("OPPROF_PYTHON"), .warmup = 3,
+                               .repeat = 20, .timeout_s = 300, .min_time_s = 0.2, .format = FORMAT_TEXT,
+                               .plot_metric = SWEEP_PLOT_AUTO};
+    char *events = NULL;
+    int rc = 2;
+    if (!rq.python || !rq.python[0])
+        rq.python = "python3";
+
+    int st = parse_sweep_request(argc, argv, &rq);
+    if (st >= 0) {
+        rc = st;
         goto out;
     }
     char err[512];
     bool bad_events = false;
-    events = sweep_events_string(events_text, metrics_text, err, sizeof err, &bad_events);
+    events = sweep_events_string(rq.events_text, rq.metrics_text, err, sizeof err, &bad_events);
     if (bad_events) {
         fprintf(stderr, "opprof sweep: %s\n", err);
         goto out;
     }
-    enum sweep_op op = SWEEP_OP_UNKNOWN;
     char runner[PATH_MAX];
-    if (op_text) {
-        if (!shapes_text) {
-            fputs("opprof sweep: --op needs --shapes (e.g. --shapes 8x64x64x64)\n", stderr);
-            goto out;
-        }
-        if (sweep_find_runner(runner, sizeof runner) != 0) {
-            fprintf(stderr, "opprof sweep: the runner op_bench.py was not found (looked beside the opprof binary, "
-                            "in %s and %s): reinstall opprof or set OPPROF_OP_BENCH=/path/to/op_bench.py\n",
-                    OPPROF_SRCDIR_TOOLS, OPPROF_PKGDATADIR);
-            goto out;
-        }
-        /* An unknown op still runs: each row then fails with the runner's reason. */
-        op = sweep_op_parse(op_text);
-    }
+    if (rq.op_text && find_op_runner(&rq, runner, sizeof runner) != 0)
+        goto out;
 
     char sweepdir[PATH_MAX];
-    if (make_sweepdir(outdir, sweepdir, sizeof sweepdir) != 0)
+    if (make_sweepdir(rq.outdir, sweepdir, sizeof sweepdir) != 0)
         goto out;
-    struct sweep_ctx c = {.sweepdir = sweepdir, .timeout_s = timeout_s, .events = events};
+    struct sweep_ctx c = {.sweepdir = sweepdir, .timeout_s = rq.timeout_s, .events = events};
     sweep_counters_note(events, c.counters, sizeof c.counters);
-    int run_rc;
     char title[512];
-    if (op_text) {
-        struct sweep_op_spec spec = {.op = op, .op_text = op_text, .warmup = warmup, .repeat = repeat,
-                                     .min_time_s = min_time_s, .python = python, .runner = runner};
-        if (sweep_split_list(shapes_text, &spec.shapes, &spec.nshapes) ||
-            sweep_split_list(dtype_text, &spec.dtypes, &spec.ndtypes) ||
-            (threads_text && sweep_split_list(threads_text, &spec.threads, &spec.nthreads))) {
-            fputs("opprof sweep: out of memory\n", stderr);
-            goto out;
-        }
-        if (!spec.nshapes || !spec.ndtypes || (threads_text && !spec.nthreads)) {
-            fprintf(stderr, "opprof sweep: --shapes, --dtype and --threads each need at least one value\n");
-            sweep_free_list(spec.shapes, spec.nshapes);
-            sweep_free_list(spec.dtypes, spec.ndtypes);
-            sweep_free_list(spec.threads, spec.nthreads);
-            goto out;
-        }
-        snprintf(title, sizeof title,
-                 "Sweep of %.200s (%d warm-up calls, then at least %d timed calls and %g s per row) in %.200s",
-                 op_text, warmup, repeat, min_time_s, sweepdir);
-        run_rc = sweep_run_ops(&c, &spec);
-        sweep_free_list(spec.shapes, spec.nshapes);
-        sweep_free_list(spec.dtypes, spec.ndtypes);
-        sweep_free_list(spec.threads, spec.nthreads);
-    } else {
-        snprintf(title, sizeof title, "Sweep of %.200s (time per call: the whole command) in %.200s", cmd[0], sweepdir);
-        run_rc = sweep_run_params(&c, params, nparams, cmd, ncmd);
-    }
-    if (run_rc != 0) {
-        fputs("opprof sweep: out of memory\n", stderr);
+    if ((rq.op_text ? run_op_sweep(&c, &rq, runner, title, sizeof title)
+                    : run_param_sweep(&c, &rq, title, sizeof title)) != 0) {
         free(c.rows);
         goto out;
     }
+    /* The names the table and the files below are written from. */
+    const char *op_text = rq.op_text;
+    char **cmd = rq.cmd;
+    enum report_format format = rq.format;
+    enum sweep_plot_metric plot_metric = rq.plot_metric;
     report_print_sweep(stdout, c.rows, c.nrows, format, title);
     struct sweep_outputs o = {.c = &c, .title = title, .what = op_text ? op_text : cmd[0], .metric = plot_metric};
     bool written = write_sweep_file(&o, "sweep.json", put_json) & write_sweep_file(&o, "sweep.csv", put_csv) &
@@ -353,9 +416,9 @@ int cmd_sweep(int argc, char **argv)
     rc = c.any_failed || !written ? 1 : 0;
     free(c.rows);
 out:
-    for (size_t i = 0; i < nparams; i++) {
-        free(params[i].name);
-        sweep_free_list(params[i].values, params[i].nvalues);
+    for (size_t i = 0; i < rq.nparams; i++) {
+        free(rq.params[i].name);
+        sweep_free_list(rq.params[i].values, rq.params[i].nvalues);
     }
     free(events);
     return rc;

@@ -94,35 +94,31 @@ static uint32_t slice_key(const struct profile *p, const struct export_funcs *fn
     return st->nframes ? fn->of_frame[st->frames[0]] : fn->none;
 }
 
-static int write_profile(FILE *out, const struct profile *p, const struct export_options *o, size_t pi,
-                         size_t nprofiles, uint64_t origin, struct lanes *lanes, bool *first)
-{
-    struct export_funcs fn;
-    if (export_funcs_build(p, &fn) != 0)
-        return -1;
-    uint64_t period = p->period_ns ? p->period_ns : 1000000;
-    size_t *start = calloc(p->nthreads + 1, sizeof *start);
-    size_t *order = malloc((p->nsamples ? p->nsamples : 1) * sizeof *order);
-    size_t *fill = calloc(p->nthreads + 1, sizeof *fill);
-    uint32_t *key = malloc((p->nstacks ? p->nstacks : 1) * sizeof *key);
-    long *tlane = malloc((p->nthreads ? p->nthreads : 1) * sizeof *tlane);
-    int rc = -1;
-    if (!start || !order || !fill || !key || !tlane)
-        goto done;
-    for (size_t s = 0; s < p->nstacks; s++)
-        key[s] = slice_key(p, &fn, (uint32_t)s);
-    export_order_by_thread(p, start, fill, order);
+/* One profile's samples grouped by thread: thread t's samples, in time
+ * order, are samples[order[start[t]]] .. samples[order[start[t + 1] - 1]],
+ * drawn in lane tlane[t]. */
+struct thread_samples {
+    const struct profile *p;
+    size_t *start;
+    size_t *order;
+    long *tlane;
+};
 
-    /* Names: one process_name per lane, one thread_name per thread. */
+/* Names: one process_name (and sort index) per new lane, one thread_name per
+ * thread; fills ts->tlane. 0, or -1 on out of memory. */
+static int write_names(FILE *out, const struct thread_samples *ts, size_t pi, size_t nprofiles, struct lanes *lanes,
+                       bool *first)
+{
+    const struct profile *p = ts->p;
     for (size_t t = 0; t < p->nthreads; t++) {
         const struct prof_thread *th = &p->threads[t];
         bool new_lane = true;
         for (size_t i = 0; i < lanes->n; i++)
             if (lanes->v[i].profile == pi && lanes->v[i].pid == th->pid)
                 new_lane = false;
-        tlane[t] = lane_of(lanes, pi, th->pid);
-        if (tlane[t] < 0)
-            goto done;
+        ts->tlane[t] = lane_of(lanes, pi, th->pid);
+        if (ts->tlane[t] < 0)
+            return -1;
         if (new_lane) {
             char label[512];
             /* ranks: a rank's lane is named and ordered by its rank */
@@ -133,57 +129,64 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
             snprintf(label, sizeof label, "%s%s (pid %" PRIu32 ")%s%s", rank_label, process_label(p, th->pid),
                      th->pid, nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
             fprintf(out, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
-                    *first ? "" : ",\n", tlane[t]);
+                    *first ? "" : ",\n", ts->tlane[t]);
             *first = false;
             export_json_string(out, label);
             fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%ld,\"tid\":0,"
-                         "\"args\":{\"sort_index\":%zu}}", tlane[t],
+                         "\"args\":{\"sort_index\":%zu}}", ts->tlane[t],
                     rank != OPR_RANK_UNSET ? (size_t)rank * 1000 : 1000000000u + pi * 1000 + t);
         }
         char tname[64];
         snprintf(tname, sizeof tname, "%s (tid %" PRIu32 ")", th->name[0] ? th->name : "thread", th->tid);
         fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32 ",\"args\":{\"name\":",
-                tlane[t], th->tid);
+                ts->tlane[t], th->tid);
         export_json_string(out, tname);
         fputs("}}", out);
     }
+    return 0;
+}
 
-    /* Slices. */
+/* Slices: per thread, runs of samples with the same slice key (key[stack])
+ * and no off-CPU gap become one complete ("X") event. */
+static void write_slices(FILE *out, const struct thread_samples *ts, const struct export_funcs *fn,
+                         const uint32_t *key, uint64_t period, uint64_t origin)
+{
+    const struct profile *p = ts->p;
     for (size_t t = 0; t < p->nthreads; t++) {
         int64_t prev_end = INT64_MIN;
-        for (size_t i = start[t]; i < start[t + 1];) {
-            const struct prof_sample *a = &p->samples[order[i]];
+        for (size_t i = ts->start[t]; i < ts->start[t + 1];) {
+            const struct prof_sample *a = &p->samples[ts->order[i]];
             uint32_t k = key[a->stack];
             uint64_t n = 1, last = a->time_ns;
             size_t j = i + 1;
-            for (; j < start[t + 1]; j++) {
-                const struct prof_sample *b = &p->samples[order[j]];
+            for (; j < ts->start[t + 1]; j++) {
+                const struct prof_sample *b = &p->samples[ts->order[j]];
                 if (key[b->stack] != k || b->time_ns - last > period * ((uint64_t)b->weight + 1))
                     break;
                 last = b->time_ns;
                 n++;
             }
-            int64_t ts = (int64_t)(a->time_ns - origin) - (int64_t)(period * a->weight);
+            int64_t begin = (int64_t)(a->time_ns - origin) - (int64_t)(period * a->weight);
             int64_t end = (int64_t)(last - origin);
             /* Samples come with jitter: a slice never starts before the
              * previous one of its thread ended (viewers require nesting). */
-            if (ts < prev_end)
-                ts = prev_end;
+            if (begin < prev_end)
+                begin = prev_end;
             prev_end = end;
-            const struct export_func *g = &fn.funcs[k];
+            const struct export_func *g = &fn->funcs[k];
             fputs(",\n{\"ph\":\"X\",\"name\":", out);
             export_json_string(out, g->name);
-            fprintf(out, ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%" PRIu32 ",", export_class_name(g->cls), tlane[t],
-                    p->threads[t].tid);
-            write_us(out, "ts", ts);
+            fprintf(out, ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%" PRIu32 ",", export_class_name(g->cls),
+                    ts->tlane[t], p->threads[t].tid);
+            write_us(out, "ts", begin);
             fputc(',', out);
-            write_us(out, "dur", end - ts);
+            write_us(out, "dur", end - begin);
             fprintf(out, ",\"args\":{\"samples\":%" PRIu64, n);
             const struct prof_stack *st = &p->stacks[a->stack];
-            uint32_t leaf = st->nframes ? fn.of_frame[st->frames[0]] : fn.none;
+            uint32_t leaf = st->nframes ? fn->of_frame[st->frames[0]] : fn->none;
             if (leaf != k) {
                 fputs(",\"innermost\":", out);
-                export_json_string(out, fn.funcs[leaf].name);
+                export_json_string(out, fn->funcs[leaf].name);
             }
             if (g->source_file) {
                 fputs(",\"file\":", out);
@@ -193,58 +196,92 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
             i = j;
         }
     }
+}
 
-    /* Active threads per 10 ms bucket, per lane. */
-    for (size_t li = 0; li < lanes->n; li++) {
-        if (lanes->v[li].profile != pi)
+/* The counter track of one lane: active threads per 10 ms bucket, only where
+ * the count changes (a counter holds its value until the next). 0, or -1 on
+ * out of memory. */
+static int write_lane_active_threads(FILE *out, const struct thread_samples *ts, long lane,
+                                     const struct export_options *o, uint64_t origin)
+{
+    const struct profile *p = ts->p;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t t = 0; t < p->nthreads; t++) {
+        if (ts->tlane[t] != lane || ts->start[t + 1] == ts->start[t])
             continue;
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t t = 0; t < p->nthreads; t++) {
-            if (tlane[t] != (long)lanes->v[li].lane || start[t + 1] == start[t])
-                continue;
-            uint64_t a = p->samples[order[start[t]]].time_ns, b = p->samples[order[start[t + 1] - 1]].time_ns;
-            lo = a < lo ? a : lo;
-            hi = b > hi ? b : hi;
-        }
-        if (lo > hi)
-            continue;
-        lo -= (lo - origin) % BUCKET_NS; /* buckets aligned on the shared origin */
-        size_t nb = (size_t)((hi - lo) / BUCKET_NS) + 1;
-        uint32_t *active = calloc(nb, sizeof *active);
-        if (!active)
-            goto done;
-        for (size_t t = 0; t < p->nthreads; t++) {
-            if (tlane[t] != (long)lanes->v[li].lane)
-                continue;
-            size_t prev = SIZE_MAX;
-            for (size_t i = start[t]; i < start[t + 1]; i++) {
-                size_t b = (size_t)((p->samples[order[i]].time_ns - lo) / BUCKET_NS);
-                if (b != prev)
-                    active[b]++;
-                prev = b;
-            }
-        }
-        /* Only changes are written: a counter holds its value until the next. */
-        for (size_t b = 0; b <= nb; b++) {
-            uint32_t v = b < nb ? active[b] : 0;
-            if (b > 0 && b < nb && v == active[b - 1])
-                continue;
-            fprintf(out, ",\n{\"ph\":\"C\",\"name\":\"threads\",\"pid\":%ld,\"tid\":0,", (long)lanes->v[li].lane);
-            write_us(out, "ts", (int64_t)(lo + b * BUCKET_NS - origin));
-            fprintf(out, ",\"args\":{\"active threads\":%" PRIu32, v);
-            if (o && o->online_cpus)
-                fprintf(out, ",\"online CPUs\":%u", o->online_cpus);
-            fputs("}}", out);
-        }
-        free(active);
+        uint64_t a = p->samples[ts->order[ts->start[t]]].time_ns;
+        uint64_t b = p->samples[ts->order[ts->start[t + 1] - 1]].time_ns;
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
     }
+    if (lo > hi)
+        return 0;
+    lo -= (lo - origin) % BUCKET_NS; /* buckets aligned on the shared origin */
+    size_t nb = (size_t)((hi - lo) / BUCKET_NS) + 1;
+    uint32_t *active = calloc(nb, sizeof *active);
+    if (!active)
+        return -1;
+    for (size_t t = 0; t < p->nthreads; t++) {
+        if (ts->tlane[t] != lane)
+            continue;
+        size_t prev = SIZE_MAX;
+        for (size_t i = ts->start[t]; i < ts->start[t + 1]; i++) {
+            size_t b = (size_t)((p->samples[ts->order[i]].time_ns - lo) / BUCKET_NS);
+            if (b != prev)
+                active[b]++;
+            prev = b;
+        }
+    }
+    for (size_t b = 0; b <= nb; b++) {
+        uint32_t v = b < nb ? active[b] : 0;
+        if (b > 0 && b < nb && v == active[b - 1])
+            continue;
+        fprintf(out, ",\n{\"ph\":\"C\",\"name\":\"threads\",\"pid\":%ld,\"tid\":0,", lane);
+        write_us(out, "ts", (int64_t)(lo + b * BUCKET_NS - origin));
+        fprintf(out, ",\"args\":{\"active threads\":%" PRIu32, v);
+        if (o && o->online_cpus)
+            fprintf(out, ",\"online CPUs\":%u", o->online_cpus);
+        fputs("}}", out);
+    }
+    free(active);
+    return 0;
+}
+
+static int write_profile(FILE *out, const struct profile *p, const struct export_options *o, size_t pi,
+                         size_t nprofiles, uint64_t origin, struct lanes *lanes, bool *first)
+{
+    struct export_funcs fn;
+    if (export_funcs_build(p, &fn) != 0)
+        return -1;
+    uint64_t period = p->period_ns ? p->period_ns : 1000000;
+    struct thread_samples ts = {
+        .p = p,
+        .start = calloc(p->nthreads + 1, sizeof *ts.start),
+        .order = malloc((p->nsamples ? p->nsamples : 1) * sizeof *ts.order),
+        .tlane = malloc((p->nthreads ? p->nthreads : 1) * sizeof *ts.tlane),
+    };
+    size_t *fill = calloc(p->nthreads + 1, sizeof *fill);
+    uint32_t *key = malloc((p->nstacks ? p->nstacks : 1) * sizeof *key);
+    int rc = -1;
+    if (!ts.start || !ts.order || !fill || !key || !ts.tlane)
+        goto done;
+    for (size_t s = 0; s < p->nstacks; s++)
+        key[s] = slice_key(p, &fn, (uint32_t)s);
+    export_order_by_thread(p, ts.start, fill, ts.order);
+
+    if (write_names(out, &ts, pi, nprofiles, lanes, first) != 0)
+        goto done;
+    write_slices(out, &ts, &fn, key, period, origin);
+    for (size_t li = 0; li < lanes->n; li++)
+        if (lanes->v[li].profile == pi && write_lane_active_threads(out, &ts, (long)lanes->v[li].lane, o, origin) != 0)
+            goto done;
     rc = 0;
 done:
-    free(start);
-    free(order);
+    free(ts.start);
+    free(ts.order);
     free(fill);
     free(key);
-    free(tlane);
+    free(ts.tlane);
     export_funcs_free(&fn);
     return rc;
 }

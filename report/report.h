@@ -39,6 +39,29 @@ const char *report_sampled_modes(const struct profile *p);
 int report_print_table(FILE *out, const struct profile *p, const struct hotspot_table *t,
                        const struct report_options *opts, const char *title);
 
+/* --- the report as a list of sections (report/report_sections.c) ---------- */
+/* What `opprof report` prints, decided before anything is printed: the
+ * options, the loaded profile and the analyses the sections read. */
+struct report_plan {
+    const struct profile *profile;     /* the one result, or the ranks merged */
+    struct report_options opts;        /* opts.ranks/phases/findings: JSON keys */
+    bool ranks_only;                   /* --ranks, --group-by rank */
+    bool threading_only;               /* --threading */
+    const struct rank_summary *ranks;  /* the Ranks section's figures */
+    bool show_ranks;                   /* the text report ends with a Ranks section */
+    /* Findings and Phases head the hotspot view (NULL: not computed). */
+    const struct phase_summary *phases;
+    const struct findings *findings;
+};
+/* Prints every section of the plan that applies, in order, and stops at the
+ * first that fails. 0, or the exit status (2: out of memory or a write error). */
+int report_render(FILE *out, const struct report_plan *plan);
+/* Whether any frame is named name (*exact), or an operator is (op gets its
+ * name), or else a frame contains it: the rule the callers/callees sections
+ * apply, for checking before anything is printed. */
+bool report_function_matches(const struct profile *p, const char *name, bool *exact, char *op, size_t oplen);
+/* --- end of sections -------------------------------------------------------- */
+
 /* --- summary of a PyTorch profile (report/summary.c) ----------------------- */
 /* Text: a "Findings" section (when there are any) and a "Phases" section
  * (only when ph->pytorch: a plain native program has no phases), each

@@ -290,7 +290,9 @@ static void print_status(const struct attach_run *r, uint64_t start_ns)
             (attach_now_ns() - start_ns) / 1e9, (unsigned long long)samples);
 }
 
-int record_attach(const struct record_options *o)
+/* Refuses what attach mode cannot do, before anything is opened. 0, or 2
+ * after a message. */
+static int check_attach_request(const struct record_options *o)
 {
     pid_t pid = o->attach_pid;
     if (pid <= 0 || pid == getpid()) {
@@ -313,6 +315,110 @@ int record_attach(const struct record_options *o)
         fprintf(stderr, "opprof record: -e cannot be combined with -p yet: attach mode samples task-clock\n");
         return 2;
     }
+    return 0;
+}
+
+/* Samples from facts->start_ns until --duration, a stop signal or the
+ * target's exit, draining the rings as they fill. Returns why it stopped:
+ * "duration", "target-exit" or "interrupt". */
+static const char *sample_until_stop(struct attach_run *run, struct attach_events *ev, int pidfd, pid_t pid,
+                                     const struct attach_facts *facts, bool target_exited, bool show_status)
+{
+    const struct record_options *o = run->o;
+    uint64_t deadline = o->duration_s > 0 ? facts->start_ns + (uint64_t)(o->duration_s * 1e9) : UINT64_MAX;
+    uint64_t last_status = 0, last_alive_check = 0;
+    const char *stop_reason = target_exited ? "target-exit" : "interrupt";
+    while (!target_exited && !stop_signal) {
+        uint64_t now = attach_now_ns();
+        if (now >= deadline) {
+            stop_reason = "duration";
+            break;
+        }
+        uint64_t left_ms = (deadline - now) / 1000000 + 1;
+        int timeout = left_ms < 100 ? (int)left_ms : 100;
+        if (attach_events_wait(ev, timeout, pidfd) == 1)
+            target_exited = true;
+        drain(run, ev);
+        now = attach_now_ns();
+        if (pidfd < 0 && now - last_alive_check > 100000000ull) {
+            last_alive_check = now;
+            target_exited = !process_alive(pid);
+        }
+        if (show_status && now - last_status > 200000000ull) {
+            last_status = now;
+            print_status(run, facts->start_ns);
+        }
+    }
+    if (target_exited)
+        stop_reason = "target-exit";
+    else if (stop_signal && strcmp(stop_reason, "duration") != 0)
+        stop_reason = "interrupt";
+    return stop_reason;
+}
+
+/* What attach mode could and could not see, for the report: the Python
+ * read lag into facts, and notes and lost samples in the target's main
+ * stream. */
+static void note_what_attach_saw(struct attach_run *run, pid_t pid, struct attach_facts *facts,
+                                 const char *stop_reason)
+{
+    if (run->nlags) {
+        qsort(run->lags_us, run->nlags, sizeof run->lags_us[0], compare_u32);
+        facts->lag_median_us = run->lags_us[run->nlags / 2];
+        facts->lag_max_us = run->lags_us[run->nlags - 1];
+        facts->nlags = run->nlags;
+    }
+    struct attach_stream *main_stream = stream_for(run, pid, false);
+    if (!main_stream)
+        return;
+    char note[400];
+    snprintf(note, sizeof note, "attach mode (-p %d): sampled from outside by perf_event for %.2f s; stop: %s",
+             (int)pid, (facts->end_ns - facts->start_ns) / 1e9, stop_reason);
+    attach_stream_note(main_stream, note);
+    if (run->nlags) {
+        snprintf(note, sizeof note,
+                 "attach mode: Python frames were read after each sample (lag median %u us, max %u us), "
+                 "not at the sampled instant: Python attribution is statistical, not exact",
+                 facts->lag_median_us, facts->lag_max_us);
+        attach_stream_note(main_stream, note);
+    }
+    if (run->kernel_lost)
+        attach_stream_lost(main_stream, facts->end_ns, run->kernel_lost, run->samples_seen + run->kernel_lost);
+}
+
+/* The closing lines on stderr: what was collected, why sampling stopped,
+ * and what limits the result (size cap, unwinding, Python lag). */
+static void print_attach_summary(const struct attach_run *run, pid_t pid, const char *dir,
+                                 const struct attach_facts *facts, const char *stop_reason)
+{
+    const struct attach_stream_totals *t = &run->totals;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%.1f KB)\n",
+            (unsigned long long)t->samples, (unsigned long long)(run->kernel_lost + t->lost),
+            (unsigned long long)t->threads, (unsigned long long)t->processes, dir, t->bytes / 1024.0);
+    fprintf(stderr, "opprof record: detached from %d after %.2f s (%s); the target is %s", (int)pid,
+            (facts->end_ns - facts->start_ns) / 1e9,
+            !strcmp(stop_reason, "duration") ? "--duration reached"
+            : !strcmp(stop_reason, "target-exit") ? "the target exited"
+                                                  : "interrupted",
+            facts->target_alive_after ? "still running\n" : "gone\n");
+    if (t->dropped_size_cap)
+        fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
+                (unsigned long long)t->dropped_size_cap);
+    if (t->samples && t->unwind_failed)
+        fprintf(stderr, "opprof record: %llu samples (%.1f %%) could not be unwound: leaf function only\n",
+                (unsigned long long)t->unwind_failed, 100.0 * t->unwind_failed / t->samples);
+    if (run->nlags)
+        fprintf(stderr, "opprof record: Python frames read %u us (median; max %u us) after the sample: "
+                        "statistical, not exact\n", facts->lag_median_us, facts->lag_max_us);
+    if (stop_signal)
+        fprintf(stderr, "opprof record: stopped by signal %d; the target was not signalled\n", (int)stop_signal);
+}
+
+int record_attach(const struct record_options *o)
+{
+    if (check_attach_request(o) != 0)
+        return 2;
+    pid_t pid = o->attach_pid;
     struct attach_run run;
     memset(&run, 0, sizeof run);
     run.o = o;
@@ -361,34 +467,7 @@ int record_attach(const struct record_options *o)
      * sleeps through the window leaves a valid (empty) result. */
     stream_for(&run, pid, true);
 
-    uint64_t deadline = o->duration_s > 0 ? facts.start_ns + (uint64_t)(o->duration_s * 1e9) : UINT64_MAX;
-    uint64_t last_status = 0, last_alive_check = 0;
-    const char *stop_reason = target_exited ? "target-exit" : "interrupt";
-    while (!target_exited && !stop_signal) {
-        uint64_t now = attach_now_ns();
-        if (now >= deadline) {
-            stop_reason = "duration";
-            break;
-        }
-        uint64_t left_ms = (deadline - now) / 1000000 + 1;
-        int timeout = left_ms < 100 ? (int)left_ms : 100;
-        if (attach_events_wait(ev, timeout, pidfd) == 1)
-            target_exited = true;
-        drain(&run, ev);
-        now = attach_now_ns();
-        if (pidfd < 0 && now - last_alive_check > 100000000ull) {
-            last_alive_check = now;
-            target_exited = !process_alive(pid);
-        }
-        if (show_status && now - last_status > 200000000ull) {
-            last_status = now;
-            print_status(&run, facts.start_ns);
-        }
-    }
-    if (target_exited)
-        stop_reason = "target-exit";
-    else if (stop_signal && strcmp(stop_reason, "duration") != 0)
-        stop_reason = "interrupt";
+    const char *stop_reason = sample_until_stop(&run, ev, pidfd, pid, &facts, target_exited, show_status);
     attach_events_enable(ev, false);
     facts.end_ns = attach_now_ns();
     drain(&run, ev);
@@ -398,30 +477,7 @@ int record_attach(const struct record_options *o)
     if (show_status)
         fputs("\r\033[K", stderr);
 
-    /* What attach mode could and could not see, for the report. */
-    if (run.nlags) {
-        qsort(run.lags_us, run.nlags, sizeof run.lags_us[0], compare_u32);
-        facts.lag_median_us = run.lags_us[run.nlags / 2];
-        facts.lag_max_us = run.lags_us[run.nlags - 1];
-        facts.nlags = run.nlags;
-    }
-    struct attach_stream *main_stream = stream_for(&run, pid, false);
-    if (main_stream) {
-        char note[400];
-        snprintf(note, sizeof note,
-                 "attach mode (-p %d): sampled from outside by perf_event for %.2f s; stop: %s", (int)pid,
-                 (facts.end_ns - facts.start_ns) / 1e9, stop_reason);
-        attach_stream_note(main_stream, note);
-        if (run.nlags) {
-            snprintf(note, sizeof note,
-                     "attach mode: Python frames were read after each sample (lag median %u us, max %u us), "
-                     "not at the sampled instant: Python attribution is statistical, not exact",
-                     facts.lag_median_us, facts.lag_max_us);
-            attach_stream_note(main_stream, note);
-        }
-        if (run.kernel_lost)
-            attach_stream_lost(main_stream, facts.end_ns, run.kernel_lost, run.samples_seen + run.kernel_lost);
-    }
+    note_what_attach_saw(&run, pid, &facts, stop_reason);
     while (run.nstreams > 0)
         close_stream(&run, attach_stream_pid(run.streams[0]), true);
     install_stop_handlers(false);
@@ -431,29 +487,8 @@ int record_attach(const struct record_options *o)
     facts.complete = true;
     if (write_info(&run, &facts) != 0)
         fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
-    if (!o->quiet) {
-        const struct attach_stream_totals *t = &run.totals;
-        fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%.1f KB)\n",
-                (unsigned long long)t->samples, (unsigned long long)(run.kernel_lost + t->lost),
-                (unsigned long long)t->threads, (unsigned long long)t->processes, dir, t->bytes / 1024.0);
-        fprintf(stderr, "opprof record: detached from %d after %.2f s (%s); the target is %s", (int)pid,
-                (facts.end_ns - facts.start_ns) / 1e9,
-                !strcmp(stop_reason, "duration") ? "--duration reached"
-                : !strcmp(stop_reason, "target-exit") ? "the target exited"
-                                                      : "interrupted",
-                facts.target_alive_after ? "still running\n" : "gone\n");
-        if (t->dropped_size_cap)
-            fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
-                    (unsigned long long)t->dropped_size_cap);
-        if (t->samples && t->unwind_failed)
-            fprintf(stderr, "opprof record: %llu samples (%.1f %%) could not be unwound: leaf function only\n",
-                    (unsigned long long)t->unwind_failed, 100.0 * t->unwind_failed / t->samples);
-        if (run.nlags)
-            fprintf(stderr, "opprof record: Python frames read %u us (median; max %u us) after the sample: "
-                            "statistical, not exact\n", facts.lag_median_us, facts.lag_max_us);
-        if (stop_signal)
-            fprintf(stderr, "opprof record: stopped by signal %d; the target was not signalled\n", (int)stop_signal);
-    }
+    if (!o->quiet)
+        print_attach_summary(&run, pid, dir, &facts, stop_reason);
     free(run.lags_us);
     return 0;
 }

@@ -141,74 +141,42 @@ void stat_result_free(struct stat_result *r)
     r->ncounts = 0;
 }
 
-int stat_run(const struct stat_options *o, struct stat_result *r)
+/* The forked child: waits until opprof has opened the counters on it, then
+ * execs the workload; an exec failure goes back through errpipe. */
+static _Noreturn void exec_when_released(const struct stat_options *o, int go[2], int errpipe[2])
 {
-    memset(r, 0, sizeof *r);
-    r->online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    struct pmu_event_list l = {0};
-    if (build_events(o, &l, r->note, sizeof r->note) != 0) {
-        pmu_event_list_free(&l);
-        return 2;
-    }
-    int *fds = malloc(l.n * sizeof *fds);
-    bool *user_only = calloc(l.n ? l.n : 1, sizeof *user_only);
-    r->counts = calloc(l.n ? l.n : 1, sizeof *r->counts);
-    if (!fds || !user_only || !r->counts) {
-        fprintf(stderr, "opprof stat: out of memory\n");
-        free(fds);
-        free(user_only);
-        pmu_event_list_free(&l);
-        return 2;
-    }
-    int go[2], errpipe[2];
-    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
-        fprintf(stderr, "opprof stat: pipe: %s\n", strerror(errno));
-        free(fds);
-        free(user_only);
-        pmu_event_list_free(&l);
-        return 2;
-    }
-    fflush(NULL);
-    pid_t child = fork();
-    if (child < 0) {
-        fprintf(stderr, "opprof stat: fork: %s\n", strerror(errno));
-        free(fds);
-        free(user_only);
-        pmu_event_list_free(&l);
-        return 2;
-    }
-    if (child == 0) {
-        close(go[1]);
-        close(errpipe[0]);
-        char c;
-        ssize_t got;
-        do
-            got = read(go[0], &c, 1);
-        while (got < 0 && errno == EINTR);
-        if (got != 1)
-            _exit(2); /* opprof gave up before releasing us */
-        execvp(o->argv[0], o->argv);
-        int err = errno;
-        ssize_t w = write(errpipe[1], &err, sizeof err);
-        (void)w;
-        _exit(err == ENOENT ? 127 : 126);
-    }
-    close(go[0]);
-    close(errpipe[1]);
-    r->pid = child;
+    close(go[1]);
+    close(errpipe[0]);
+    char c;
+    ssize_t got;
+    do
+        got = read(go[0], &c, 1);
+    while (got < 0 && errno == EINTR);
+    if (got != 1)
+        _exit(2); /* opprof gave up before releasing us */
+    execvp(o->argv[0], o->argv);
+    int err = errno;
+    ssize_t w = write(errpipe[1], &err, sizeof err);
+    (void)w;
+    _exit(err == ENOENT ? 127 : 126);
+}
 
-    /* Open everything on the waiting child. A hardware failure drops every
-     * hardware event (one reason, no partial PMU columns). */
+/* Opens every event on the waiting child (fds[i], -1 when not counted). A
+ * hardware failure drops every hardware event (one reason, no partial PMU
+ * columns). */
+static void open_all_counting(const struct pmu_event_list *l, pid_t child, int *fds, bool *user_only,
+                              struct stat_result *r)
+{
     int hw_errno = -1;
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = 0; i < l->n; i++) {
         fds[i] = -1;
-        const struct pmu_event *e = &l.ev[i];
+        const struct pmu_event *e = &l->ev[i];
         if (e->hardware && hw_errno >= 0)
             continue;
         int group_fd = -1;
         if (!e->leader)
             for (size_t k = i; k-- > 0;)
-                if (l.ev[k].group == e->group && l.ev[k].leader) {
+                if (l->ev[k].group == e->group && l->ev[k].leader) {
                     group_fd = fds[k];
                     break;
                 }
@@ -223,8 +191,8 @@ int stat_run(const struct stat_options *o, struct stat_result *r)
         }
     }
     if (hw_errno >= 0) {
-        for (size_t i = 0; i < l.n; i++)
-            if (l.ev[i].hardware && fds[i] >= 0) {
+        for (size_t i = 0; i < l->n; i++)
+            if (l->ev[i].hardware && fds[i] >= 0) {
                 close(fds[i]);
                 fds[i] = -1;
             }
@@ -232,10 +200,24 @@ int stat_run(const struct stat_options *o, struct stat_result *r)
                                r->no_pmu_reason, sizeof r->no_pmu_reason);
         r->note[0] = '\0'; /* a bandwidth-estimate note means nothing without counters */
     }
-    for (size_t i = 0; i < l.n; i++)
-        if (fds[i] >= 0 && l.ev[i].uncore)
+    for (size_t i = 0; i < l->n; i++)
+        if (fds[i] >= 0 && l->ev[i].uncore)
             ioctl(fds[i], PERF_EVENT_IOC_ENABLE, 0);
+}
 
+/* How the workload ended, as the parent saw it. */
+struct workload_end {
+    ssize_t exec_report; /* > 0: the child could not exec, exec_errno says why */
+    int exec_errno;
+    pid_t waited;        /* the child, or -1 when waiting failed */
+    int status;
+    struct rusage ru;
+};
+
+/* Releases the child, waits for it and times the run into r->wall_ns. */
+static void release_and_wait(pid_t child, int go_wr, int errpipe_rd, struct stat_result *r,
+                             struct workload_end *end)
+{
     /* Like time(1): a terminal's Ctrl-C reaches the workload (same process
      * group); opprof stays to print what was counted. */
     struct sigaction ign, old_int, old_quit;
@@ -247,39 +229,41 @@ int stat_run(const struct stat_options *o, struct stat_result *r)
 
     uint64_t start = monotonic_ns();
     char one = 1;
-    if (write(go[1], &one, 1) != 1)
+    if (write(go_wr, &one, 1) != 1)
         fprintf(stderr, "opprof stat: cannot release the workload: %s\n", strerror(errno));
-    close(go[1]);
-    int exec_errno = 0;
-    ssize_t got;
+    close(go_wr);
+    end->exec_errno = 0;
     do
-        got = read(errpipe[0], &exec_errno, sizeof exec_errno);
-    while (got < 0 && errno == EINTR);
-    close(errpipe[0]);
+        end->exec_report = read(errpipe_rd, &end->exec_errno, sizeof end->exec_errno);
+    while (end->exec_report < 0 && errno == EINTR);
+    close(errpipe_rd);
 
-    int status = 0;
-    struct rusage ru;
-    memset(&ru, 0, sizeof ru);
-    pid_t w;
+    end->status = 0;
+    memset(&end->ru, 0, sizeof end->ru);
     do
-        w = wait4(child, &status, 0, &ru);
-    while (w < 0 && errno == EINTR);
+        end->waited = wait4(child, &end->status, 0, &end->ru);
+    while (end->waited < 0 && errno == EINTR);
     r->wall_ns = monotonic_ns() - start;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
+}
 
-    for (size_t i = 0; i < l.n; i++) {
+/* Reads each open counter into r->counts and closes it. */
+static void read_counts(const struct pmu_event_list *l, const int *fds, const bool *user_only,
+                        struct stat_result *r)
+{
+    for (size_t i = 0; i < l->n; i++) {
         if (fds[i] < 0)
             continue;
-        if (l.ev[i].uncore)
+        if (l->ev[i].uncore)
             ioctl(fds[i], PERF_EVENT_IOC_DISABLE, 0);
         uint64_t v[3];
         if (read(fds[i], v, sizeof v) == (ssize_t)sizeof v) {
             struct stat_count *c = &r->counts[r->ncounts++];
-            snprintf(c->name, sizeof c->name, "%s", l.ev[i].name);
-            c->role = l.ev[i].role;
-            c->hardware = l.ev[i].hardware;
-            c->uncore = l.ev[i].uncore;
+            snprintf(c->name, sizeof c->name, "%s", l->ev[i].name);
+            c->role = l->ev[i].role;
+            c->hardware = l->ev[i].hardware;
+            c->uncore = l->ev[i].uncore;
             c->user_only = user_only[i];
             c->value = v[0];
             c->time_enabled = v[1];
@@ -287,28 +271,29 @@ int stat_run(const struct stat_options *o, struct stat_result *r)
         }
         close(fds[i]);
     }
-    free(fds);
-    free(user_only);
-    pmu_event_list_free(&l);
+}
 
-    r->utime_ns = tv_ns(ru.ru_utime);
-    r->stime_ns = tv_ns(ru.ru_stime);
-    r->minflt = ru.ru_minflt;
-    r->majflt = ru.ru_majflt;
-    r->nvcsw = ru.ru_nvcsw;
-    r->nivcsw = ru.ru_nivcsw;
-    r->maxrss_kb = ru.ru_maxrss;
-    /* Under perf_event_paranoid >= 2 software events are user-only, and the
-     * kernel then counts no context switches or migrations at all (they
-     * happen in kernel mode): a silent 0. Context switches come from rusage
-     * instead (same total for the waited-for tree); migrations have no other
-     * source and are dropped with a note. */
+/* The rusage figures, and the user-only software counts mended with them.
+ * Under perf_event_paranoid >= 2 software events are user-only, and the
+ * kernel then counts no context switches or migrations at all (they happen
+ * in kernel mode): a silent 0. Context switches come from rusage instead
+ * (same total for the waited-for tree); migrations have no other source and
+ * are dropped with a note. */
+static void apply_rusage(const struct rusage *ru, struct stat_result *r)
+{
+    r->utime_ns = tv_ns(ru->ru_utime);
+    r->stime_ns = tv_ns(ru->ru_stime);
+    r->minflt = ru->ru_minflt;
+    r->majflt = ru->ru_majflt;
+    r->nvcsw = ru->ru_nvcsw;
+    r->nivcsw = ru->ru_nivcsw;
+    r->maxrss_kb = ru->ru_maxrss;
     for (size_t i = 0; i < r->ncounts; i++) {
         struct stat_count *c = &r->counts[i];
         if (!c->user_only || c->hardware)
             continue;
         if (c->role == PMU_ROLE_CONTEXT_SWITCHES) {
-            c->value = (uint64_t)(ru.ru_nvcsw + ru.ru_nivcsw);
+            c->value = (uint64_t)(ru->ru_nvcsw + ru->ru_nivcsw);
             c->from_rusage = true;
             c->user_only = false;
         } else if (c->role == PMU_ROLE_CPU_MIGRATIONS) {
@@ -319,19 +304,73 @@ int stat_run(const struct stat_options *o, struct stat_result *r)
                      "allows user-mode counting only, and migrations happen in the kernel", pmu_read_paranoid());
         }
     }
-    if (got > 0) {
+}
+
+/* The exit status opprof stat passes on: the workload's, 127/126 when it
+ * could not be run, 128+N for a signal. */
+static void set_exit_status(const struct stat_options *o, pid_t child, const struct workload_end *end,
+                            struct stat_result *r)
+{
+    if (end->exec_report > 0) {
         fprintf(stderr, "opprof stat: %s: %s\n", o->argv[0],
-                exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
-        r->exit_status = exec_errno == ENOENT ? 127 : 126;
+                end->exec_errno == ENOENT ? "command not found" : strerror(end->exec_errno));
+        r->exit_status = end->exec_errno == ENOENT ? 127 : 126;
         r->ncounts = 0; /* nothing ran */
-    } else if (w == child && WIFSIGNALED(status)) {
-        r->exit_signal = WTERMSIG(status);
+    } else if (end->waited == child && WIFSIGNALED(end->status)) {
+        r->exit_signal = WTERMSIG(end->status);
         r->exit_status = 128 + r->exit_signal;
-    } else if (w == child) {
-        r->exit_status = WEXITSTATUS(status);
+    } else if (end->waited == child) {
+        r->exit_status = WEXITSTATUS(end->status);
     } else {
         fprintf(stderr, "opprof stat: waitpid: %s\n", strerror(errno));
         r->exit_status = 2;
     }
+}
+
+int stat_run(const struct stat_options *o, struct stat_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct pmu_event_list l = {0};
+    if (build_events(o, &l, r->note, sizeof r->note) != 0) {
+        pmu_event_list_free(&l);
+        return 2;
+    }
+    int *fds = malloc(l.n * sizeof *fds);
+    bool *user_only = calloc(l.n ? l.n : 1, sizeof *user_only);
+    r->counts = calloc(l.n ? l.n : 1, sizeof *r->counts);
+    int go[2], errpipe[2];
+    pid_t child = -1;
+    if (!fds || !user_only || !r->counts) {
+        fprintf(stderr, "opprof stat: out of memory\n");
+    } else if (pipe2(go, O_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "opprof stat: pipe: %s\n", strerror(errno));
+    } else {
+        fflush(NULL);
+        child = fork();
+        if (child < 0)
+            fprintf(stderr, "opprof stat: fork: %s\n", strerror(errno));
+    }
+    if (child < 0) {
+        free(fds);
+        free(user_only);
+        pmu_event_list_free(&l);
+        return 2;
+    }
+    if (child == 0)
+        exec_when_released(o, go, errpipe);
+    close(go[0]);
+    close(errpipe[1]);
+    r->pid = child;
+
+    open_all_counting(&l, child, fds, user_only, r);
+    struct workload_end end;
+    release_and_wait(child, go[1], errpipe[0], r, &end);
+    read_counts(&l, fds, user_only, r);
+    free(fds);
+    free(user_only);
+    pmu_event_list_free(&l);
+    apply_rusage(&end.ru, r);
+    set_exit_status(o, child, &end, r);
     return r->exit_status;
 }

@@ -436,16 +436,11 @@ static void prepend_env(const char *name, const char *value)
     free(both);
 }
 
-int record_run(const struct record_options *o)
+/* Checks that this machine can sample as asked (perf_event, -c's leader
+ * event, -e's counters) and says once how the kernel's rules change what is
+ * sampled. 0, or 2 after a message. */
+static int check_sampling_setup(const struct record_options *o, uint64_t period_ns)
 {
-    char agent[PATH_MAX];
-    if (find_agent(agent, sizeof agent) != 0) {
-        fprintf(stderr, "opprof record: the sampling agent libopprof_agent.so was not found (looked beside "
-                        "the opprof binary and in %s): reinstall opprof or set OPPROF_AGENT=/path/to/libopprof_agent.so\n",
-                OPPROF_PKGLIBDIR);
-        return 2;
-    }
-    uint64_t period_ns = 1000000000ull / o->frequency_hz;
     char msg[512];
     if (check_perf_event(period_ns, &o_user_only, msg, sizeof msg) != 0) {
         fprintf(stderr, "opprof record: %s\n", msg);
@@ -469,6 +464,146 @@ int record_run(const struct record_options *o)
     if (o->events && pmu_record_counters(o->events, o->sample_count ? &o_leader : NULL, counters_env,
                                          sizeof counters_env, counters_names,
                                          sizeof counters_names) != 0)
+        return 2;
+    return 0;
+}
+
+/* The forked child: the agent's environment (result dir, period, limits,
+ * counters, LD_PRELOAD), then the workload. An exec failure goes back to the
+ * launcher through errpipe_wr. */
+static _Noreturn void exec_workload(const struct record_options *o, const char *agent, const char *absdir,
+                                    uint64_t period_ns, const struct run_facts *facts, int errpipe_wr)
+{
+    char period[32];
+    snprintf(period, sizeof period, "%llu", (unsigned long long)period_ns);
+    setenv(OPR_ENV_DIR, absdir, 1);
+    setenv(OPR_ENV_PERIOD, period, 1);
+    setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
+    setenv(OPR_ENV_USER_ONLY, o_user_only ? "1" : "0", 1);
+    char limit[64];
+    if (o->delay_s > 0 || o->duration_s > 0) {
+        snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, facts),
+                 (unsigned long long)window_end_ns(o, facts));
+        setenv(OPR_ENV_WINDOW, limit, 1);
+    }
+    if (o->max_size_bytes) {
+        snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
+        setenv(OPR_ENV_MAX_BYTES, limit, 1);
+    }
+    if (o_leader.active)
+        setenv(OPR_ENV_LEADER, o_leader.env, 1);
+    else
+        unsetenv(OPR_ENV_LEADER);
+    if (counters_env[0])
+        setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
+    else
+        unsetenv(OPR_ENV_COUNTERS);
+    prepend_env("LD_PRELOAD", agent);
+    launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
+    execvp(o->argv[0], o->argv);
+    int err = errno;
+    ssize_t w = write(errpipe_wr, &err, sizeof err);
+    (void)w;
+    _exit(err == ENOENT ? 127 : 126);
+}
+
+/* Waits for the workload, polling so that a terminal can show the live
+ * counts (show_status) while it runs. Returns its wait status. */
+static int wait_for_workload(pid_t child, const struct opr_live *live, const struct run_facts *facts,
+                             bool show_status)
+{
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR) {
+            fprintf(stderr, "opprof record: waitpid: %s\n", strerror(errno));
+            break;
+        }
+        if (show_status && live) {
+            double secs = (monotonic_ns() - facts->start_ns) / 1e9;
+            fprintf(stderr, "\ropprof record: %.1f s, %llu samples, %llu threads, %llu processes\033[K", secs,
+                    (unsigned long long)__atomic_load_n(&live->samples, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
+                    (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
+        }
+        struct timespec ts = {0, show_status ? 200000000L : 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    return status;
+}
+
+/* How the workload ended, into facts; returns the status record passes on
+ * (the workload's, 127/126 when it could not be run, 128+N for a signal). */
+static int note_workload_end(const struct record_options *o, bool exec_failed, int exec_errno, int status,
+                             struct run_facts *facts)
+{
+    if (exec_failed) {
+        facts->exit_status = exec_errno == ENOENT ? 127 : 126;
+        fprintf(stderr, "opprof record: %s: %s\n", o->argv[0],
+                exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
+    } else if (WIFSIGNALED(status)) {
+        facts->exit_signal = WTERMSIG(status);
+        facts->exit_status = 128 + facts->exit_signal;
+        if (!o->quiet)
+            fprintf(stderr, "opprof record: the workload was killed by signal %d (%s)\n", facts->exit_signal,
+                    strsignal(facts->exit_signal));
+    } else {
+        facts->exit_status = WEXITSTATUS(status);
+    }
+    return facts->exit_status;
+}
+
+/* The closing lines on stderr: what was collected and where, and why a
+ * recording may hold less than expected (window, size cap, no agent, no
+ * samples, interrupted). */
+static void print_record_summary(const struct record_options *o, const char *dir, const char *absdir,
+                                 const struct opr_live *live, uint64_t period_ns)
+{
+    char size[32];
+    format_size(dir_size(absdir), size, sizeof size);
+    unsigned long long samples = live ? live->samples : 0, lost = live ? live->lost : 0;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
+            samples, lost, live ? (unsigned long long)live->threads : 0ull,
+            live ? (unsigned long long)live->processes : 0ull, dir, size);
+    if (live && (o->delay_s > 0 || o->duration_s > 0)) {
+        char until[48] = "the end";
+        if (o->duration_s > 0)
+            snprintf(until, sizeof until, "%.1f s", o->delay_s + o->duration_s);
+        fprintf(stderr, "opprof record: sampled from %.1f s to %s after the start; %llu samples outside "
+                        "that window were not recorded\n",
+                o->delay_s, until, (unsigned long long)live->outside_window);
+    }
+    if (live && live->dropped_size_cap)
+        fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
+                (unsigned long long)live->dropped_size_cap);
+    if (live && live->processes == 0)
+        fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
+                        "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
+    else if (samples == 0 && o_leader.active)
+        fprintf(stderr, "opprof record: warning: no samples: no thread of the workload caused %llu %s "
+                        "events (each thread counts its own); lower -c\n",
+                (unsigned long long)o_leader.period, o_leader.name);
+    else if (samples == 0)
+        fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
+                        "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
+    if (interrupted_by)
+        fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
+                (int)interrupted_by, dir);
+}
+
+int record_run(const struct record_options *o)
+{
+    char agent[PATH_MAX];
+    if (find_agent(agent, sizeof agent) != 0) {
+        fprintf(stderr, "opprof record: the sampling agent libopprof_agent.so was not found (looked beside "
+                        "the opprof binary and in %s): reinstall opprof or set OPPROF_AGENT=/path/to/libopprof_agent.so\n",
+                OPPROF_PKGLIBDIR);
+        return 2;
+    }
+    uint64_t period_ns = 1000000000ull / o->frequency_hz;
+    if (check_sampling_setup(o, period_ns) != 0)
         return 2;
     char dir[PATH_MAX];
     if (make_result_dir(o, dir, sizeof dir) != 0)
@@ -503,37 +638,7 @@ int record_run(const struct record_options *o)
     }
     if (child == 0) {
         close(errpipe[0]);
-        char period[32];
-        snprintf(period, sizeof period, "%llu", (unsigned long long)period_ns);
-        setenv(OPR_ENV_DIR, absdir, 1);
-        setenv(OPR_ENV_PERIOD, period, 1);
-        setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
-        setenv(OPR_ENV_USER_ONLY, o_user_only ? "1" : "0", 1);
-        char limit[64];
-        if (o->delay_s > 0 || o->duration_s > 0) {
-            snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, &facts),
-                     (unsigned long long)window_end_ns(o, &facts));
-            setenv(OPR_ENV_WINDOW, limit, 1);
-        }
-        if (o->max_size_bytes) {
-            snprintf(limit, sizeof limit, "%llu", (unsigned long long)o->max_size_bytes);
-            setenv(OPR_ENV_MAX_BYTES, limit, 1);
-        }
-        if (o_leader.active)
-            setenv(OPR_ENV_LEADER, o_leader.env, 1);
-        else
-            unsetenv(OPR_ENV_LEADER);
-        if (counters_env[0])
-            setenv(OPR_ENV_COUNTERS, counters_env, 1); /* per-sample counters */
-        else
-            unsetenv(OPR_ENV_COUNTERS);
-        prepend_env("LD_PRELOAD", agent);
-        launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
-        execvp(o->argv[0], o->argv);
-        int err = errno;
-        ssize_t w = write(errpipe[1], &err, sizeof err);
-        (void)w;
-        _exit(err == ENOENT ? 127 : 126);
+        exec_workload(o, agent, absdir, period_ns, &facts, errpipe[1]);
     }
     close(errpipe[1]);
     child_pid_for_signals = child;
@@ -547,89 +652,22 @@ int record_run(const struct record_options *o)
     close(errpipe[0]);
 
     bool show_status = !o->quiet && isatty(STDERR_FILENO) && got <= 0;
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(child, &status, WNOHANG);
-        if (w == child)
-            break;
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "opprof record: waitpid: %s\n", strerror(errno));
-            break;
-        }
-        if (show_status && live) {
-            double secs = (monotonic_ns() - facts.start_ns) / 1e9;
-            fprintf(stderr, "\ropprof record: %.1f s, %llu samples, %llu threads, %llu processes\033[K", secs,
-                    (unsigned long long)__atomic_load_n(&live->samples, __ATOMIC_RELAXED),
-                    (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
-                    (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
-        }
-        struct timespec ts = {0, show_status ? 200000000L : 20000000L};
-        nanosleep(&ts, NULL);
-    }
+    int status = wait_for_workload(child, live, &facts, show_status);
     install_forwarding(false);
     if (show_status)
         fputs("\r\033[K", stderr);
     facts.end_ns = monotonic_ns();
     facts.complete = true;
 
-    int rc;
-    if (got > 0) {
-        facts.exit_status = exec_errno == ENOENT ? 127 : 126;
-        fprintf(stderr, "opprof record: %s: %s\n", o->argv[0],
-                exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
-        rc = facts.exit_status;
-    } else if (WIFSIGNALED(status)) {
-        facts.exit_signal = WTERMSIG(status);
-        facts.exit_status = 128 + facts.exit_signal;
-        rc = facts.exit_status;
-        if (!o->quiet)
-            fprintf(stderr, "opprof record: the workload was killed by signal %d (%s)\n", facts.exit_signal,
-                    strsignal(facts.exit_signal));
-    } else {
-        facts.exit_status = WEXITSTATUS(status);
-        rc = facts.exit_status;
-    }
+    int rc = note_workload_end(o, got > 0, exec_errno, status, &facts);
     if (write_info(absdir, o, &facts) != 0)
         fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
-
-    if (!o->quiet && got <= 0) {
-        char size[32];
-        format_size(dir_size(absdir), size, sizeof size);
-        unsigned long long samples = live ? live->samples : 0, lost = live ? live->lost : 0;
-        fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
-                samples, lost, live ? (unsigned long long)live->threads : 0ull,
-                live ? (unsigned long long)live->processes : 0ull, dir, size);
-        if (live && (o->delay_s > 0 || o->duration_s > 0)) {
-            char until[48] = "the end";
-            if (o->duration_s > 0)
-                snprintf(until, sizeof until, "%.1f s", o->delay_s + o->duration_s);
-            fprintf(stderr, "opprof record: sampled from %.1f s to %s after the start; %llu samples outside "
-                            "that window were not recorded\n",
-                    o->delay_s, until, (unsigned long long)live->outside_window);
-        }
-        if (live && live->dropped_size_cap)
-            fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
-                    (unsigned long long)live->dropped_size_cap);
-        if (live && live->processes == 0)
-            fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
-                            "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
-        else if (samples == 0 && o_leader.active)
-            fprintf(stderr, "opprof record: warning: no samples: no thread of the workload caused %llu %s "
-                            "events (each thread counts its own); lower -c\n",
-                    (unsigned long long)o_leader.period, o_leader.name);
-        else if (samples == 0)
-            fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
-                            "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
-        if (interrupted_by)
-            fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
-                    (int)interrupted_by, dir);
-    }
+    if (!o->quiet && got <= 0)
+        print_record_summary(o, dir, absdir, live, period_ns);
     if (live)
         munmap(live, sizeof *live);
     return rc;
 }
-
-/* ---- shared with attach mode (attach.c) ------------------------------------ */
 
 int record_make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
 {
