@@ -228,8 +228,13 @@ static void drain_locked(void)
     const char *note = agent_python_take_note();
     if (note)
         opr_writer_note(writer, note);
-    /* threading/OpenMP: schedstat poll and OMPT rings (ompt/ompt.h) */
-    agent_threads_poll(emit, false);
+    /* threading/OpenMP: schedstat poll and OMPT rings (agent_ompt.h). Past
+     * --max-size the periodic ticks stop too: they grow with wall time, not
+     * with samples, and kept a capped dir growing on a slow host (89 KB for
+     * a 64 KB cap). Their counts are cumulative, so the final tick at exit
+     * still gives every thread's totals. */
+    if (!size_cap_reached())
+        agent_threads_poll(emit, false);
     agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
     ompt_writer_drain(emit, false);
     agent_counters_reap(emit, false); /* per-sample counters of exited threads */
