@@ -37,7 +37,7 @@ int opr_stream_create(const char *dir, uint32_t pid, int *generation)
     char path[PATH_MAX + 64];
     for (int gen = 0; gen < 1000; gen++) {
         snprintf(path, sizeof path, "%s/proc-%u-%d.raw", dir, pid, gen);
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             if (generation)
                 *generation = gen;
@@ -244,7 +244,7 @@ static void save_vdso(const struct opr_writer *w, uint64_t start, uint64_t end)
         return;
     char path[sizeof w->result_dir + 16];
     snprintf(path, sizeof path, "%s/vdso.so", w->result_dir);
-    int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (out < 0)
         return; /* another process saved it already */
     /* Through /proc/<pid>/mem: the same code for the agent (its own memory)

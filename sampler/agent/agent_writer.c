@@ -283,7 +283,7 @@ static void map_live_counters(void)
 {
     char path[sizeof agent_config.result_dir + 16];
     snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, agent_config.result_dir);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW); /* the dir may be hostile: never through a link */
     if (fd < 0)
         return;
     void *m = mmap(NULL, sizeof(struct opr_live), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -187,10 +187,7 @@ static int target_argv(pid_t pid, char *buf, size_t cap, char **argv, int max)
 
 static int write_info(const struct attach_run *r, const struct attach_facts *f)
 {
-    char path[PATH_MAX + 16], tmp[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, r->dir);
-    snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", r->dir);
-    FILE *out = fopen(tmp, "w");
+    FILE *out = record_begin_info(r->dir);
     if (!out)
         return -1;
     const struct record_options *o = r->o;
@@ -236,9 +233,7 @@ static int write_info(const struct attach_run *r, const struct attach_facts *f)
         }
     }
     fprintf(out, "complete=%d\n", f->complete ? 1 : 0);
-    if (fclose(out) != 0)
-        return -1;
-    return rename(tmp, path);
+    return record_end_info(r->dir, out);
 }
 
 /* ---- the run ------------------------------------------------------------------ */

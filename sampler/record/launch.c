@@ -242,10 +242,7 @@ static void write_rank_info(FILE *f)
 
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
-    char path[PATH_MAX], tmp[PATH_MAX];
-    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
-    snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = record_begin_info(dir);
     if (!f)
         return -1;
     char host[256] = "";
@@ -291,29 +288,32 @@ static int write_info(const char *dir, const struct record_options *o, const str
         fprintf(f, "exit_signal=%d\n", r->exit_signal);
     }
     fprintf(f, "complete=%d\n", r->complete ? 1 : 0);
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
+    return record_end_info(dir, f);
 }
 
 /* ---- live status ---------------------------------------------------------- */
 
+/* The .live page is written through a shared mapping: without its space
+ * reserved first, a full filesystem turns the first store into SIGBUS
+ * (round 1 died with exit 135 and no word). NULL with errno on failure. */
 static struct opr_live *create_live_file(const char *dir)
 {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/" OPR_LIVE_FILE, dir) >= (int)sizeof path)
-        return NULL;
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = record_create_file(dir, OPR_LIVE_FILE, O_RDWR);
     if (fd < 0)
         return NULL;
-    if (ftruncate(fd, sizeof(struct opr_live)) != 0) {
+    int rc = posix_fallocate(fd, 0, sizeof(struct opr_live));
+    if (rc != 0) {
         close(fd);
+        errno = rc;
         return NULL;
     }
     struct opr_live *live = mmap(NULL, sizeof *live, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
     close(fd);
-    if (live == MAP_FAILED)
+    if (live == MAP_FAILED) {
+        errno = e;
         return NULL;
+    }
     memcpy(live->magic, OPR_LIVE_MAGIC, 8);
     return live;
 }
@@ -393,16 +393,8 @@ static int make_result_dir(const struct record_options *o, char *dir, size_t dir
                 fprintf(stderr, "opprof record: cannot create %s: %s\n", dir, strerror(errno));
                 return -1;
             }
-            DIR *d = opendir(dir);
-            struct dirent *e;
-            bool empty = d != NULL;
-            while (d && (e = readdir(d)))
-                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                    empty = false;
-            if (d)
-                closedir(d);
-            if (!empty) {
-                fprintf(stderr, "opprof record: %s exists and is not empty: choose another -o DIR or remove it\n", dir);
+            if (record_check_existing_dir(dir, err, sizeof err) != 0) {
+                fprintf(stderr, "opprof record: %s\n", err);
                 return -1;
             }
         }
@@ -624,6 +616,12 @@ int record_run(const struct record_options *o)
         return 2;
     }
     struct opr_live *live = create_live_file(absdir);
+    if (!live && (errno == ENOSPC || errno == EDQUOT)) {
+        /* The streams would not fit either: say so before the workload runs. */
+        fprintf(stderr, "opprof record: no space left in %s (%s): free some space or choose another -o DIR\n", dir,
+                strerror(errno));
+        return 2;
+    }
 
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC) != 0) {

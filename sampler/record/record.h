@@ -61,4 +61,15 @@ void record_write_command(FILE *f, char *const *argv);
 int path_beside_self(const char *const *relative, size_t n, char *out, size_t outlen);
 
 
+/* record_files.c: the result directory may be hostile (opprof often runs as
+ * root). An existing -o DIR must be a real directory owned by this user and
+ * empty (0, or -1 with one sentence in err); files in it are created with
+ * O_CREAT | O_EXCL | O_NOFOLLOW (record_create_file: an fd, or -1 with
+ * errno); info is rewritten as info.tmp then renamed (record_begin_info,
+ * record_end_info: NULL / -1 with errno on failure, nothing half written). */
+int record_check_existing_dir(const char *dir, char *err, size_t errlen);
+int record_create_file(const char *dir, const char *name, int flags);
+FILE *record_begin_info(const char *dir);
+int record_end_info(const char *dir, FILE *f);
+
 #endif
