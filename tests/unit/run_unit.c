@@ -21,6 +21,7 @@ int main(void)
     register_threading_tests();
     register_sweep_tests(); /* sweeps and diffs */
     register_counters_tests(); /* per-sample counters */
+    register_hashmap_tests(); /* util/hashmap.c */
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

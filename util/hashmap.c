@@ -1,0 +1,230 @@
+/*
+ * util/hashmap.c — the one hash table of the code outside the workload
+ * (interface and rationale in util/util.h).
+ *
+ * Linear probing over a power-of-two slot array, at most half full. The slot
+ * of a hash is its top bits after a multiply by 2^64/phi (Fibonacci
+ * hashing): cheap, and it spreads keys whose hashes differ only in their low
+ * bits (ids, aligned addresses), which a plain `hash & mask` would pile up.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define HASHMAP_MIN_CAP 16
+
+uint64_t hashmap_hash_bytes(const void *data, size_t len, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = seed ? seed : 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    /* FNV's top bits depend weakly on the last bytes; fold them in. */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+uint64_t hashmap_hash_u64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void hashmap_init(struct hashmap *m, const struct hashmap_type *type, const void *ctx)
+{
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->ctx = ctx;
+}
+
+void hashmap_free(struct hashmap *m)
+{
+    free(m->slots);
+    free(m->keys);
+    m->slots = NULL;
+    m->keys = NULL;
+    m->cap = m->count = 0;
+    m->shift = 0;
+}
+
+void hashmap_clear(struct hashmap *m)
+{
+    if (m->slots)
+        memset(m->slots, 0, m->cap * sizeof *m->slots);
+    if (m->keys)
+        memset(m->keys, 0, m->cap * sizeof *m->keys);
+    m->count = 0;
+}
+
+static bool byte_keys(const struct hashmap *m)
+{
+    return !m->type || !m->type->equal;
+}
+
+static uint64_t key_hash(const struct hashmap *m, const void *key, size_t len)
+{
+    uint64_t h = m->type && m->type->hash ? m->type->hash(key, len, m->ctx) : hashmap_hash_bytes(key, len, 0);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static size_t home_slot(const struct hashmap *m, uint64_t h)
+{
+    return (size_t)((h * 0x9e3779b97f4a7c15ull) >> m->shift);
+}
+
+/* Moves every entry into a new array of cap slots (a power of two). The map
+ * is unchanged when the allocation fails. */
+static int rehash(struct hashmap *m, size_t cap)
+{
+    struct hashmap_slot *slots = calloc(cap, sizeof *slots);
+    struct hashmap_key *keys = byte_keys(m) ? calloc(cap, sizeof *keys) : NULL;
+    if (!slots || (byte_keys(m) && !keys)) {
+        free(slots);
+        free(keys);
+        errno = ENOMEM;
+        return -1;
+    }
+    unsigned shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1)
+        shift--;
+    size_t mask = cap - 1;
+    for (size_t i = 0; i < m->cap; i++) {
+        uint64_t h = m->slots[i].hash;
+        if (!h)
+            continue;
+        size_t j = (size_t)((h * 0x9e3779b97f4a7c15ull) >> shift);
+        while (slots[j].hash)
+            j = (j + 1) & mask;
+        slots[j] = m->slots[i];
+        if (keys)
+            keys[j] = m->keys[i];
+    }
+    free(m->slots);
+    free(m->keys);
+    m->slots = slots;
+    m->keys = keys;
+    m->cap = cap;
+    m->shift = shift;
+    return 0;
+}
+
+int hashmap_reserve(struct hashmap *m, size_t n)
+{
+    /* Refuse sizes whose slot array would overflow size_t before asking
+     * malloc: the answer is the same (ENOMEM) and sanitizers stay quiet. */
+    if (n > SIZE_MAX / 4 / sizeof(struct hashmap_slot)) {
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t cap = m->cap ? m->cap : HASHMAP_MIN_CAP;
+    while (cap < 2 * n)
+        cap *= 2;
+    return cap == m->cap ? 0 : rehash(m, cap);
+}
+
+/* Where key is (true), or the empty slot where it would go (false). The map
+ * must have slots. */
+static bool probe(const struct hashmap *m, const void *key, size_t len, uint64_t h, size_t *at)
+{
+    size_t mask = m->cap - 1;
+    const struct hashmap_type *t = m->type;
+    for (size_t j = home_slot(m, h);; j = (j + 1) & mask) {
+        const struct hashmap_slot *s = &m->slots[j];
+        if (!s->hash) {
+            *at = j;
+            return false;
+        }
+        if (s->hash != h)
+            continue;
+        bool same = t && t->equal ? t->equal(key, len, s->value, m->ctx)
+                                  : m->keys[j].len == len && (len == 0 || memcmp(m->keys[j].bytes, key, len) == 0);
+        if (same) {
+            *at = j;
+            return true;
+        }
+    }
+}
+
+bool hashmap_find(const struct hashmap *m, const void *key, size_t len, uint64_t *value)
+{
+    if (!m->count)
+        return false;
+    size_t j;
+    if (!probe(m, key, len, key_hash(m, key, len), &j))
+        return false;
+    if (value)
+        *value = m->slots[j].value;
+    return true;
+}
+
+/* Finds key (1, *at its slot) or makes room and returns the empty slot for
+ * it (0); -1 on out of memory. */
+static int find_or_slot(struct hashmap *m, const void *key, size_t len, uint64_t h, size_t *at)
+{
+    if (m->cap && probe(m, key, len, h, at))
+        return 1;
+    /* Absent: grow first when one more entry would pass half full. */
+    if ((m->count + 1) * 2 > m->cap) {
+        if (rehash(m, m->cap ? m->cap * 2 : HASHMAP_MIN_CAP) != 0)
+            return -1;
+        probe(m, key, len, h, at);
+    }
+    return 0;
+}
+
+static void fill_slot(struct hashmap *m, size_t j, const void *key, size_t len, uint64_t h, uint64_t value)
+{
+    m->slots[j].hash = h;
+    m->slots[j].value = value;
+    if (m->keys)
+        m->keys[j] = (struct hashmap_key){key, len};
+    m->count++;
+}
+
+int hashmap_find_or_add(struct hashmap *m, const void *key, size_t len, uint64_t new_value,
+                        uint64_t *value)
+{
+    uint64_t h = key_hash(m, key, len);
+    size_t j;
+    int rc = find_or_slot(m, key, len, h, &j);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        fill_slot(m, j, key, len, h, new_value);
+    if (value)
+        *value = m->slots[j].value;
+    return rc;
+}
+
+int hashmap_put(struct hashmap *m, const void *key, size_t len, uint64_t value)
+{
+    uint64_t h = key_hash(m, key, len);
+    size_t j;
+    int rc = find_or_slot(m, key, len, h, &j);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        fill_slot(m, j, key, len, h, value);
+    else
+        m->slots[j].value = value;
+    return 0;
+}
+
+void *hashmap_find_ptr(const struct hashmap *m, const void *key, size_t len)
+{
+    uint64_t v;
+    return hashmap_find(m, key, len, &v) ? (void *)(uintptr_t)v : NULL;
+}
+
+int hashmap_put_ptr(struct hashmap *m, const void *key, size_t len, void *value)
+{
+    return hashmap_put(m, key, len, (uint64_t)(uintptr_t)value);
+}
