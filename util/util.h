@@ -15,8 +15,8 @@
  * comment says so), sets errno to ENOMEM and returns -1 — or, when it returns
  * an index, UINT32_MAX ((uint32_t)-1); when it returns a pointer, NULL. Its
  * caller passes the failure up the same way. Only cli/ decides what to do: it
- * prints one line, "opprof: out of memory ..." (saying what it was doing), and
- * exits with status 2. Why: a report library that aborts takes the caller's
+ * prints one line, "opprof: out of memory ..." (or "opprof CMD: out of memory
+ * ...", saying what it was doing), and exits with status 2. Why: a report library that aborts takes the caller's
  * other work with it, and a unit test cannot exercise an abort.
  *
  * A few places may degrade instead of failing, and say so where they do: a
