@@ -2,14 +2,16 @@
  * tests/unit/test_hashmap.c — util/hashmap.c: byte keys and callback keys,
  * find / find-or-add / put, growth by rehash, colliding hashes, and the
  * out-of-memory path (an impossible reserve fails with ENOMEM and leaves the
- * map as it was).
+ * map as it was), and profile_grow's share of the same policy.
  */
 #include <CUnit/CUnit.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "analyze/profile_internal.h"
 #include "tests/unit/unit.h"
 #include "util/util.h"
 
@@ -175,6 +177,24 @@ static void test_out_of_memory(void)
     hashmap_free(&m);
 }
 
+/* profile_grow follows the policy like realloc: NULL with ENOMEM, and the
+ * caller's array and capacity untouched (it used to abort). */
+static void test_profile_grow_out_of_memory(void)
+{
+    size_t cap = 0;
+    uint64_t *a = profile_grow(NULL, &cap, 3, sizeof *a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL(cap, 64); /* doubling starts at 64 */
+    a[0] = 42;
+    errno = 0;
+    CU_ASSERT_PTR_NULL(profile_grow(a, &cap, SIZE_MAX / 2, sizeof *a));
+    CU_ASSERT_EQUAL(errno, ENOMEM);
+    CU_ASSERT_EQUAL(cap, 64);
+    CU_ASSERT_EQUAL(a[0], 42); /* still the caller's, still readable */
+    CU_ASSERT_PTR_EQUAL(profile_grow(a, &cap, 64, sizeof *a), a); /* fits: no realloc */
+    free(a);
+}
+
 void register_hashmap_tests(void)
 {
     CU_pSuite s = CU_add_suite("hashmap", NULL, NULL);
@@ -185,4 +205,5 @@ void register_hashmap_tests(void)
     CU_add_test(s, "callback keys through a colliding hash", test_callbacks_collisions);
     CU_add_test(s, "binary keys: length and content both count", test_binary_keys);
     CU_add_test(s, "out of memory: -1, ENOMEM, map unchanged", test_out_of_memory);
+    CU_add_test(s, "profile_grow out of memory: NULL, ENOMEM, array kept", test_profile_grow_out_of_memory);
 }
