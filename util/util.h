@@ -119,9 +119,9 @@ void *hashmap_find_ptr(const struct hashmap *m, const void *key, size_t len);
 /* hashmap_put with a pointer value. */
 int hashmap_put_ptr(struct hashmap *m, const void *key, size_t len, void *value);
 
-/* FNV-1a over len bytes from seed (0: the standard offset basis), finished
- * with a mixing step so that all 64 bits depend on every byte. For hash
- * callbacks that hash several fields: chain the calls through seed. */
+/* A 64-bit hash of len bytes (a word-at-a-time multiply-xorshift, finished
+ * so that all 64 bits depend on every byte). seed: 0, or the hash of the
+ * previous field when a callback hashes several (chain the calls). */
 uint64_t hashmap_hash_bytes(const void *data, size_t len, uint64_t seed);
 /* A 64-bit integer key (two 32-bit ids, a pid and an address) mixed well
  * enough to use as a hash (splitmix64's finaliser). */
