@@ -122,21 +122,8 @@ static bool stack_eq(const void *key, size_t len, uint64_t value, const void *ct
     return s->nframes * sizeof s->frames[0] == len && (len == 0 || memcmp(s->frames, key, len) == 0);
 }
 
-struct thread_key {
-    uint32_t pid, tid;
-};
-
-static bool thread_eq(const void *key, size_t len, uint64_t value, const void *ctx)
-{
-    (void)len;
-    const struct profile *p = ctx;
-    const struct thread_key *k = key;
-    return p->threads[value].pid == k->pid && p->threads[value].tid == k->tid;
-}
-
 static const struct hashmap_type frame_type = {frame_hash, frame_eq};
 static const struct hashmap_type stack_type = {NULL, stack_eq};
-static const struct hashmap_type thread_type = {NULL, thread_eq};
 
 struct profile *profile_new_empty(void)
 {
@@ -156,7 +143,7 @@ struct profile *profile_new_empty(void)
     hashmap_init(&pv->string_index, &string_type, pv);
     hashmap_init(&pv->frame_index, &frame_type, p);
     hashmap_init(&pv->stack_index, &stack_type, p);
-    hashmap_init(&pv->thread_index, &thread_type, p);
+    hashmap_init_u64(&pv->thread_index); /* pid << 32 | tid */
     return p;
 }
 
@@ -208,9 +195,9 @@ uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t n
 uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name)
 {
     struct profile_priv *pv = p->priv;
-    struct thread_key k = {pid, tid};
+    uint64_t key = (uint64_t)pid << 32 | tid;
     uint64_t v;
-    if (!hashmap_find(&pv->thread_index, &k, sizeof k, &v)) {
+    if (!hashmap_find_u64(&pv->thread_index, key, &v)) {
         struct prof_thread *threads = profile_grow(p->threads, &pv->threads_cap, p->nthreads + 1, sizeof *threads);
         if (!threads)
             return UINT32_MAX;
@@ -218,7 +205,7 @@ uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const
         memset(&p->threads[p->nthreads], 0, sizeof p->threads[0]);
         p->threads[p->nthreads].pid = pid;
         p->threads[p->nthreads].tid = tid;
-        if (hashmap_put(&pv->thread_index, &k, sizeof k, p->nthreads) != 0)
+        if (hashmap_find_or_add_u64(&pv->thread_index, key, p->nthreads, NULL) < 0)
             return UINT32_MAX;
         v = p->nthreads++;
     }

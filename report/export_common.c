@@ -293,37 +293,13 @@ int export_stack_weights(const struct profile *p, uint64_t **weight, uint64_t **
 
 /* ---- call tree ------------------------------------------------------------------- */
 
-/* The tree's index maps (parent, func) to the child node; it lives only
- * while the tree is built. */
-struct node_key {
-    uint32_t parent, func;
-};
-
-static uint64_t node_key_hash(const void *key, size_t len, const void *ctx)
-{
-    (void)len;
-    (void)ctx;
-    const struct node_key *k = key;
-    return hashmap_hash_u64((uint64_t)k->parent << 32 | k->func);
-}
-
-static bool node_key_equal(const void *key, size_t len, uint64_t value, const void *ctx)
-{
-    (void)len;
-    const struct export_tree *t = ctx;
-    const struct node_key *k = key;
-    return t->nodes[value].parent == k->parent && t->nodes[value].func == k->func;
-}
-
-static const struct hashmap_type node_key_type = {node_key_hash, node_key_equal};
-
-/* The child of parent for func, created when missing; UINT32_MAX on OOM. */
+/* The tree's index maps (parent << 32 | func) to the child node; it lives
+ * only while the tree is built. */
+/* The child of parent for func, created when missing; UINT32_MAX on OOM.
+ * Most lookups of a big profile are misses (new paths), so the node array
+ * gets its room first and one find_or_add both looks up and inserts. */
 static uint32_t tree_child(struct export_tree *t, struct hashmap *index, uint32_t parent, uint32_t func)
 {
-    struct node_key k = {parent, func};
-    uint64_t found;
-    if (hashmap_find(index, &k, sizeof k, &found))
-        return (uint32_t)found;
     if (t->nnodes == t->cap) {
         size_t cap = t->cap * 2;
         struct export_node *nodes = realloc(t->nodes, cap * sizeof *nodes);
@@ -332,12 +308,13 @@ static uint32_t tree_child(struct export_tree *t, struct hashmap *index, uint32_
         t->nodes = nodes;
         t->cap = cap;
     }
-    uint32_t id = (uint32_t)t->nnodes;
+    uint64_t found;
+    int rc = hashmap_find_or_add_u64(index, (uint64_t)parent << 32 | func, t->nnodes, &found);
+    if (rc != 0)
+        return rc > 0 ? (uint32_t)found : UINT32_MAX;
+    uint32_t id = (uint32_t)t->nnodes++;
     t->nodes[id] = (struct export_node){func, parent, UINT32_MAX, UINT32_MAX,
                                         t->nodes[parent].depth + 1, 0, 0};
-    if (hashmap_put(index, &k, sizeof k, id) != 0)
-        return UINT32_MAX;
-    t->nnodes++;
     if (t->nodes[id].depth > t->max_depth)
         t->max_depth = t->nodes[id].depth;
     return id;
@@ -363,7 +340,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
     t->cap = 256;
     t->nodes = malloc(t->cap * sizeof *t->nodes);
     struct hashmap index;
-    hashmap_init(&index, &node_key_type, t);
+    hashmap_init_u64(&index);
     if (!t->nodes || hashmap_reserve(&index, 256) != 0) {
         hashmap_free(&index);
         export_tree_free(t);

@@ -130,37 +130,14 @@ struct pstats_edge {
 struct edge_map {
     struct pstats_edge *edges;
     size_t nedges, cap;
-    struct hashmap index;
+    struct hashmap index; /* caller << 32 | callee -> edge */
 };
 
-struct edge_key {
-    uint32_t caller, callee;
-};
-
-static uint64_t edge_key_hash(const void *key, size_t len, const void *ctx)
-{
-    (void)len;
-    (void)ctx;
-    const struct edge_key *k = key;
-    return hashmap_hash_u64((uint64_t)k->caller << 32 | k->callee);
-}
-
-static bool edge_key_equal(const void *key, size_t len, uint64_t value, const void *ctx)
-{
-    (void)len;
-    const struct edge_map *m = ctx;
-    const struct edge_key *k = key;
-    return m->edges[value].caller == k->caller && m->edges[value].callee == k->callee;
-}
-
-static const struct hashmap_type edge_key_type = {edge_key_hash, edge_key_equal};
-
+/* The edge caller -> callee, added (zeroed) when new; NULL on out of memory.
+ * The array gets its room first so that one find_or_add does the lookup and
+ * the insertion. */
 static struct pstats_edge *edge_get(struct edge_map *m, uint32_t caller, uint32_t callee)
 {
-    struct edge_key k = {caller, callee};
-    uint64_t found;
-    if (hashmap_find(&m->index, &k, sizeof k, &found))
-        return &m->edges[found];
     if (m->nedges == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 256;
         struct pstats_edge *e = realloc(m->edges, cap * sizeof *e);
@@ -169,12 +146,13 @@ static struct pstats_edge *edge_get(struct edge_map *m, uint32_t caller, uint32_
         m->edges = e;
         m->cap = cap;
     }
-    struct pstats_edge *e = &m->edges[m->nedges];
-    *e = (struct pstats_edge){caller, callee, 0, 0, 0, 0};
-    if (hashmap_put(&m->index, &k, sizeof k, m->nedges) != 0)
+    uint64_t found;
+    int rc = hashmap_find_or_add_u64(&m->index, (uint64_t)caller << 32 | callee, m->nedges, &found);
+    if (rc < 0)
         return NULL;
-    m->nedges++;
-    return e;
+    if (rc == 0)
+        m->edges[m->nedges++] = (struct pstats_edge){caller, callee, 0, 0, 0, 0};
+    return &m->edges[found];
 }
 
 /* The pstats key of a function (see the top of the file). */
@@ -267,7 +245,7 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
         return -1;
     struct pstats_func *funcs = calloc(fn.nfuncs, sizeof *funcs);
     struct edge_map em = {0};
-    hashmap_init(&em.index, &edge_key_type, &em);
+    hashmap_init_u64(&em.index);
     uint64_t *weight = NULL, *count = NULL;
     uint32_t *by_callee = NULL, *start = NULL;
     int rc = -1;

@@ -41,14 +41,6 @@ uint64_t hashmap_hash_bytes(const void *data, size_t len, uint64_t seed)
     return hashmap_hash_u64(h);
 }
 
-uint64_t hashmap_hash_u64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 void hashmap_init(struct hashmap *m, const struct hashmap_type *type, const void *ctx)
 {
@@ -65,16 +57,31 @@ void hashmap_free(struct hashmap *m)
     m->keys = NULL;
     m->cap = m->count = 0;
     m->shift = 0;
+    m->max_key_set = false;
 }
 
 void hashmap_clear(struct hashmap *m)
 {
+    m->max_key_set = false;
     if (m->slots)
         memset(m->slots, 0, m->cap * sizeof *m->slots);
     if (m->keys)
         memset(m->keys, 0, m->cap * sizeof *m->keys);
     m->count = 0;
 }
+
+/* Integer maps (hashmap_init_u64) have this type; its equal is never
+ * called, it only tells byte_keys that no key storage is wanted. */
+static bool u64_never_called(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)key;
+    (void)len;
+    (void)value;
+    (void)ctx;
+    return false;
+}
+
+static const struct hashmap_type u64_type = {NULL, u64_never_called};
 
 static bool byte_keys(const struct hashmap *m)
 {
@@ -170,7 +177,7 @@ bool hashmap_find(const struct hashmap *m, const void *key, size_t len, uint64_t
 {
     if (!m->count)
         return false;
-    size_t j;
+    size_t j = 0;
     if (!probe(m, key, len, key_hash(m, key, len), &j))
         return false;
     if (value)
@@ -179,8 +186,8 @@ bool hashmap_find(const struct hashmap *m, const void *key, size_t len, uint64_t
 }
 
 /* Finds key (1, *at its slot) or makes room and returns the empty slot for
- * it (0); -1 on out of memory. */
-static int find_or_slot(struct hashmap *m, const void *key, size_t len, uint64_t h, size_t *at)
+ * it (0); -1 on out of memory. Inlined into its two callers, like probe. */
+static inline __attribute__((always_inline)) int find_or_slot(struct hashmap *m, const void *key, size_t len, uint64_t h, size_t *at)
 {
     if (m->cap && probe(m, key, len, h, at))
         return 1;
@@ -206,7 +213,7 @@ int hashmap_find_or_add(struct hashmap *m, const void *key, size_t len, uint64_t
                         uint64_t *value)
 {
     uint64_t h = key_hash(m, key, len);
-    size_t j;
+    size_t j = 0;
     int rc = find_or_slot(m, key, len, h, &j);
     if (rc < 0)
         return -1;
@@ -220,7 +227,7 @@ int hashmap_find_or_add(struct hashmap *m, const void *key, size_t len, uint64_t
 int hashmap_put(struct hashmap *m, const void *key, size_t len, uint64_t value)
 {
     uint64_t h = key_hash(m, key, len);
-    size_t j;
+    size_t j = 0;
     int rc = find_or_slot(m, key, len, h, &j);
     if (rc < 0)
         return -1;
@@ -240,4 +247,76 @@ void *hashmap_find_ptr(const struct hashmap *m, const void *key, size_t len)
 int hashmap_put_ptr(struct hashmap *m, const void *key, size_t len, void *value)
 {
     return hashmap_put(m, key, len, (uint64_t)(uintptr_t)value);
+}
+
+/* ---- integer keys ------------------------------------------------------------
+ *
+ * hashmap_hash_u64 is a bijection, so the slot's hash of key + 1 identifies
+ * the key: equal hashes are equal keys, and no callback is needed. key + 1
+ * hashes to 0 (the empty mark) only for UINT64_MAX, which lives beside the
+ * slots. */
+
+void hashmap_init_u64(struct hashmap *m)
+{
+    hashmap_init(m, &u64_type, NULL);
+}
+
+static inline __attribute__((always_inline)) bool probe_u64(const struct hashmap *m, uint64_t h, size_t *at)
+{
+    size_t mask = m->cap - 1;
+    for (size_t j = home_slot(m, h);; j = (j + 1) & mask) {
+        uint64_t sh = m->slots[j].hash;
+        if (sh == h || !sh) {
+            *at = j;
+            return sh == h;
+        }
+    }
+}
+
+bool hashmap_find_u64(const struct hashmap *m, uint64_t key, uint64_t *value)
+{
+    if (key == UINT64_MAX) {
+        if (m->max_key_set && value)
+            *value = m->max_key_value;
+        return m->max_key_set;
+    }
+    size_t j = 0;
+    if (!m->cap || !probe_u64(m, hashmap_hash_u64(key + 1), &j))
+        return false;
+    if (value)
+        *value = m->slots[j].value;
+    return true;
+}
+
+int hashmap_find_or_add_u64(struct hashmap *m, uint64_t key, uint64_t new_value, uint64_t *value)
+{
+    if (key == UINT64_MAX) {
+        int found = m->max_key_set;
+        if (!found) {
+            m->max_key_set = true;
+            m->max_key_value = new_value;
+            m->count++;
+        }
+        if (value)
+            *value = m->max_key_value;
+        return found;
+    }
+    uint64_t h = hashmap_hash_u64(key + 1);
+    size_t j = 0;
+    if (m->cap && probe_u64(m, h, &j)) {
+        if (value)
+            *value = m->slots[j].value;
+        return 1;
+    }
+    if ((m->count + 1) * 2 > m->cap) {
+        if (rehash(m, m->cap ? m->cap * 2 : HASHMAP_MIN_CAP) != 0)
+            return -1;
+        probe_u64(m, h, &j);
+    }
+    m->slots[j].hash = h;
+    m->slots[j].value = new_value;
+    m->count++;
+    if (value)
+        *value = new_value;
+    return 0;
 }

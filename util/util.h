@@ -37,8 +37,8 @@
  * Each slot caches the key's 64-bit hash, so growing never calls back into
  * the caller and most mismatches are rejected without comparing keys.
  *
- * Keys come in two ways, chosen by the map's type (the pattern of Redis'
- * dictType: one table, customised by a few callbacks):
+ * Keys come in three ways, chosen when the map is set up (the pattern of
+ * Redis' dictType: one table, customised by a few callbacks):
  *   - bytes: type->equal is NULL. The map remembers a pointer to the key's
  *     len bytes and compares them with memcmp. It does not copy them: the
  *     bytes must stay valid while the entry exists (an arena, or the value's
@@ -47,6 +47,7 @@
  *     key belongs to the entry holding value. The map stores no key at all,
  *     which suits the common "index" map where the value is a row of the
  *     caller's array and the key is read from that row.
+ *   - a 64-bit integer (hashmap_init_u64 and the _u64 calls): no callbacks.
  * type->hash may be NULL in both cases: the key's len bytes are hashed
  * (hashmap_hash_bytes). Give a hash callback when the key is a struct with
  * padding or pointers to hash through.
@@ -83,6 +84,8 @@ struct hashmap {
     struct hashmap_key *keys;   /* byte keys only: parallel to slots */
     size_t cap, count;
     unsigned shift;             /* 64 - log2(cap): the slot is the hash's top bits */
+    bool max_key_set;           /* integer maps: the key UINT64_MAX, kept aside */
+    uint64_t max_key_value;
 };
 
 /* type may be NULL: byte keys, default hash. ctx is passed to the callbacks
@@ -114,6 +117,14 @@ int hashmap_find_or_add(struct hashmap *m, const void *key, size_t len, uint64_t
  * errno ENOMEM (the map unchanged). */
 int hashmap_put(struct hashmap *m, const void *key, size_t len, uint64_t value);
 
+/* Integer keys (two 32-bit ids, a pid and a tid): a map set up with
+ * hashmap_init_u64 and used only through the _u64 calls. The key itself is
+ * the identity (no callbacks, no key storage, one compare per probe), which
+ * makes these the cheapest lookups; same returns as above. */
+void hashmap_init_u64(struct hashmap *m);
+bool hashmap_find_u64(const struct hashmap *m, uint64_t key, uint64_t *value);
+int hashmap_find_or_add_u64(struct hashmap *m, uint64_t key, uint64_t new_value, uint64_t *value);
+
 /* The pointer stored for key, NULL when absent. */
 void *hashmap_find_ptr(const struct hashmap *m, const void *key, size_t len);
 /* hashmap_put with a pointer value. */
@@ -124,7 +135,15 @@ int hashmap_put_ptr(struct hashmap *m, const void *key, size_t len, void *value)
  * previous field when a callback hashes several (chain the calls). */
 uint64_t hashmap_hash_bytes(const void *data, size_t len, uint64_t seed);
 /* A 64-bit integer key (two 32-bit ids, a pid and an address) mixed well
- * enough to use as a hash (splitmix64's finaliser). */
-uint64_t hashmap_hash_u64(uint64_t x);
+ * enough to use as a hash (splitmix64's finaliser). Inline: hash callbacks
+ * of integer keys are a handful of instructions around it. */
+static inline uint64_t hashmap_hash_u64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 
 #endif

@@ -150,6 +150,43 @@ static void test_binary_keys(void)
     hashmap_free(&m);
 }
 
+/* Integer keys: the key is its own identity, including 0 and UINT64_MAX
+ * (the one key whose hash would be the empty mark, kept aside). */
+static void test_u64_keys(void)
+{
+    struct hashmap m;
+    hashmap_init_u64(&m);
+    uint64_t v = 0;
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, 0, &v));
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, UINT64_MAX, &v));
+    CU_ASSERT_EQUAL(hashmap_find_or_add_u64(&m, UINT64_MAX, 9, &v), 0);
+    CU_ASSERT_EQUAL(v, 9);
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, 0, NULL)); /* only the aside key so far */
+    enum { N = 40000 };
+    int bad = 0;
+    for (uint64_t i = 0; i < N; i++) /* pairs of 32-bit ids, as the callers build them */
+        if (hashmap_find_or_add_u64(&m, i % 200 << 32 | i / 200, i, &v) != 0 || v != i)
+            bad++;
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(hashmap_count(&m), N + 1);
+    CU_ASSERT_PTR_NULL(m.keys); /* integer keys: no key storage */
+    for (uint64_t i = 0; i < N; i++)
+        if (!hashmap_find_u64(&m, i % 200 << 32 | i / 200, &v) || v != i ||
+            hashmap_find_or_add_u64(&m, i % 200 << 32 | i / 200, 77, &v) != 1 || v != i)
+            bad++;
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_TRUE(hashmap_find_u64(&m, UINT64_MAX, &v));
+    CU_ASSERT_EQUAL(v, 9);
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, (uint64_t)200 << 32, NULL));
+    CU_ASSERT_EQUAL(hashmap_find_or_add_u64(&m, UINT64_MAX, 10, &v), 1);
+    CU_ASSERT_EQUAL(v, 9);
+    hashmap_clear(&m);
+    CU_ASSERT_EQUAL(hashmap_count(&m), 0);
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, UINT64_MAX, NULL));
+    CU_ASSERT_FALSE(hashmap_find_u64(&m, 0, NULL));
+    hashmap_free(&m);
+}
+
 /* Out of memory: a reserve no machine can satisfy returns -1 with ENOMEM,
  * aborts nothing, and leaves the entries where they were. */
 static void test_out_of_memory(void)
@@ -204,6 +241,7 @@ void register_hashmap_tests(void)
     CU_add_test(s, "growth by rehash keeps every entry", test_grow);
     CU_add_test(s, "callback keys through a colliding hash", test_callbacks_collisions);
     CU_add_test(s, "binary keys: length and content both count", test_binary_keys);
+    CU_add_test(s, "integer keys, 0 and UINT64_MAX included", test_u64_keys);
     CU_add_test(s, "out of memory: -1, ENOMEM, map unchanged", test_out_of_memory);
     CU_add_test(s, "profile_grow out of memory: NULL, ENOMEM, array kept", test_profile_grow_out_of_memory);
 }
