@@ -48,7 +48,7 @@
  *     which suits the common "index" map where the value is a row of the
  *     caller's array and the key is read from that row.
  *   - a 64-bit integer (hashmap_init_u64 and the _u64 calls): no callbacks.
- * type->hash may be NULL in both cases: the key's len bytes are hashed
+ * type->hash may be NULL for bytes and callbacks: the key's len bytes are hashed
  * (hashmap_hash_bytes). Give a hash callback when the key is a struct with
  * padding or pointers to hash through.
  *
