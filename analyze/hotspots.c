@@ -10,8 +10,8 @@
  * Why it is shaped this way: a profile has millions of samples but only
  * thousands of distinct stacks and frames. So the samples are first folded
  * into a weight and a count per stack index, each distinct stack is then
- * walked once, each frame is mapped to its row once (lazily, through a small
- * open-addressing hash table keyed by the row's strings), and "once per
+ * walked once, each frame is mapped to its row once (lazily, through a
+ * util/ hashmap keyed by the row's strings), and "once per
  * sample" is enforced with a per-row generation marker (the index of the stack
  * being walked) instead of a nested scan. Everything is linear in the size of
  * the profile.
@@ -29,47 +29,37 @@
 /* ------------------------------------------------------------------------- */
 
 
-/* FNV-1a over name, a separator, and module: cheap, and good enough for the
- * few thousand distinct keys a profile has. */
-static uint32_t key_hash(const char *name, const char *module)
+/* The index maps (name, module) to a row; the strings are read back from the
+ * row, so the map stores only row numbers. */
+struct row_key {
+    const char *name, *module;
+};
+
+/* name, then module chained through the seed; each part's length is mixed
+ * in, which keeps ("ab","c") apart from ("a","bc"). */
+static uint64_t row_key_hash(const void *key, size_t len, const void *ctx)
 {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *s = (const unsigned char *)name; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    h = (h ^ 0xffu) * 16777619u; /* keeps ("ab","c") apart from ("a","bc") */
-    if (module)
-        for (const unsigned char *s = (const unsigned char *)module; *s; s++)
-            h = (h ^ *s) * 16777619u;
-    return h;
+    (void)len;
+    (void)ctx;
+    const struct row_key *k = key;
+    uint64_t h = hashmap_hash_bytes(k->name, strlen(k->name), 0);
+    return k->module ? hashmap_hash_bytes(k->module, strlen(k->module), h) : h;
 }
 
-static int key_equal(const struct hotspot_row *r, const char *name, const char *module)
+static bool row_key_equal(const void *key, size_t len, uint64_t value, const void *ctx)
 {
-    if (strcmp(r->name, name) != 0)
-        return 0;
-    if (!r->module || !module)
-        return r->module == module;
-    return strcmp(r->module, module) == 0;
+    (void)len;
+    const struct hs_builder *b = ctx;
+    const struct row_key *k = key;
+    const struct hotspot_row *r = &b->rows[value];
+    if (strcmp(r->name, k->name) != 0)
+        return false;
+    if (!r->module || !k->module)
+        return r->module == k->module;
+    return strcmp(r->module, k->module) == 0;
 }
 
-static int builder_rehash(struct hs_builder *b, size_t nslots)
-{
-    struct hs_slot *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < b->nslots; i++) {
-        if (!b->slots[i].row_plus1)
-            continue;
-        size_t j = b->slots[i].hash & (nslots - 1);
-        while (slots[j].row_plus1)
-            j = (j + 1) & (nslots - 1);
-        slots[j] = b->slots[i];
-    }
-    free(b->slots);
-    b->slots = slots;
-    b->nslots = nslots;
-    return 0;
-}
+static const struct hashmap_type row_key_type = {row_key_hash, row_key_equal};
 
 static char *dup_or_null(const char *s)
 {
@@ -80,18 +70,16 @@ static char *dup_or_null(const char *s)
  * -1 on out of memory. module NULL is a key of its own (non-function rows). */
 long hs_builder_row(struct hs_builder *b, const char *name, const char *module)
 {
-    uint32_t h = key_hash(name, module);
-    if (b->nslots) {
-        size_t j = h & (b->nslots - 1);
-        while (b->slots[j].row_plus1) {
-            if (b->slots[j].hash == h && key_equal(&b->rows[b->slots[j].row_plus1 - 1], name, module))
-                return (long)b->slots[j].row_plus1 - 1;
-            j = (j + 1) & (b->nslots - 1);
-        }
-    }
-    /* New key: keep the table at most half full so probes stay short. */
-    if ((b->nrows + 1) * 2 > b->nslots && builder_rehash(b, b->nslots ? b->nslots * 2 : 64) != 0)
-        return -1;
+    /* Builders are zero-initialised by their users: set the index up on
+     * first use, and point it at b every time (ctx), so that a builder
+     * that was moved still finds its rows. */
+    if (!b->index.type)
+        hashmap_init(&b->index, &row_key_type, b);
+    b->index.ctx = b;
+    struct row_key k = {name, module};
+    uint64_t found;
+    if (hashmap_find(&b->index, &k, sizeof k, &found))
+        return (long)found;
     if (b->nrows == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 32;
         struct hotspot_row *rows = realloc(b->rows, cap * sizeof *rows);
@@ -124,11 +112,11 @@ long hs_builder_row(struct hs_builder *b, const char *name, const char *module)
     b->gen[b->nrows] = 0;
     b->src_file[b->nrows] = NULL;
     b->src_line[b->nrows] = 0;
-    size_t j = h & (b->nslots - 1);
-    while (b->slots[j].row_plus1)
-        j = (j + 1) & (b->nslots - 1);
-    b->slots[j].hash = h;
-    b->slots[j].row_plus1 = (uint32_t)(b->nrows + 1);
+    if (hashmap_put(&b->index, &k, sizeof k, b->nrows) != 0) {
+        free(r->name);
+        free(r->module);
+        return -1;
+    }
     return (long)b->nrows++;
 }
 
@@ -208,7 +196,7 @@ static void builder_free_index(struct hs_builder *b)
     free(b->gen);
     free(b->src_file);
     free(b->src_line);
-    free(b->slots);
+    hashmap_free(&b->index);
     free(b->key_ctr);
     free(b->row_ctr);
     b->key_ctr = b->row_ctr = NULL;
@@ -216,7 +204,6 @@ static void builder_free_index(struct hs_builder *b)
     b->gen = NULL;
     b->src_file = NULL;
     b->src_line = NULL;
-    b->slots = NULL;
 }
 
 /* Hands the rows to out (formatting the source of each row) and releases the

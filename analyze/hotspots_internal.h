@@ -8,11 +8,7 @@
 
 #include <stdint.h>
 #include "analyze/analyze.h"
-
-struct hs_slot {
-    uint32_t hash;
-    uint32_t row_plus1; /* 0: empty slot */
-};
+#include "util/util.h"
 
 /* A growable row array plus a hash index on (name, module). Zero-initialize. */
 struct hs_builder {
@@ -21,8 +17,7 @@ struct hs_builder {
     uint32_t *gen;        /* per row: 1 + index of the last stack that counted it */
     const char **src_file;/* per row: source file of the lowest line seen */
     int *src_line;
-    struct hs_slot *slots;
-    size_t nslots;        /* power of two */
+    struct hashmap index; /* (name, module) -> row; set up by the first hs_builder_row */
     /* per-sample counters (analyze/counters.c): sums per fold key (a stack or
      * thread index) and per row; ctr_width 0 when the profile has none */
     double *key_ctr, *row_ctr;

@@ -134,13 +134,15 @@ bool splice_is_eval_frame(const char *name);
 int profile_find_newest(char *out, size_t outlen);
 
 /* Builds a profile from memory (tests and fixtures): frames and stacks are
- * copied. Used by unit tests to exercise aggregation without a recording. */
+ * copied. Used by unit tests to exercise aggregation without a recording.
+ * Out of memory (util/util.h): profile_new_empty returns NULL, the adders
+ * UINT32_MAX or -1, all with errno ENOMEM; the profile stays valid. */
 struct profile *profile_new_empty(void);
 uint32_t profile_add_frame(struct profile *p, const char *name, const char *module,
                            const char *source_file, int line, enum frame_kind kind);
 uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t nframes);
 uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name);
-void profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
-                        uint32_t stack, uint32_t weight);
+int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
+                       uint32_t stack, uint32_t weight);
 
 #endif

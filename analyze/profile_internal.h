@@ -13,7 +13,10 @@
 
 #include "analyze/analyze.h"
 #include "format/format.h"
+#include "util/util.h"
 
+/* profile_load.c's (stack, Python stack) map, until the loader moves to
+ * util/util.h's hashmap like the indexes below. */
 struct hash_slot {
     uint64_t hash;
     uint32_t value;
@@ -29,24 +32,24 @@ struct hash_index {
 struct profile_priv {
     char **strings;
     size_t nstrings, strings_cap;
-    struct hash_index string_index, frame_index, stack_index, thread_index;
+    struct hashmap string_index, frame_index, stack_index, thread_index; /* -> array index */
     size_t frames_cap, stacks_cap, threads_cap, samples_cap, processes_cap, warnings_cap;
 };
 
-uint32_t hash_index_find(const struct hash_index *t, uint64_t hash,
-                         bool (*eq)(uint32_t value, const void *arg, const void *ctx),
-                         const void *arg, const void *ctx);
-int hash_index_insert(struct hash_index *t, uint64_t hash, uint32_t value);
-void hash_index_free(struct hash_index *t);
-
+/* The profile's copy of s; NULL for NULL, and NULL (errno ENOMEM) when out
+ * of memory. */
 const char *profile_intern(struct profile *p, const char *s);
 
 /* profile_info.c: reads DIR/info into p (command, event, period, times,
  * limits, OpenMP and rank keys). -1 with one sentence in err when the file
  * is missing or names another format. */
 int profile_load_info(struct profile *p, const char *dir, char *err, size_t errlen);
-void *profile_grow(void *array, size_t *cap, size_t need, size_t elem);
-void profile_add_warning(struct profile *p, const char *text);
+/* Grows array to hold need elements of elem bytes. Like realloc: NULL with
+ * errno ENOMEM when out of memory, array and *cap then unchanged and still
+ * the caller's. Never aborts (util/util.h). */
+void *profile_grow(void *array, size_t *cap, size_t need, size_t elem) __attribute__((warn_unused_result));
+/* Appends a copy of text to p->warnings; -1 on out of memory. */
+int profile_add_warning(struct profile *p, const char *text);
 /* profile_load.c: a loader warning, printf-style (cut at 1 KB). */
 void profile_warnf(struct profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -7,6 +7,8 @@
  * aggregation walks each distinct stack once.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,124 +16,114 @@
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
-
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* ---- a small open-addressing map from 64-bit hash to a uint32 value ------- */
-
-static int table_grow(struct hash_index *t)
-{
-    size_t cap = t->cap ? t->cap * 2 : 1024;
-    struct hash_slot *s = calloc(cap, sizeof *s);
-    if (!s)
-        return -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (!t->slots[i].used)
-            continue;
-        size_t j = t->slots[i].hash & (cap - 1);
-        while (s[j].used)
-            j = (j + 1) & (cap - 1);
-        s[j] = t->slots[i];
-    }
-    free(t->slots);
-    t->slots = s;
-    t->cap = cap;
-    return 0;
-}
-
-/* Finds value for hash where eq(value, arg) holds; returns UINT32_MAX if none. */
-uint32_t hash_index_find(const struct hash_index *t, uint64_t hash,
-                         bool (*eq)(uint32_t value, const void *arg, const void *ctx),
-                         const void *arg, const void *ctx)
-{
-    if (!t->cap)
-        return UINT32_MAX;
-    size_t j = hash & (t->cap - 1);
-    while (t->slots[j].used) {
-        if (t->slots[j].hash == hash && eq(t->slots[j].value, arg, ctx))
-            return t->slots[j].value;
-        j = (j + 1) & (t->cap - 1);
-    }
-    return UINT32_MAX;
-}
-
-int hash_index_insert(struct hash_index *t, uint64_t hash, uint32_t value)
-{
-    if ((t->count + 1) * 2 > t->cap && table_grow(t) != 0)
-        return -1;
-    size_t j = hash & (t->cap - 1);
-    while (t->slots[j].used)
-        j = (j + 1) & (t->cap - 1);
-    t->slots[j] = (struct hash_slot){hash, value, 1};
-    t->count++;
-    return 0;
-}
-
-void hash_index_free(struct hash_index *t)
-{
-    free(t->slots);
-    memset(t, 0, sizeof *t);
-}
+#include "util/util.h"
 
 /* ---- interned strings ------------------------------------------------------ */
 
-static bool string_eq(uint32_t value, const void *arg, const void *ctx)
+/* The string index maps a string's bytes to its slot in pv->strings; the
+ * text is read from there, so the map keeps no key of its own. */
+static bool string_eq(const void *key, size_t len, uint64_t value, const void *ctx)
 {
     const struct profile_priv *pv = ctx;
-    return strcmp(pv->strings[value], arg) == 0;
+    const char *s = pv->strings[value];
+    return strncmp(s, key, len) == 0 && s[len] == '\0';
 }
 
+static const struct hashmap_type string_type = {NULL, string_eq};
+
+/* The profile's copy of s (equal strings share one copy, so pointer equality
+ * is string equality). NULL for NULL, and NULL with errno ENOMEM when out of
+ * memory. */
 const char *profile_intern(struct profile *p, const char *s)
 {
     if (s == NULL)
         return NULL;
     struct profile_priv *pv = p->priv;
-    uint64_t h = hash_bytes(0xcbf29ce484222325ull, s, strlen(s));
-    uint32_t v = hash_index_find(&pv->string_index, h, string_eq, s, pv);
-    if (v != UINT32_MAX)
+    size_t len = strlen(s);
+    uint64_t v;
+    if (hashmap_find(&pv->string_index, s, len, &v))
         return pv->strings[v];
-    if (pv->nstrings == pv->strings_cap) {
-        size_t cap = pv->strings_cap ? pv->strings_cap * 2 : 256;
-        char **n = realloc(pv->strings, cap * sizeof *n);
-        if (!n)
-            abort();
-        pv->strings = n;
-        pv->strings_cap = cap;
-    }
+    char **strings = profile_grow(pv->strings, &pv->strings_cap, pv->nstrings + 1, sizeof *strings);
+    if (!strings)
+        return NULL;
+    pv->strings = strings;
     char *copy = strdup(s);
     if (!copy)
-        abort();
+        return NULL;
     pv->strings[pv->nstrings] = copy;
-    hash_index_insert(&pv->string_index, h, (uint32_t)pv->nstrings);
+    if (hashmap_put(&pv->string_index, copy, len, pv->nstrings) != 0) {
+        free(copy);
+        return NULL;
+    }
     pv->nstrings++;
     return copy;
 }
 
 /* ---- growth helper ---------------------------------------------------------- */
 
+/* array with room for need elements (doubling from 64), like realloc: on out
+ * of memory NULL with errno ENOMEM, and array and *cap are left as they were
+ * (the caller still owns array). Never aborts: see util/util.h. */
 void *profile_grow(void *array, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return array;
     size_t ncap = *cap ? *cap : 64;
-    while (ncap < need)
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2)
+            goto nomem;
         ncap *= 2;
+    }
+    if (elem && ncap > SIZE_MAX / elem)
+        goto nomem;
     void *n = realloc(array, ncap * elem);
     if (!n)
-        abort(); /* the report cannot go on without memory; say so loudly */
+        goto nomem;
     *cap = ncap;
     return n;
+nomem:
+    errno = ENOMEM;
+    return NULL;
 }
 
 /* ---- builders --------------------------------------------------------------- */
+
+struct frame_key {
+    const char *name, *module, *source_file;
+    int line;
+};
+
+/* Hash the field values, not the struct (its padding is undefined). */
+static uint64_t frame_hash(const void *key, size_t len, const void *ctx)
+{
+    (void)len;
+    (void)ctx;
+    const struct frame_key *k = key;
+    uintptr_t parts[4] = {(uintptr_t)k->name, (uintptr_t)k->module, (uintptr_t)k->source_file, (uintptr_t)k->line};
+    return hashmap_hash_bytes(parts, sizeof parts, 0);
+}
+
+static bool frame_eq(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)len;
+    const struct profile *p = ctx;
+    const struct frame_key *k = key;
+    const struct prof_frame *f = &p->frames[value];
+    /* Interned strings: pointer equality is string equality. */
+    return f->name == k->name && f->module == k->module && f->source_file == k->source_file &&
+           f->line == k->line;
+}
+
+/* Stacks are keyed by their frame ids as bytes (len = 4 x nframes). */
+static bool stack_eq(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    const struct profile *p = ctx;
+    const struct prof_stack *s = &p->stacks[value];
+    return s->nframes * sizeof s->frames[0] == len && (len == 0 || memcmp(s->frames, key, len) == 0);
+}
+
+static const struct hashmap_type frame_type = {frame_hash, frame_eq};
+static const struct hashmap_type stack_type = {NULL, stack_eq};
 
 struct profile *profile_new_empty(void)
 {
@@ -140,28 +132,19 @@ struct profile *profile_new_empty(void)
     if (!p || !pv) {
         free(p);
         free(pv);
+        errno = ENOMEM;
         return NULL;
     }
     p->priv = pv;
     p->period_ns = 1000000;
     p->frequency_hz = 1000;
     p->exit_status = -1;
+    /* The indexes read keys back from the profile's arrays (ctx). */
+    hashmap_init(&pv->string_index, &string_type, pv);
+    hashmap_init(&pv->frame_index, &frame_type, p);
+    hashmap_init(&pv->stack_index, &stack_type, p);
+    hashmap_init_u64(&pv->thread_index); /* pid << 32 | tid */
     return p;
-}
-
-struct frame_key {
-    const char *name, *module, *source_file;
-    int line;
-};
-
-static bool frame_eq(uint32_t value, const void *arg, const void *ctx)
-{
-    const struct profile *p = ctx;
-    const struct frame_key *k = arg;
-    const struct prof_frame *f = &p->frames[value];
-    /* Interned strings: pointer equality is string equality. */
-    return f->name == k->name && f->module == k->module && f->source_file == k->source_file &&
-           f->line == k->line;
 }
 
 uint32_t profile_add_frame(struct profile *p, const char *name, const char *module,
@@ -170,84 +153,74 @@ uint32_t profile_add_frame(struct profile *p, const char *name, const char *modu
     struct profile_priv *pv = p->priv;
     struct frame_key k = {profile_intern(p, name ? name : ""), profile_intern(p, module ? module : ""),
                           profile_intern(p, source_file), line};
-    /* Hash the field values, not the struct (its padding is undefined). */
-    uintptr_t parts[4] = {(uintptr_t)k.name, (uintptr_t)k.module, (uintptr_t)k.source_file, (uintptr_t)line};
-    uint64_t h = hash_bytes(0xcbf29ce484222325ull, parts, sizeof parts);
-    uint32_t v = hash_index_find(&pv->frame_index, h, frame_eq, &k, p);
-    if (v != UINT32_MAX)
-        return v;
-    p->frames = profile_grow(p->frames, &pv->frames_cap, p->nframes + 1, sizeof *p->frames);
+    if (!k.name || !k.module || (source_file && !k.source_file))
+        return UINT32_MAX; /* out of memory (errno ENOMEM) */
+    uint64_t v;
+    if (hashmap_find(&pv->frame_index, &k, sizeof k, &v))
+        return (uint32_t)v;
+    struct prof_frame *frames = profile_grow(p->frames, &pv->frames_cap, p->nframes + 1, sizeof *frames);
+    if (!frames)
+        return UINT32_MAX;
+    p->frames = frames;
     p->frames[p->nframes] = (struct prof_frame){k.name, k.module, k.source_file, line, kind};
-    hash_index_insert(&pv->frame_index, h, (uint32_t)p->nframes);
+    if (hashmap_put(&pv->frame_index, &k, sizeof k, p->nframes) != 0)
+        return UINT32_MAX; /* the frame written above is not counted: harmless */
     return (uint32_t)p->nframes++;
-}
-
-struct stack_key {
-    const uint32_t *frames;
-    uint32_t n;
-};
-
-static bool stack_eq(uint32_t value, const void *arg, const void *ctx)
-{
-    const struct profile *p = ctx;
-    const struct stack_key *k = arg;
-    const struct prof_stack *s = &p->stacks[value];
-    return s->nframes == k->n && memcmp(s->frames, k->frames, k->n * sizeof k->frames[0]) == 0;
 }
 
 uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t nframes)
 {
     struct profile_priv *pv = p->priv;
-    struct stack_key k = {frames, nframes};
-    uint64_t h = hash_bytes(0xcbf29ce484222325ull ^ nframes, frames, nframes * sizeof frames[0]);
-    uint32_t v = hash_index_find(&pv->stack_index, h, stack_eq, &k, p);
-    if (v != UINT32_MAX)
-        return v;
-    p->stacks = profile_grow(p->stacks, &pv->stacks_cap, p->nstacks + 1, sizeof *p->stacks);
-    uint32_t *copy = malloc((nframes ? nframes : 1) * sizeof *copy);
+    size_t len = nframes * sizeof frames[0];
+    uint64_t v;
+    if (hashmap_find(&pv->stack_index, frames, len, &v))
+        return (uint32_t)v;
+    struct prof_stack *stacks = profile_grow(p->stacks, &pv->stacks_cap, p->nstacks + 1, sizeof *stacks);
+    if (!stacks)
+        return UINT32_MAX;
+    p->stacks = stacks;
+    uint32_t *copy = malloc(nframes ? len : sizeof *copy);
     if (!copy)
-        abort();
+        return UINT32_MAX;
     if (nframes)
-        memcpy(copy, frames, nframes * sizeof *copy);
+        memcpy(copy, frames, len);
     p->stacks[p->nstacks] = (struct prof_stack){nframes, copy};
-    hash_index_insert(&pv->stack_index, h, (uint32_t)p->nstacks);
+    if (hashmap_put(&pv->stack_index, copy, len, p->nstacks) != 0) {
+        free(copy);
+        return UINT32_MAX;
+    }
     return (uint32_t)p->nstacks++;
-}
-
-struct thread_key {
-    uint32_t pid, tid;
-};
-
-static bool thread_eq(uint32_t value, const void *arg, const void *ctx)
-{
-    const struct profile *p = ctx;
-    const struct thread_key *k = arg;
-    return p->threads[value].pid == k->pid && p->threads[value].tid == k->tid;
 }
 
 uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name)
 {
     struct profile_priv *pv = p->priv;
-    struct thread_key k = {pid, tid};
-    uint64_t h = hash_bytes(0xcbf29ce484222325ull, &k, sizeof k);
-    uint32_t v = hash_index_find(&pv->thread_index, h, thread_eq, &k, p);
-    if (v == UINT32_MAX) {
-        p->threads = profile_grow(p->threads, &pv->threads_cap, p->nthreads + 1, sizeof *p->threads);
+    uint64_t key = (uint64_t)pid << 32 | tid;
+    uint64_t v;
+    if (!hashmap_find_u64(&pv->thread_index, key, &v)) {
+        struct prof_thread *threads = profile_grow(p->threads, &pv->threads_cap, p->nthreads + 1, sizeof *threads);
+        if (!threads)
+            return UINT32_MAX;
+        p->threads = threads;
         memset(&p->threads[p->nthreads], 0, sizeof p->threads[0]);
         p->threads[p->nthreads].pid = pid;
         p->threads[p->nthreads].tid = tid;
-        hash_index_insert(&pv->thread_index, h, (uint32_t)p->nthreads);
-        v = (uint32_t)p->nthreads++;
+        if (hashmap_find_or_add_u64(&pv->thread_index, key, p->nthreads, NULL) < 0)
+            return UINT32_MAX;
+        v = p->nthreads++;
     }
     if (name && name[0])
         snprintf(p->threads[v].name, sizeof p->threads[v].name, "%s", name);
-    return v;
+    return (uint32_t)v;
 }
 
-void profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, uint32_t stack, uint32_t weight)
+int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, uint32_t stack, uint32_t weight)
 {
     struct profile_priv *pv = p->priv;
-    p->samples = profile_grow(p->samples, &pv->samples_cap, p->nsamples + 1, sizeof *p->samples);
+    struct prof_sample *samples = profile_grow(p->samples, &pv->samples_cap, p->nsamples + 1, sizeof *samples);
+    if (!samples)
+        return -1;
+    p->samples = samples;
     p->samples[p->nsamples++] = (struct prof_sample){.time_ns = time_ns, .thread = thread, .stack = stack, .weight = weight};
     p->total_weight += weight;
     struct prof_thread *t = &p->threads[thread];
@@ -256,13 +229,21 @@ void profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, ui
     if (time_ns > t->last_ns)
         t->last_ns = time_ns;
     t->samples++;
+    return 0;
 }
 
-void profile_add_warning(struct profile *p, const char *fmt_text)
+int profile_add_warning(struct profile *p, const char *fmt_text)
 {
     struct profile_priv *pv = p->priv;
-    p->warnings = profile_grow(p->warnings, &pv->warnings_cap, p->nwarnings + 1, sizeof *p->warnings);
-    p->warnings[p->nwarnings++] = strdup(fmt_text);
+    char **warnings = profile_grow(p->warnings, &pv->warnings_cap, p->nwarnings + 1, sizeof *warnings);
+    if (!warnings)
+        return -1;
+    p->warnings = warnings;
+    char *copy = strdup(fmt_text);
+    if (!copy)
+        return -1;
+    p->warnings[p->nwarnings++] = copy;
+    return 0;
 }
 
 void profile_free(struct profile *p)
@@ -298,10 +279,10 @@ void profile_free(struct profile *p)
         for (size_t i = 0; i < pv->nstrings; i++)
             free(pv->strings[i]);
         free(pv->strings);
-        hash_index_free(&pv->string_index);
-        hash_index_free(&pv->frame_index);
-        hash_index_free(&pv->stack_index);
-        hash_index_free(&pv->thread_index);
+        hashmap_free(&pv->string_index);
+        hashmap_free(&pv->frame_index);
+        hashmap_free(&pv->stack_index);
+        hashmap_free(&pv->thread_index);
         free(pv);
     }
     free(p);

@@ -12,6 +12,7 @@
 
 #include "report/export_internal.h"
 #include "report/report_internal.h"
+#include "util/util.h"
 
 /* ---- classes ---------------------------------------------------------------- */
 
@@ -164,9 +165,10 @@ void export_folded_name(char *buf, size_t len, const char *s)
 
 /* ---- functions ------------------------------------------------------------------ */
 
-struct func_slot {
-    uint64_t hash;
-    uint32_t func_plus1;
+/* Identity of a function: interned profile strings, so comparing and
+ * hashing the pointers is comparing and hashing the strings. */
+struct func_key {
+    const char *symbol, *module, *file;
 };
 
 static uint64_t mix_ptr(uint64_t h, const void *ptr)
@@ -175,6 +177,25 @@ static uint64_t mix_ptr(uint64_t h, const void *ptr)
     h *= 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 29);
 }
+
+static uint64_t func_key_hash(const void *key, size_t len, const void *ctx)
+{
+    (void)len;
+    (void)ctx;
+    const struct func_key *k = key;
+    return mix_ptr(mix_ptr(mix_ptr(0x1234567, k->symbol), k->module), k->file);
+}
+
+static bool func_key_equal(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)len;
+    const struct export_funcs *fn = ctx;
+    const struct func_key *k = key;
+    const struct export_func *g = &fn->funcs[value];
+    return g->symbol == k->symbol && g->module == k->module && g->key_file == k->file;
+}
+
+static const struct hashmap_type func_key_type = {func_key_hash, func_key_equal};
 
 int export_funcs_build(const struct profile *p, struct export_funcs *out)
 {
@@ -187,12 +208,10 @@ int export_funcs_build(const struct profile *p, struct export_funcs *out)
     for (size_t i = 0; i < p->nframes; i++)
         bytes += strlen(p->frames[i].name) + strlen(p->frames[i].module) + 4;
     out->names = malloc(bytes);
-    size_t nslots = 16;
-    while (nslots < 2 * cap)
-        nslots *= 2;
-    struct func_slot *slots = calloc(nslots, sizeof *slots);
-    if (!out->funcs || !out->of_frame || !out->names || !slots) {
-        free(slots);
+    struct hashmap index; /* function identity -> index into out->funcs */
+    hashmap_init(&index, &func_key_type, out);
+    if (!out->funcs || !out->of_frame || !out->names || hashmap_reserve(&index, cap) != 0) {
+        hashmap_free(&index);
         export_funcs_free(out);
         return -1;
     }
@@ -201,20 +220,17 @@ int export_funcs_build(const struct profile *p, struct export_funcs *out)
         const struct prof_frame *f = &p->frames[i];
         /* Interned strings: pointer identity is string identity. */
         const char *file = f->kind == FRAME_PYTHON ? f->source_file : NULL;
-        uint64_t h = mix_ptr(mix_ptr(mix_ptr(0x1234567, f->name), f->module), file);
-        size_t j = h & (nslots - 1);
-        uint32_t id = UINT32_MAX;
-        while (slots[j].func_plus1) {
-            struct export_func *g = &out->funcs[slots[j].func_plus1 - 1];
-            if (slots[j].hash == h && g->symbol == f->name && g->module == f->module &&
-                g->key_file == file) {
-                id = slots[j].func_plus1 - 1;
-                break;
-            }
-            j = (j + 1) & (nslots - 1);
+        struct func_key k = {f->name, f->module, file};
+        uint64_t found;
+        int rc = hashmap_find_or_add(&index, &k, sizeof k, out->nfuncs, &found);
+        if (rc < 0) { /* not expected: room for every frame was reserved */
+            hashmap_free(&index);
+            export_funcs_free(out);
+            return -1;
         }
-        if (id == UINT32_MAX) {
-            id = (uint32_t)out->nfuncs++;
+        uint32_t id = (uint32_t)found;
+        if (rc == 0) {
+            out->nfuncs++;
             struct export_func *g = &out->funcs[id];
             g->name = w;
             if (f->kind == FRAME_PYTHON && f->module[0])
@@ -227,8 +243,6 @@ int export_funcs_build(const struct profile *p, struct export_funcs *out)
             g->source_file = file ? file : (f->source_file ? f->source_file : NULL);
             g->min_line = 0;
             g->cls = export_classify(f);
-            slots[j].hash = h;
-            slots[j].func_plus1 = id + 1;
         }
         struct export_func *g = &out->funcs[id];
         if (f->line > 0 && (g->min_line == 0 || f->line < g->min_line)) {
@@ -238,7 +252,7 @@ int export_funcs_build(const struct profile *p, struct export_funcs *out)
         }
         out->of_frame[i] = id;
     }
-    free(slots);
+    hashmap_free(&index);
     out->none = (uint32_t)out->nfuncs++;
     struct export_func *none = &out->funcs[out->none];
     none->name = w;
@@ -279,39 +293,13 @@ int export_stack_weights(const struct profile *p, uint64_t **weight, uint64_t **
 
 /* ---- call tree ------------------------------------------------------------------- */
 
-static uint64_t node_hash(uint32_t parent, uint32_t func)
+/* The tree's index maps (parent << 32 | func) to the child node; it lives
+ * only while the tree is built. */
+/* The child of parent for func, created when missing; UINT32_MAX on OOM.
+ * Most lookups of a big profile are misses (new paths), so the node array
+ * gets its room first and one find_or_add both looks up and inserts. */
+static uint32_t tree_child(struct export_tree *t, struct hashmap *index, uint32_t parent, uint32_t func)
 {
-    uint64_t h = ((uint64_t)parent << 32 | func) * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 31);
-}
-
-static int tree_rehash(struct export_tree *t, size_t nslots)
-{
-    uint32_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 1; i < t->nnodes; i++) {
-        size_t j = node_hash(t->nodes[i].parent, t->nodes[i].func) & (nslots - 1);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = (uint32_t)i;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = nslots;
-    return 0;
-}
-
-/* The child of parent for func, created when missing; UINT32_MAX on OOM. */
-static uint32_t tree_child(struct export_tree *t, uint32_t parent, uint32_t func)
-{
-    size_t j = node_hash(parent, func) & (t->nslots - 1);
-    while (t->slots[j]) {
-        struct export_node *n = &t->nodes[t->slots[j]];
-        if (n->parent == parent && n->func == func)
-            return t->slots[j];
-        j = (j + 1) & (t->nslots - 1);
-    }
     if (t->nnodes == t->cap) {
         size_t cap = t->cap * 2;
         struct export_node *nodes = realloc(t->nodes, cap * sizeof *nodes);
@@ -320,14 +308,15 @@ static uint32_t tree_child(struct export_tree *t, uint32_t parent, uint32_t func
         t->nodes = nodes;
         t->cap = cap;
     }
+    uint64_t found;
+    int rc = hashmap_find_or_add_u64(index, (uint64_t)parent << 32 | func, t->nnodes, &found);
+    if (rc != 0)
+        return rc > 0 ? (uint32_t)found : UINT32_MAX;
     uint32_t id = (uint32_t)t->nnodes++;
     t->nodes[id] = (struct export_node){func, parent, UINT32_MAX, UINT32_MAX,
                                         t->nodes[parent].depth + 1, 0, 0};
     if (t->nodes[id].depth > t->max_depth)
         t->max_depth = t->nodes[id].depth;
-    t->slots[j] = id;
-    if (t->nnodes * 2 > t->nslots && tree_rehash(t, t->nslots * 2) != 0)
-        return UINT32_MAX;
     return id;
 }
 
@@ -350,7 +339,10 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
     memset(t, 0, sizeof *t);
     t->cap = 256;
     t->nodes = malloc(t->cap * sizeof *t->nodes);
-    if (!t->nodes || tree_rehash(t, 512) != 0) {
+    struct hashmap index;
+    hashmap_init_u64(&index);
+    if (!t->nodes || hashmap_reserve(&index, 256) != 0) {
+        hashmap_free(&index);
         export_tree_free(t);
         return -1;
     }
@@ -358,6 +350,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
     t->nnodes = 1;
     uint64_t *weight, *count;
     if (export_stack_weights(p, &weight, &count) != 0) {
+        hashmap_free(&index);
         export_tree_free(t);
         return -1;
     }
@@ -369,7 +362,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
         uint32_t node = 0;
         t->nodes[0].total += weight[s];
         if (st->nframes == 0) {
-            node = tree_child(t, 0, fn->none);
+            node = tree_child(t, &index, 0, fn->none);
             if (node == UINT32_MAX) {
                 rc = -1;
                 break;
@@ -377,7 +370,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
             t->nodes[node].total += weight[s];
         }
         for (uint32_t k = st->nframes; k-- > 0;) {
-            node = tree_child(t, node, fn->of_frame[st->frames[k]]);
+            node = tree_child(t, &index, node, fn->of_frame[st->frames[k]]);
             if (node == UINT32_MAX) {
                 rc = -1;
                 break;
@@ -389,6 +382,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
     }
     free(weight);
     free(count);
+    hashmap_free(&index);
     if (rc != 0) {
         export_tree_free(t);
         return -1;
@@ -417,7 +411,6 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
 void export_tree_free(struct export_tree *t)
 {
     free(t->nodes);
-    free(t->slots);
     memset(t, 0, sizeof *t);
 }
 

@@ -96,9 +96,6 @@ struct export_tree {
     struct export_node *nodes; /* nodes[0] is the root (no function) */
     size_t nnodes, cap;
     uint32_t max_depth;
-    /* (parent, func) -> node: open addressing, power-of-two size */
-    uint32_t *slots;
-    size_t nslots;
 };
 
 /* Builds the tree of every sample (root first), weighted by sample weight,

@@ -33,6 +33,7 @@
 
 #include "report/export_internal.h"
 #include "report/report.h"
+#include "util/util.h"
 
 /* ---- marshal writer ------------------------------------------------------------ */
 
@@ -124,47 +125,19 @@ struct pstats_edge {
     uint32_t gen;
 };
 
+/* The edges in first-seen order (the order they are written in) plus an
+ * index (caller, callee) -> edge. */
 struct edge_map {
     struct pstats_edge *edges;
     size_t nedges, cap;
-    uint32_t *slots; /* edge index + 1 */
-    size_t nslots;
+    struct hashmap index; /* caller << 32 | callee -> edge */
 };
 
-static uint64_t edge_hash(uint32_t caller, uint32_t callee)
-{
-    uint64_t h = ((uint64_t)caller << 32 | callee) * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 31);
-}
-
-static int edge_rehash(struct edge_map *m, size_t nslots)
-{
-    uint32_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t i = 0; i < m->nedges; i++) {
-        size_t j = edge_hash(m->edges[i].caller, m->edges[i].callee) & (nslots - 1);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = (uint32_t)i + 1;
-    }
-    free(m->slots);
-    m->slots = slots;
-    m->nslots = nslots;
-    return 0;
-}
-
+/* The edge caller -> callee, added (zeroed) when new; NULL on out of memory.
+ * The array gets its room first so that one find_or_add does the lookup and
+ * the insertion. */
 static struct pstats_edge *edge_get(struct edge_map *m, uint32_t caller, uint32_t callee)
 {
-    if ((m->nedges + 1) * 2 > m->nslots && edge_rehash(m, m->nslots ? m->nslots * 2 : 256) != 0)
-        return NULL;
-    size_t j = edge_hash(caller, callee) & (m->nslots - 1);
-    while (m->slots[j]) {
-        struct pstats_edge *e = &m->edges[m->slots[j] - 1];
-        if (e->caller == caller && e->callee == callee)
-            return e;
-        j = (j + 1) & (m->nslots - 1);
-    }
     if (m->nedges == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 256;
         struct pstats_edge *e = realloc(m->edges, cap * sizeof *e);
@@ -173,10 +146,13 @@ static struct pstats_edge *edge_get(struct edge_map *m, uint32_t caller, uint32_
         m->edges = e;
         m->cap = cap;
     }
-    m->slots[j] = (uint32_t)m->nedges + 1;
-    struct pstats_edge *e = &m->edges[m->nedges++];
-    *e = (struct pstats_edge){caller, callee, 0, 0, 0, 0};
-    return e;
+    uint64_t found;
+    int rc = hashmap_find_or_add_u64(&m->index, (uint64_t)caller << 32 | callee, m->nedges, &found);
+    if (rc < 0)
+        return NULL;
+    if (rc == 0)
+        m->edges[m->nedges++] = (struct pstats_edge){caller, callee, 0, 0, 0, 0};
+    return &m->edges[found];
 }
 
 /* The pstats key of a function (see the top of the file). */
@@ -269,6 +245,7 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
         return -1;
     struct pstats_func *funcs = calloc(fn.nfuncs, sizeof *funcs);
     struct edge_map em = {0};
+    hashmap_init_u64(&em.index);
     uint64_t *weight = NULL, *count = NULL;
     uint32_t *by_callee = NULL, *start = NULL;
     int rc = -1;
@@ -365,7 +342,7 @@ done:
     free(weight);
     free(count);
     free(em.edges);
-    free(em.slots);
+    hashmap_free(&em.index);
     free(funcs);
     export_funcs_free(&fn);
     return rc;

@@ -9,7 +9,7 @@
  * a dozen, so stats and problems describe the modules lookups touched.
  *
  * Caching, from cheapest to most expensive:
- *   (pid, pc)           -> finished frame   (lookup cache, open addressing)
+ *   (pid, pc)           -> finished frame   (lookup cache)
  *   (path, recorded id) -> module           (one stat/open per library path)
  *   build-id, else path+size+mtime -> loaded module (one ELF read per file)
  */
@@ -19,9 +19,10 @@
 
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_internal.h"
+#include "util/util.h"
 
 /* ------------------------------------------------------------------------- */
-/* Arena and a byte-string keyed hash map                                    */
+/* Arena: the keys of the byte-keyed maps (util/hashmap keeps pointers)     */
 /* ------------------------------------------------------------------------- */
 
 struct arena_chunk {
@@ -56,77 +57,6 @@ static void arena_free(struct arena_chunk *c)
         free(c);
         c = n;
     }
-}
-
-struct hent {
-    const void *key; /* in the arena; NULL = empty slot */
-    size_t klen;
-    uint64_t hash;
-    void *val;
-};
-
-struct hmap {
-    struct hent *e;
-    size_t cap, n; /* cap is a power of two */
-};
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h ^ (h >> 29);
-}
-
-static struct hent *hmap_find(const struct hmap *m, const void *key, size_t klen, uint64_t h)
-{
-    if (!m->cap)
-        return NULL;
-    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        struct hent *e = &m->e[i];
-        if (!e->key)
-            return NULL;
-        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
-            return e;
-    }
-}
-
-static void *hmap_get(const struct hmap *m, const void *key, size_t klen)
-{
-    struct hent *e = hmap_find(m, key, klen, hash_bytes(key, klen));
-    return e ? e->val : NULL;
-}
-
-/* key must stay valid for the map's lifetime (arena). Returns -1 on OOM. */
-static int hmap_put(struct hmap *m, const void *key, size_t klen, void *val)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        struct hent *e = calloc(cap, sizeof *e);
-        if (!e)
-            return -1;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->e[i].key)
-                continue;
-            size_t j = m->e[i].hash & (cap - 1);
-            while (e[j].key)
-                j = (j + 1) & (cap - 1);
-            e[j] = m->e[i];
-        }
-        free(m->e);
-        m->e = e;
-        m->cap = cap;
-    }
-    uint64_t h = hash_bytes(key, klen);
-    size_t i = h & (m->cap - 1);
-    while (m->e[i].key)
-        i = (i + 1) & (m->cap - 1);
-    m->e[i] = (struct hent){key, klen, h, val};
-    m->n++;
-    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -169,28 +99,34 @@ struct proc {
 struct cache_ent {
     uint64_t addr;
     uint32_t pid;
-    int8_t used, rc;
+    int8_t rc;
     struct sym_frame f;
 };
 
 struct symbolizer {
     char *result_dir;
     struct arena_chunk *arena;
-    struct hmap strings, refs, modules, procs;
+    /* byte keys copied into the arena -> string, modref, module, proc */
+    struct hashmap strings, refs, modules, procs;
     struct module *all, **all_tail;
     struct proc **proc_list;
     size_t nprocs, procs_cap;
+    /* the lookup cache: results in an array, indexed by (pid, addr) */
     struct cache_ent *cache;
     size_t cache_cap, cache_n;
+    struct hashmap cache_index;
     uint64_t seq;
     struct symbolizer_stats stats;
 };
+
+/* (pid, addr) -> index into cache (defined with the lookup, below). */
+static const struct hashmap_type cache_key_type;
 
 /* ------------------------------------------------------------------------- */
 
 static const char *intern(struct symbolizer *s, const char *str, size_t len)
 {
-    const char *v = hmap_get(&s->strings, str, len);
+    const char *v = hashmap_find_ptr(&s->strings, str, len);
     if (v)
         return v;
     char *p = arena_alloc(&s->arena, len + 1);
@@ -198,19 +134,19 @@ static const char *intern(struct symbolizer *s, const char *str, size_t len)
         return NULL;
     memcpy(p, str, len);
     p[len] = '\0';
-    if (hmap_put(&s->strings, p, len, p) != 0)
+    if (hashmap_put_ptr(&s->strings, p, len, p) != 0)
         return NULL;
     return p;
 }
 
 /* Copies key into the arena and inserts it. */
-static int put_key(struct symbolizer *s, struct hmap *m, const void *key, size_t klen, void *val)
+static int put_key(struct symbolizer *s, struct hashmap *m, const void *key, size_t klen, void *val)
 {
     void *k = arena_alloc(&s->arena, klen ? klen : 1);
     if (!k)
         return -1;
     memcpy(k, key, klen);
-    return hmap_put(m, k, klen, val);
+    return hashmap_put_ptr(m, k, klen, val);
 }
 
 struct symbolizer *symbolizer_new(const char *result_dir)
@@ -223,6 +159,11 @@ struct symbolizer *symbolizer_new(const char *result_dir)
         return NULL;
     }
     s->all_tail = &s->all;
+    hashmap_init(&s->strings, NULL, NULL);
+    hashmap_init(&s->refs, NULL, NULL);
+    hashmap_init(&s->modules, NULL, NULL);
+    hashmap_init(&s->procs, NULL, NULL);
+    hashmap_init(&s->cache_index, &cache_key_type, s);
     return s;
 }
 
@@ -240,10 +181,11 @@ void symbolizer_free(struct symbolizer *s)
         free(s->proc_list[i]);
     }
     free(s->proc_list);
-    free(s->strings.e);
-    free(s->refs.e);
-    free(s->modules.e);
-    free(s->procs.e);
+    hashmap_free(&s->strings);
+    hashmap_free(&s->refs);
+    hashmap_free(&s->modules);
+    hashmap_free(&s->procs);
+    hashmap_free(&s->cache_index);
     free(s->cache);
     arena_free(s->arena);
     free(s->result_dir);
@@ -274,7 +216,7 @@ static struct modref *get_modref(struct symbolizer *s, const char *path, const u
     memcpy(key, path, plen + 1);
     if (bidlen)
         memcpy(key + plen + 1, bid, bidlen);
-    struct modref *r = hmap_get(&s->refs, key, klen);
+    struct modref *r = hashmap_find_ptr(&s->refs, key, klen);
     if (!r) {
         r = arena_alloc(&s->arena, sizeof *r);
         if (r) {
@@ -308,7 +250,7 @@ static struct modref *get_modref(struct symbolizer *s, const char *path, const u
 
 static struct proc *get_proc(struct symbolizer *s, uint32_t pid, bool create)
 {
-    struct proc *p = hmap_get(&s->procs, &pid, sizeof pid);
+    struct proc *p = hashmap_find_ptr(&s->procs, &pid, sizeof pid);
     if (p || !create)
         return p;
     if (s->nprocs == s->procs_cap) {
@@ -356,7 +298,7 @@ int symbolizer_add_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, u
     /* Results cached before this mapping existed may now be wrong. Mappings
      * normally all arrive before the first lookup, so this is rare. */
     if (s->cache_n) {
-        memset(s->cache, 0, s->cache_cap * sizeof *s->cache);
+        hashmap_clear(&s->cache_index);
         s->cache_n = 0;
     }
     return 0;
@@ -442,7 +384,7 @@ static struct module *problem_module(struct symbolizer *s, enum mod_status st, c
         return NULL;
     key[0] = st == MOD_MISSING ? 'M' : 'X';
     memcpy(key + 1, path, plen);
-    struct module *m = hmap_get(&s->modules, key, plen + 1);
+    struct module *m = hashmap_find_ptr(&s->modules, key, plen + 1);
     if (!m && (m = new_module(s, st, path, NULL)) != NULL)
         put_key(s, &s->modules, key, plen + 1, m);
     free(key);
@@ -460,7 +402,7 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
     if (r->bidlen) { /* already loaded from another path with this build-id? */
         key[0] = 'B';
         memcpy(key + 1, r->bid, r->bidlen);
-        if ((r->mod = hmap_get(&s->modules, key, 1 + r->bidlen)) != NULL)
+        if ((r->mod = hashmap_find_ptr(&s->modules, key, 1 + r->bidlen)) != NULL)
             return r->mod;
     }
     char vdso[4096];
@@ -517,7 +459,7 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
         return NULL;
     memcpy(full, key, klen);
     memcpy(full + klen, open_path, plen);
-    r->mod = hmap_get(&s->modules, full, klen + plen);
+    r->mod = hashmap_find_ptr(&s->modules, full, klen + plen);
     if (!r->mod) {
         struct elf_module *em = elf_module_load(open_path, &id);
         if (em) {
@@ -535,51 +477,54 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
 /* Lookup                                                                     */
 /* ------------------------------------------------------------------------- */
 
-static uint64_t mix(uint32_t pid, uint64_t addr)
+/* The cache's index reads (pid, addr) back from the entry it points to. */
+struct cache_key {
+    uint64_t addr;
+    uint32_t pid;
+};
+
+static uint64_t cache_key_hash(const void *key, size_t len, const void *ctx)
 {
-    uint64_t x = addr ^ ((uint64_t)pid * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+    (void)len;
+    (void)ctx;
+    const struct cache_key *k = key;
+    return hashmap_hash_u64(k->addr ^ ((uint64_t)k->pid * 0x9E3779B97F4A7C15ull));
 }
 
-static struct cache_ent *cache_probe(struct symbolizer *s, uint32_t pid, uint64_t addr)
+static bool cache_key_equal(const void *key, size_t len, uint64_t value, const void *ctx)
 {
-    if (!s->cache_cap)
-        return NULL;
-    for (size_t i = mix(pid, addr) & (s->cache_cap - 1);; i = (i + 1) & (s->cache_cap - 1)) {
-        struct cache_ent *e = &s->cache[i];
-        if (!e->used || (e->pid == pid && e->addr == addr))
-            return e;
-    }
+    (void)len;
+    const struct symbolizer *s = ctx;
+    const struct cache_key *k = key;
+    return s->cache[value].pid == k->pid && s->cache[value].addr == k->addr;
 }
 
+static const struct hashmap_type cache_key_type = {cache_key_hash, cache_key_equal};
+
+static const struct cache_ent *cache_find(const struct symbolizer *s, uint32_t pid, uint64_t addr)
+{
+    struct cache_key k = {addr, pid};
+    uint64_t v;
+    return hashmap_find(&s->cache_index, &k, sizeof k, &v) ? &s->cache[v] : NULL;
+}
+
+/* Caching is an optimization: when memory runs out the result is simply not
+ * cached, and lookups stay correct. */
 static void cache_store(struct symbolizer *s, uint32_t pid, uint64_t addr,
                         const struct sym_frame *f, int rc)
 {
-    if ((s->cache_n + 1) * 2 > s->cache_cap) {
-        size_t cap = s->cache_cap ? s->cache_cap * 2 : 1024;
-        struct cache_ent *c = calloc(cap, sizeof *c);
+    if (s->cache_n == s->cache_cap) {
+        size_t cap = s->cache_cap ? s->cache_cap * 2 : 512;
+        struct cache_ent *c = realloc(s->cache, cap * sizeof *c);
         if (!c)
-            return; /* caching is an optimization; stay correct without it */
-        for (size_t i = 0; i < s->cache_cap; i++) {
-            if (!s->cache[i].used)
-                continue;
-            size_t j = mix(s->cache[i].pid, s->cache[i].addr) & (cap - 1);
-            while (c[j].used)
-                j = (j + 1) & (cap - 1);
-            c[j] = s->cache[i];
-        }
-        free(s->cache);
+            return;
         s->cache = c;
         s->cache_cap = cap;
     }
-    struct cache_ent *e = cache_probe(s, pid, addr);
-    if (!e->used)
+    struct cache_key k = {addr, pid};
+    s->cache[s->cache_n] = (struct cache_ent){addr, pid, (int8_t)rc, *f};
+    if (hashmap_put(&s->cache_index, &k, sizeof k, s->cache_n) == 0)
         s->cache_n++;
-    *e = (struct cache_ent){addr, pid, 1, (int8_t)rc, *f};
 }
 
 static int resolve_frame(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_frame *f)
@@ -629,9 +574,9 @@ int symbolizer_lookup(struct symbolizer *s, uint32_t pid, uint64_t pc, bool is_r
     s->stats.lookups++;
     /* A return address points after the call; the call itself is at pc-1. */
     uint64_t addr = is_return_address && pc > 0 ? pc - 1 : pc;
-    struct cache_ent *e = cache_probe(s, pid, addr);
+    const struct cache_ent *e = cache_find(s, pid, addr);
     int rc;
-    if (e && e->used) {
+    if (e) {
         *out = e->f;
         rc = e->rc;
     } else {
@@ -655,20 +600,22 @@ void symbolizer_for_each_problem(struct symbolizer *s,
 {
     if (!s || !fn)
         return;
-    struct hmap seen = {0};
+    struct hashmap seen; /* paths reported (keys: the modules' own paths) */
+    hashmap_init(&seen, NULL, NULL);
     for (struct module *m = s->all; m; m = m->next_all) {
         if (m->status == MOD_OK)
             continue;
         size_t len = strlen(m->path);
-        if (hmap_get(&seen, m->path, len))
+        if (hashmap_find(&seen, m->path, len, NULL))
             continue; /* once per path, even if it had two problems */
-        hmap_put(&seen, m->path, len, m);
+        /* Out of memory here only risks naming a path twice: go on. */
+        (void)hashmap_put_ptr(&seen, m->path, len, m);
         const char *what = m->status == MOD_MISSING    ? "missing"
                            : m->status == MOD_MISMATCH ? "build-id mismatch"
                                                        : "no symbols";
         fn(m->path, what, arg);
     }
-    free(seen.e);
+    hashmap_free(&seen);
 }
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *out)
