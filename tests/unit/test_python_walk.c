@@ -82,11 +82,11 @@ static void make_code(uint64_t at, uint64_t name, uint64_t filename, uint64_t qu
 /* instr: code units past co_code_adaptive (prev_instr = start + 2 * instr). */
 static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previous, uint8_t owner, uint8_t is_entry)
 {
-    put64(FRAME(i) + L->iframe_f_code, code);
-    put64(FRAME(i) + L->iframe_previous, previous);
-    put64(FRAME(i) + L->iframe_prev_instr, code + L->code_code_adaptive + (uint64_t)(2 * instr));
-    put8(FRAME(i) + L->iframe_owner, owner);
-    put8(FRAME(i) + L->iframe_is_entry, is_entry);
+    put64(FRAME(i) + L->frame_code, code);
+    put64(FRAME(i) + L->frame_previous, previous);
+    put64(FRAME(i) + L->frame_instr, code + L->code_code_adaptive + (uint64_t)(2 * instr));
+    put8(FRAME(i) + L->frame_owner, owner);
+    put8(FRAME(i) + L->frame_is_entry, is_entry);
 }
 
 /* The chain, innermost first: frame 0 (code 0, instr 5), frame 1 (code 1,
@@ -109,23 +109,23 @@ static struct py_target build(void)
     make_frame(2, CODE(1), 0, FRAME(3), L->owner_generator, 0);
     make_frame(3, CODE(0), 2, 0, 0, 1);
     put64(TSTATE + L->tstate_cframe, CFRAME);
-    put64(TSTATE + L->tstate_native_thread_id, 4242);
-    put64(CFRAME + L->cframe_current_frame, FRAME(0));
+    put64(TSTATE + L->tstate_thread_id, 4242);
+    put64(CFRAME + L->current_frame, FRAME(0));
     /* co_linetable (a bytes object): 4 code units at line +2 (kind 13, signed
      * varint 2 -> 4), then 4 at +1 more (kind 11 plus two column bytes). */
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
 }
 
 static void test_layout_lookup(void)
 {
     CU_ASSERT_PTR_NOT_NULL(py_layout_find(3, 11));
     CU_ASSERT_PTR_NULL(py_layout_find(3, 99));
-    char buf[32];
+    char buf[64];
     py_layouts_supported(buf, sizeof buf);
-    CU_ASSERT_STRING_EQUAL(buf, "3.11");
+    CU_ASSERT_STRING_EQUAL(buf, "3.9, 3.10, 3.11, 3.12, 3.13");
     py_layouts_supported(buf, 3); /* cut, still terminated */
     CU_ASSERT_EQUAL(strlen(buf), 2);
 }
@@ -162,10 +162,10 @@ static void test_walk_stops(void)
     put64(CODE(1) + L->object_type, 0x1234); /* frame 1's f_code is not a code object: stop there */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     build();
-    put64(FRAME(0) + L->iframe_previous, BASE + 0x100000); /* unreadable: keep what was found */
+    put64(FRAME(0) + L->frame_previous, BASE + 0x100000); /* unreadable: keep what was found */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     build();
-    put64(FRAME(0) + L->iframe_previous, FRAME(1) + 4); /* misaligned: never read */
+    put64(FRAME(0) + L->frame_previous, FRAME(1) + 4); /* misaligned: never read */
     unsigned reads = fake.reads;
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     CU_ASSERT_EQUAL(fake.reads - reads, 4); /* cframe, current_frame, frame 0, code 0 */
