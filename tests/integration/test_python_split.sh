@@ -10,7 +10,7 @@
 # ($(pyenv root)/versions/3.X.Y/bin/python3.X): each version has its own frame
 # layout and line-table format, so each is its own check. No pyenv: that part
 # is reported as SKIP with the reason; an interpreter that is present but
-# fails is a FAIL.
+# fails is a FAIL. Each pyenv interpreter is also attached to (record -p).
 . "$(dirname "$0")/lib.sh"
 PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
 require_python3
@@ -70,9 +70,13 @@ if not body or body["total_ns"] < 0.95 * inside:
 callers = {r["name"] for r in json.load(open(sys.argv[3]))["rows"]}
 if not {"spin_a", "spin_b", "spin_c"} <= callers:
     fail("callers of body are %s, expected spin_a, spin_b, spin_c" % sorted(callers))
-callers = {r["name"] for r in json.load(open(sys.argv[4]))["rows"]}
-if callers != {"<module>"}:
-    fail("callers of run_work are %s, expected the script's <module> only" % sorted(callers))
+# run_work's caller is the script's <module>. A rare sample whose Python
+# chain was cut short (a frame unreadable at that instant) splices onto the
+# native caller instead; one in 10,000 is no broken chain, 0.5 % would be.
+callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[4]))["rows"]}
+module_share = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
+if module_share < 99.5:
+    fail("<module> calls only %.2f %% of run_work (callers: %s)" % (module_share, sorted(callers)))
 # Lines, from each version's own line table: body's two loop lines (the
 # "for" and the addition) hold nearly all samples.
 src = open(sys.argv[7]).read().splitlines()
@@ -89,6 +93,63 @@ PY
         pass "$_label: split and call chain within ${TOL_PP} pp"
     else
         fail "$_label: Python function shares or call chain differ from the truth (see above)"
+    fi
+}
+
+# check_attach LABEL PYTHON: py_split.py started without opprof and attached
+# (record -p) for 2 s: the same split, within the attach tolerance (the frames
+# are read after each sample, so 3 pp as in test_attach.sh; one retry when a
+# loaded machine pushes it out), and the call chain. The target must finish.
+ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-3}"
+check_attach() {
+    _label=$1
+    _py=$2
+    "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 7 >"$WORK/att-$_label.out" 2>&1 &
+    _pid=$!
+    sleep 0.8
+    _ok=0
+    for _try in 1 2; do
+        _res="$WORK/att-$_label-$_try"
+        log "+ opprof record -o $_res -F $SPLIT_FREQ -p $_pid --duration 2"
+        limited "$OPPROF" record -o "$_res" -F "$SPLIT_FREQ" -p "$_pid" --duration 2 >"$_res.out" 2>"$_res.err"
+        _st=$?
+        show stderr "$_res.err" 4
+        if [ "$_st" -ne 0 ] || ! report_json "$_res" "$_res.json" --group-by python ||
+            ! report_json "$_res" "$_res-rw.json" --callers run_work; then
+            fail "$_label attached: opprof record -p exited $_st or its report failed"
+            break
+        fi
+        if python3 - "$_label" "$_res.json" "$_res-rw.json" "$ATTACH_TOL_PP" <<'PY'
+import json, sys
+label, tol = sys.argv[1], float(sys.argv[4])
+by = {r["name"]: r for r in json.load(open(sys.argv[2]))["rows"]}
+inside = by.get("run_work", {}).get("total_ns", 0)
+got = {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / inside if inside else 0.0)
+       for n in ("spin_a", "spin_b", "spin_c")}
+rw = by.get("run_work", {}).get("total_pct", 0.0)
+print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f), run_work %.1f %%"
+      % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, rw))
+callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"]}
+module_share = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
+if module_share < 99.5:
+    print("%s attached: <module> calls only %.2f %% of run_work (callers: %s)" % (label, module_share, sorted(callers)))
+bad = rw < 90 or module_share < 99.5 or any(
+    abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
+sys.exit(1 if bad else 0)
+PY
+        then
+            _ok=1
+            break
+        fi
+        log "note: $_label attached: outside ${ATTACH_TOL_PP} pp on attempt $_try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+    done
+    wait "$_pid"
+    _pst=$?
+    [ "$_pst" -eq 0 ] || fail "$_label attached: the target exited $_pst after the detach"
+    if [ "$_ok" = 1 ]; then
+        pass "$_label attached: split and call chain within ${ATTACH_TOL_PP} pp"
+    else
+        fail "$_label attached: Python shares or call chain differ from the truth (see above)"
     fi
 }
 
@@ -123,6 +184,7 @@ else
         fi
         PYENV_RAN=$((PYENV_RAN + 1))
         check_split "pyenv-$_ver" "$_py"
+        check_attach "pyenv-$_ver" "$_py"
     done
 fi
 [ "$SYSTEM_PY_OK" = 1 ] || [ "$PYENV_RAN" -gt 0 ] || skip "no CPython 3.9-3.13 interpreter to run the split on"
