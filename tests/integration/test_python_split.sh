@@ -123,17 +123,24 @@ check_attach() {
 import json, sys
 label, tol = sys.argv[1], float(sys.argv[4])
 by = {r["name"]: r for r in json.load(open(sys.argv[2]))["rows"]}
+# Shares among the samples that show a spin_X frame: from outside, a read
+# that races the running thread now and then finds only run_work (the frame
+# chain mid-update; measured 1-6 % of samples, more under load, and spread
+# evenly over the three), which says nothing about the split. How many
+# samples lost their spin frame is checked on its own (<= 10 %).
 inside = by.get("run_work", {}).get("total_ns", 0)
-got = {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / inside if inside else 0.0)
+spins = sum(by.get(n, {"total_ns": 0})["total_ns"] for n in ("spin_a", "spin_b", "spin_c"))
+got = {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / spins if spins else 0.0)
        for n in ("spin_a", "spin_b", "spin_c")}
+covered = 100.0 * spins / inside if inside else 0.0
 rw = by.get("run_work", {}).get("total_pct", 0.0)
-print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f), run_work %.1f %%"
-      % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, rw))
+print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f), run_work %.1f %%,"
+      " %.1f %% of it under a spin_X frame" % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, rw, covered))
 callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"]}
 module_share = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
 if module_share < 99.5:
     print("%s attached: <module> calls only %.2f %% of run_work (callers: %s)" % (label, module_share, sorted(callers)))
-bad = rw < 90 or module_share < 99.5 or any(
+bad = rw < 90 or covered < 90 or module_share < 99.5 or any(
     abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
 sys.exit(1 if bad else 0)
 PY
