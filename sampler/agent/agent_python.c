@@ -27,7 +27,10 @@
  * shared-library builds (pyenv's), by libpython, which the executable loads
  * as a dependency, so dlsym(RTLD_DEFAULT) sees it from our constructor on.
  * 3.13 no longer exports the thread-local current state, but this one (the
- * GIL-state TSS key) is still there.
+ * GIL-state TSS key) is still there. Handler-safe in every version: in
+ * pyenv's 3.12.1 and 3.13.0 it is PyThread_tss_is_created() then
+ * pthread_getspecific() (read from their disassembly), no lock, and NULL
+ * before Py_Initialize created the key.
  *
  * Versions: the layout comes from py_layout_for_process() through one
  * pointer; an unsupported version leaves Python capture off with a note in
@@ -86,6 +89,8 @@ int agent_python_probe(void)
     if (!layout || !code_type || !unicode_type) {
         snprintf(python_note, sizeof python_note, "%s: native stacks only",
                  layout ? "PyCode_Type or PyUnicode_Type not found" : why);
+        py_layout_release(layout);
+        layout = NULL;
         atomic_store(&python_state, -1);
         return 0;
     }

@@ -9,7 +9,8 @@
  *   map_ranges.c       sorted address ranges (which PCs are executable code)
  *   python_walk.c      the one CPython frame walker (handler-safe), layout lookup
  *   python_code.c      code objects -> file, qualified name, line (not handler code)
- *   python_linetable.c CPython 3.11 line tables
+ *   python_linetable.c CPython line tables (3.9 lnotab, 3.10, 3.11+ locations)
+ *   python_debug_offsets.c 3.13+ layouts from the process's own _Py_DebugOffsets
  *   python_layout.h    CPython struct layouts per version (common's own .c files only)
  */
 #ifndef OPPROF_SAMPLER_COMMON_H
@@ -73,7 +74,7 @@ struct py_target {
 /* The layout of CPython major.minor, NULL when there is none: the one place a
  * version number picks a layout. */
 const struct py_layout *py_layout_find(unsigned major, unsigned minor);
-/* "3.11" (comma-separated as versions are added), for notes. */
+/* "3.9, 3.10, 3.11, 3.12, 3.13": the versions the table holds, for notes. */
 void py_layouts_supported(char *buf, size_t cap);
 
 /* Where glibc's struct pthread keeps the kernel tid (found in the calling

@@ -20,7 +20,7 @@
  *
  * The offsets of 3.9-3.12 (and 3.13's fields that _Py_DebugOffsets does not
  * carry) were printed by an offsetof program compiled against each pyenv
- * interpreter's headers with -DPy_BUILD_CORE (scripts kept in
+ * interpreter's headers with -DPy_BUILD_CORE (the program is
  * tests/unit/python_layout_offsets.c); every one is checked again at run time
  * (the thread id a state names, the type of every code object and str read).
  */
