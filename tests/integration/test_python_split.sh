@@ -10,7 +10,8 @@
 # ($(pyenv root)/versions/3.X.Y/bin/python3.X): each version has its own frame
 # layout and line-table format, so each is its own check. No pyenv: that part
 # is reported as SKIP with the reason; an interpreter that is present but
-# fails is a FAIL. Each pyenv interpreter is also attached to (record -p).
+# fails is a FAIL. Each pyenv interpreter is also attached to (record -p), and
+# runs a Python -> C -> Python workload to check mixed-stack splicing.
 . "$(dirname "$0")/lib.sh"
 PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
 require_python3
@@ -160,6 +161,61 @@ PY
     fi
 }
 
+# check_mixed LABEL PYTHON: Python -> C -> Python (tests/workloads/py_mixed.py:
+# json's C encoder calling busy_default). In the spliced stacks the encoder's
+# native frames must sit between JSONEncoder.iterencode and busy_default:
+# each _PyEval_EvalFrameDefault takes the Python frames up to its entry frame,
+# so a wrong entry marking moves them (3.9/3.10: every frame; 3.11: is_entry;
+# 3.12+: the C-stack shim). Needs _json as its own shared object (a foreign
+# module); an interpreter with _json built in has no native frame to see.
+check_mixed() {
+    _label=$1
+    _py=$2
+    if ! "$_py" -c 'import _json, sys; sys.exit(0 if getattr(_json, "__file__", "") else 1)' 2>/dev/null; then
+        log "SKIP part: $_label mixed stacks: _json is built into the interpreter (no foreign native frame)"
+        return
+    fi
+    _res="$WORK/mixed-$_label"
+    record "$_res" -- "$_py" "$OPPROF_SRCDIR/tests/workloads/py_mixed.py" 1.5
+    if [ "$RECORD_STATUS" -ne 0 ] ||
+        ! limited "$OPPROF" export "$_res" --folded "$_res.folded" >"$_res.export.out" 2>&1; then
+        fail "$_label mixed stacks: record (exit $RECORD_STATUS) or export --folded failed"
+        return
+    fi
+    if python3 - "$_label" "$_res.folded" <<'PY'
+import sys
+label = sys.argv[1]
+total = good = 0
+for line in open(sys.argv[2]):
+    stack, _, count = line.rstrip("\n").rpartition(" ")
+    frames = stack.split(";")
+    leafmost = [i for i, f in enumerate(frames) if f.startswith("busy_default (")]
+    if not leafmost:
+        continue
+    total += int(count)
+    names = [f.split(" (")[0] for f in frames]
+    i = leafmost[-1]
+    try:
+        j = max(k for k in range(i) if names[k].endswith("iterencode"))
+        m = names.index("dump_objects")
+    except ValueError:
+        continue
+    between = frames[j + 1:i]
+    # Python frames carry "(file)"; the C encoder's do not.
+    if m < j and between and all(" (" not in f for f in between):
+        good += 1 * int(count)
+share = 100.0 * good / total if total else 0.0
+print("%s mixed stacks: %.1f %% of %d busy_default samples read dump_objects -> ... -> iterencode -> "
+      "[C encoder] -> busy_default" % (label, share, total))
+sys.exit(0 if total >= 100 and share >= 95 else 1)
+PY
+    then
+        pass "$_label mixed stacks: native frames spliced between the right Python frames"
+    else
+        fail "$_label mixed stacks: the C encoder's frames are not between iterencode and busy_default"
+    fi
+}
+
 # The system interpreter: the one the PyTorch tests use.
 if "$PYTHON" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 13)' 2>/dev/null; then
     SYSTEM_PY_OK=1
@@ -192,6 +248,7 @@ else
         PYENV_RAN=$((PYENV_RAN + 1))
         check_split "pyenv-$_ver" "$_py"
         check_attach "pyenv-$_ver" "$_py"
+        check_mixed "pyenv-$_ver" "$_py"
     done
 fi
 [ "$SYSTEM_PY_OK" = 1 ] || [ "$PYENV_RAN" -gt 0 ] || skip "no CPython 3.9-3.13 interpreter to run the split on"
