@@ -22,8 +22,19 @@
  * the interpreter, says how memory is read here (struct agent_reader) and
  * which thread state to start from.
  *
- * Versions: the layout comes from py_layout_find() through one pointer; an
- * unsupported version leaves Python capture off with a note in the stream.
+ * The same call finds the state in every supported version (3.9-3.13):
+ * PyGILState_GetThisThreadState is exported by the executable or, for
+ * shared-library builds (pyenv's), by libpython, which the executable loads
+ * as a dependency, so dlsym(RTLD_DEFAULT) sees it from our constructor on.
+ * 3.13 no longer exports the thread-local current state, but this one (the
+ * GIL-state TSS key) is still there. Handler-safe in every version: in
+ * pyenv's 3.12.1 and 3.13.0 it is PyThread_tss_is_created() then
+ * pthread_getspecific() (read from their disassembly), no lock, and NULL
+ * before Py_Initialize created the key.
+ *
+ * Versions: the layout comes from py_layout_for_process() through one
+ * pointer; an unsupported version leaves Python capture off with a note in
+ * the stream.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -41,6 +52,7 @@ static const struct py_layout *layout;
 static get_tstate_fn get_this_thread_state;
 static uint64_t code_type_addr; /* &PyCode_Type */
 static uint64_t unicode_type_addr; /* &PyUnicode_Type */
+static int32_t pthread_tid_offset; /* 3.9/3.10: see py_tstate_native_tid */
 static _Atomic int python_state; /* 0 not found yet, 1 on, -1 off for good */
 static _Atomic int layout_verified; /* 0 unknown, 1 ok, -1 mismatch seen in a handler */
 static char python_note[256];
@@ -66,18 +78,23 @@ int agent_python_probe(void)
         if (sscanf(get_version(), "%u.%u", &major, &minor) != 2)
             major = minor = 0;
     }
-    layout = py_layout_find(major, minor);
+    /* 3.13+ describe their own structs at the head of _PyRuntime (exported
+     * by the executable or libpython, static data: readable before
+     * Py_Initialize); older versions take the table's layout. */
+    const void *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    char why[200];
+    layout = py_layout_for_process(major, minor, runtime, runtime ? PY_RUNTIME_HEAD_BYTES : 0, why, sizeof why);
     void *code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
     void *unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
     if (!layout || !code_type || !unicode_type) {
-        char supported[64];
-        py_layouts_supported(supported, sizeof supported);
-        snprintf(python_note, sizeof python_note,
-                 "Python %u.%u is not supported for Python frames (supported: %s): native stacks only",
-                 major, minor, supported);
+        snprintf(python_note, sizeof python_note, "%s: native stacks only",
+                 layout ? "PyCode_Type or PyUnicode_Type not found" : why);
+        py_layout_release(layout);
+        layout = NULL;
         atomic_store(&python_state, -1);
         return 0;
     }
+    pthread_tid_offset = py_pthread_tid_offset();
     code_type_addr = (uint64_t)code_type;
     unicode_type_addr = (uint64_t)unicode_type;
     get_this_thread_state = fn;
@@ -144,7 +161,7 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
 
 static struct py_target target_with(struct agent_reader *r)
 {
-    return (struct py_target){layout, code_type_addr, unicode_type_addr, {agent_read, r}};
+    return (struct py_target){layout, code_type_addr, unicode_type_addr, {agent_read, r}, pthread_tid_offset};
 }
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)

@@ -137,6 +137,15 @@ static bool elf_python_symbols(const char *path, struct py_symbols *s, uint64_t 
     return s->runtime != 0;
 }
 
+/* "3.10" out of ".../libpython3.10.so.1.0" or ".../python3.10": what says
+ * the version of a CPython older than 3.11 (no Py_Version symbol). */
+static bool version_from_file_name(const char *path, unsigned *major, unsigned *minor)
+{
+    const char *base = strrchr(path, '/');
+    const char *at = base ? strstr(base, "python") : NULL;
+    return at && sscanf(at + 6, "%u.%u", major, minor) == 2;
+}
+
 struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
 {
     note[0] = '\0';
@@ -145,7 +154,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
     FILE *f = fopen(path, "re");
     if (!f)
         return NULL;
-    char line[PATH_MAX + 128], last[PATH_MAX] = "";
+    char line[PATH_MAX + 128], last[PATH_MAX] = "", python_file[PATH_MAX] = "";
     struct py_symbols sym = {0};
     uint64_t bias = 0;
     bool found = false;
@@ -166,6 +175,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
             continue;
         /* start maps file offset pgoff; the ELF puts offset 0 at file0_vaddr. */
         bias = start - pgoff - file0_vaddr;
+        snprintf(python_file, sizeof python_file, "%s", file);
         found = true;
     }
     fclose(f);
@@ -184,17 +194,24 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
     if (sym.version && rd(py, sym.version + bias, &version, sizeof(uint32_t))) {
         major = (unsigned)(version >> 24) & 0xff;
         minor = (unsigned)(version >> 16) & 0xff;
+    } else if (!version_from_file_name(python_file, &major, &minor)) {
+        major = minor = 0; /* before 3.11 there is no Py_Version: the file name says it */
     }
-    py->target.layout = py_layout_find(major, minor);
+    /* 3.13+ describe their own structs at the head of _PyRuntime. */
+    uint8_t head[PY_RUNTIME_HEAD_BYTES];
+    bool head_read = rd(py, py->runtime, head, sizeof head);
+    char why[200];
+    py->target.layout = py_layout_for_process(major, minor, head_read ? head : NULL, head_read ? sizeof head : 0,
+                                              why, sizeof why);
+    py->target.pthread_tid_offset = py_pthread_tid_offset();
     if (!py->target.layout || !py->target.code_type || !py->target.unicode_type) {
-        char supported[64];
-        py_layouts_supported(supported, sizeof supported);
         if (py->refused)
             snprintf(note, notelen, "%s", py->note);
+        else if (!py->target.layout)
+            snprintf(note, notelen, "%s (attach mode): native stacks only", why);
         else
-            snprintf(note, notelen,
-                     "Python %u.%u is not supported for Python frames in attach mode (supported: %s): "
-                     "native stacks only", major, minor, supported);
+            snprintf(note, notelen, "Python frames: PyCode_Type or PyUnicode_Type not found: native stacks only");
+        py_layout_release(py->target.layout);
         free(py);
         return NULL;
     }
@@ -251,7 +268,7 @@ static void refresh_states(struct attach_python *py)
         if (bad || !any_live) {
             py->verified = -1;
             snprintf(py->note, sizeof py->note,
-                     "Python frames: the CPython 3.11 thread-state layout did not match process %d (its thread "
+                     "Python frames: the CPython thread-state layout did not match process %d (its thread "
                      "list does not name its threads): native stacks only", (int)py->pid);
         } else {
             py->verified = 1;
@@ -314,5 +331,6 @@ void attach_python_free(struct attach_python *py)
     if (!py)
         return;
     free(py->states);
+    py_layout_release(py->target.layout);
     free(py);
 }

@@ -7,7 +7,8 @@
  *   rank_env.c         which rank of a parallel job this process is
  *   python_walk.c      the one CPython frame walker (handler-safe), layout lookup
  *   python_code.c      code objects -> file, qualified name, line (not handler code)
- *   python_linetable.c CPython 3.11 line tables
+ *   python_linetable.c CPython line tables (3.9 lnotab, 3.10, 3.11+ locations)
+ *   python_debug_offsets.c 3.13+ layouts from the process's own _Py_DebugOffsets
  *   python_layout.h    CPython struct layouts per version (common's own .c files only)
  *
  * The stream itself (framing, id tables, MAP/PROCESS/THREAD) is written by
@@ -71,15 +72,33 @@ struct py_target {
     uint64_t code_type;    /* &PyCode_Type in the target */
     uint64_t unicode_type; /* &PyUnicode_Type in the target */
     struct py_reader mem;
+    int32_t pthread_tid_offset; /* py_pthread_tid_offset(): where 3.9/3.10 states lead to the tid */
 };
 
 /* The layout of CPython major.minor, NULL when there is none: the one place a
  * version number picks a layout. */
 const struct py_layout *py_layout_find(unsigned major, unsigned minor);
-/* "3.11" (comma-separated as versions are added), for notes. */
+/* "3.9, 3.10, 3.11, 3.12, 3.13": the versions the table holds, for notes. */
 void py_layouts_supported(char *buf, size_t cap);
 
-/* Handler-safe. PyThreadState.native_thread_id of tstate (false: unreadable). */
+/* Where glibc's struct pthread keeps the kernel tid (found in the calling
+ * thread), -1 if not found: 3.9/3.10 thread states name their thread only by
+ * pthread_self(). Not handler code. */
+int32_t py_pthread_tid_offset(void);
+/* The layout for a process whose _PyRuntime starts with runtime_head
+ * (head_len bytes; what versions with _Py_DebugOffsets need, ignored by the
+ * others): the table entry, or for 3.13+ a copy (malloc'ed) with the
+ * process's own offsets. NULL with the reason in why when the version has no
+ * layout or its debug offsets are not what was expected. Not handler code. */
+const struct py_layout *py_layout_for_process(unsigned major, unsigned minor, const void *runtime_head,
+                                              size_t head_len, char *why, size_t why_cap);
+/* How many bytes of _PyRuntime py_layout_for_process wants to see. */
+#define PY_RUNTIME_HEAD_BYTES 1024
+void py_layout_release(const struct py_layout *L);
+
+/* Handler-safe. The kernel tid of the thread tstate belongs to
+ * (native_thread_id, or 3.9/3.10 via pthread_self's struct pthread);
+ * false: unreadable. */
 bool py_tstate_native_tid(const struct py_target *t, uint64_t tstate, uint64_t *tid);
 /* Handler-safe. The frames of tstate, innermost first, as struct
  * py_frame_ref: incomplete frames skipped, at most max kept, the walk bounded

@@ -1,6 +1,6 @@
 /*
  * sampler/common/python_code.c — what a captured frame's code object says:
- * file name, qualified name, first line and the line of the sampled
+ * file name, qualified name (co_name before 3.11), first line and the line of the sampled
  * instruction. Shared by the agent's writer thread and attach mode; both read
  * the target through their struct py_reader (process_vm_readv), so a code
  * object freed since the sample fails the read instead of crashing us.
@@ -92,7 +92,7 @@ static int read_line(const struct py_target *t, uint64_t linetable, int first_li
     int line = first_line;
     uint8_t *table = malloc(size);
     if (table && read_mem(t, linetable + L->bytes_data, table, size))
-        line = python_line_from_table(table, size, first_line, instr);
+        line = python_line_lookup(L->linetable_format, table, size, first_line, instr);
     free(table);
     return line;
 }
@@ -110,7 +110,8 @@ bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, co
     memcpy(&type, c + L->object_type, sizeof type);
     memcpy(&name, c + L->code_name, sizeof name);
     memcpy(&filename, c + L->code_filename, sizeof filename);
-    memcpy(&qualname, c + L->code_qualname, sizeof qualname);
+    /* Before 3.11 a code object has no co_qualname: its co_name is the best name there is. */
+    memcpy(&qualname, c + (L->code_qualname != PY_ABSENT ? L->code_qualname : L->code_name), sizeof qualname);
     memcpy(&linetable, c + L->code_linetable, sizeof linetable);
     memcpy(&first_line, c + L->code_firstlineno, sizeof first_line);
     if (type != t->code_type || py_code_fingerprint(name, filename, first_line) != f->fingerprint)

@@ -1,5 +1,6 @@
 /*
- * sampler/common/python_linetable.c — CPython 3.11's co_linetable decoder and the
+ * sampler/common/python_linetable.c — CPython's line tables (3.9 co_lnotab,
+ * 3.10 co_linetable, 3.11+ co_linetable location entries) and the
  * UTF-8 encoding of non-ASCII str objects, shared by the agent's writer thread
  * and attach mode (both read the bytes out of the workload first; this only
  * decodes them).
@@ -69,6 +70,59 @@ int python_line_from_table(const uint8_t *t, size_t len, int first_line, int32_t
         addr = end;
     }
     return line;
+}
+
+/* CPython 3.9's co_lnotab: pairs of (bytecode byte delta, signed line
+ * delta); the line of byte offset x is first_line plus the line deltas of
+ * every pair whose running byte offset is still <= x. */
+int python_line_from_lnotab(const uint8_t *t, size_t len, int first_line, int32_t instr)
+{
+    if (instr < 0)
+        return first_line;
+    int64_t target = 2 * (int64_t)instr, addr = 0; /* the table counts bytes */
+    int line = first_line;
+    for (size_t pos = 0; pos + 1 < len; pos += 2) {
+        addr += t[pos];
+        if (addr > target)
+            break;
+        line += (int8_t)t[pos + 1];
+    }
+    return line;
+}
+
+/* CPython 3.10's co_linetable (Objects/lnotab_notes.txt): pairs of (byte
+ * delta, signed line delta), each pair one address range [start, start +
+ * delta) whose line is the running sum of line deltas; -128 means the range
+ * has no line (it is then given the running line). Zero-length ranges only
+ * move the line. */
+int python_line_from_310(const uint8_t *t, size_t len, int first_line, int32_t instr)
+{
+    if (instr < 0)
+        return first_line;
+    int64_t target = 2 * (int64_t)instr, start = 0; /* the table counts bytes */
+    int line = first_line;
+    for (size_t pos = 0; pos + 1 < len; pos += 2) {
+        int64_t end = start + t[pos];
+        int8_t delta = (int8_t)t[pos + 1];
+        if (delta != -128)
+            line += delta;
+        if (target >= start && target < end)
+            return line;
+        start = end;
+    }
+    return line;
+}
+
+int python_line_lookup(unsigned format, const uint8_t *table, size_t len, int first_line, int32_t instr)
+{
+    switch (format) {
+    case PY_LINES_LNOTAB:
+        return python_line_from_lnotab(table, len, first_line, instr);
+    case PY_LINES_310:
+        return python_line_from_310(table, len, first_line, instr);
+    default:
+        return python_line_from_table(table, len, first_line, instr);
+    }
 }
 
 size_t python_utf8_put(uint32_t cp, char *out)

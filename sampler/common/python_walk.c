@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "sampler/common/common.h"
 #include "sampler/common/python_layout.h"
@@ -105,85 +108,166 @@ static size_t spans_end(const struct field_span *s, size_t n)
     return end;
 }
 
-/* How much of an _PyInterpreterFrame the walk reads (the fields it uses, in
- * whatever order the version puts them). */
+/* Adds a field to a span list when the version has it. */
+static void span_add(struct field_span *s, size_t *n, int16_t off, size_t size)
+{
+    if (off != PY_ABSENT)
+        s[(*n)++] = (struct field_span){(size_t)off, size};
+}
+
+/* How much of a frame (_PyInterpreterFrame, or PyFrameObject before 3.11)
+ * the walk reads: the fields it uses, in whatever order the version puts them. */
 static size_t frame_bytes(const struct py_layout *L)
 {
-    const struct field_span used[] = {
-        {L->iframe_f_code, 8}, {L->iframe_previous, 8}, {L->iframe_prev_instr, 8},
-        {L->iframe_is_entry, 1}, {L->iframe_owner, 1},
-    };
-    return spans_end(used, sizeof used / sizeof used[0]);
+    struct field_span used[5];
+    size_t n = 0;
+    span_add(used, &n, L->frame_code, 8);
+    span_add(used, &n, L->frame_previous, 8);
+    span_add(used, &n, L->frame_instr, L->instr_kind == PY_INSTR_POINTER ? 8 : 4);
+    span_add(used, &n, L->frame_is_entry, 1);
+    span_add(used, &n, L->frame_owner, 1);
+    return spans_end(used, n);
 }
 
 /* How much of a PyCodeObject the walk and the resolver (python_code.c) read
  * at once: every field either uses. */
 size_t py_code_header_bytes(const struct py_layout *L)
 {
-    const struct field_span used[] = {
-        {L->object_type, 8}, {L->code_firstlineno, 4}, {L->code_filename, 8}, {L->code_name, 8},
-        {L->code_qualname, 8}, {L->code_linetable, 8}, {L->code_firsttraceable, 4},
-    };
-    return spans_end(used, sizeof used / sizeof used[0]);
+    struct field_span used[7];
+    size_t n = 0;
+    span_add(used, &n, L->object_type, 8);
+    span_add(used, &n, L->code_firstlineno, 4);
+    span_add(used, &n, L->code_filename, 8);
+    span_add(used, &n, L->code_name, 8);
+    span_add(used, &n, L->code_qualname, 8);
+    span_add(used, &n, L->code_linetable, 8);
+    span_add(used, &n, L->code_firsttraceable, 4);
+    return spans_end(used, n);
 }
 
+/* The thread id a state names, as the kernel's tid. 3.9/3.10 keep only
+ * pthread_self(), a pointer to glibc's struct pthread, whose tid field is
+ * at t->pthread_tid_offset (py_pthread_tid_offset found it in our own
+ * thread); handler-safe either way (two reads). */
 bool py_tstate_native_tid(const struct py_target *t, uint64_t tstate, uint64_t *tid)
 {
-    return read_field64(t, tstate, t->layout->tstate_native_thread_id, tid);
+    const struct py_layout *L = t->layout;
+    if (!read_field64(t, tstate, (size_t)L->tstate_thread_id, tid))
+        return false;
+    if (L->thread_id_kind == PY_THREAD_NATIVE_ID)
+        return true;
+    int32_t kernel_tid = 0;
+    if (t->pthread_tid_offset <= 0 || *tid == 0 || (*tid & 7) ||
+        !t->mem.read(t->mem.ctx, *tid + (uint64_t)t->pthread_tid_offset, &kernel_tid, sizeof kernel_tid, 0))
+        return false;
+    *tid = (uint64_t)(uint32_t)kernel_tid;
+    return true;
 }
 
-/* One frame of the chain into out (when it is a complete one). Returns false
- * when the walk must stop here; *previous is the next frame out. */
-static bool walk_one(const struct py_target *t, uint64_t frame, unsigned flags, struct py_frame_ref *out,
-                     bool *taken, uint64_t *previous)
+/* Where glibc's struct pthread keeps the kernel tid: found once in the
+ * calling thread (pthread_self() points at its struct pthread; the field
+ * holding gettid() is the one), since glibc does not publish it. -1 when
+ * not found. Not handler code; the glibc of a process we attach to is
+ * assumed to be this machine's. */
+int32_t py_pthread_tid_offset(void)
+{
+    const int32_t *self = (const int32_t *)(uintptr_t)pthread_self();
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    /* struct pthread starts with the TCB header and list links (pointers,
+     * 0x2d0 bytes in glibc 2.36 on x86-64), then the tid. */
+    for (size_t i = 2; self && i < 1024 / sizeof *self; i++)
+        if (self[i] == tid)
+            return (int32_t)(i * sizeof *self);
+    return -1;
+}
+
+/* The executing instruction of frame f (code object at code, header c) in
+ * 2-byte code units, -1 before the first. False when the frame is still being
+ * set up (3.11+: an "incomplete" frame, not a real call yet). */
+static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t code, const uint8_t *c, int32_t *instr)
+{
+    switch (L->instr_kind) {
+    case PY_INSTR_LASTI_BYTES: {
+        int32_t lasti = field32(f, (size_t)L->frame_instr);
+        *instr = lasti < 0 ? -1 : lasti / 2;
+        return true;
+    }
+    case PY_INSTR_LASTI_UNITS: {
+        int32_t lasti = field32(f, (size_t)L->frame_instr);
+        *instr = lasti < 0 ? -1 : lasti;
+        return true;
+    }
+    default: {
+        /* prev_instr (3.11/3.12) / instr_ptr (3.13) point into co_code_adaptive. */
+        uint64_t at = field64(f, (size_t)L->frame_instr);
+        uint64_t code_start = code + (uint64_t)L->code_code_adaptive;
+        int32_t first_traceable = field32(c, (size_t)L->code_firsttraceable);
+        /* Incomplete frames (before the first traceable instruction) are
+         * not real calls yet; a generator's frame is always complete. */
+        if (f[L->frame_owner] != L->owner_generator &&
+            (int64_t)at < (int64_t)(code_start + 2 * (uint64_t)first_traceable))
+            return false;
+        int64_t offset = ((int64_t)at - (int64_t)code_start) / 2;
+        *instr = offset < 0 ? -1 : (int32_t)offset;
+        return true;
+    }
+    }
+}
+
+/* What one frame of the chain turned out to be. */
+enum walk_step { WALK_STOP, WALK_SKIP, WALK_TAKEN, WALK_SHIM };
+
+/* One frame of the chain into out (when it is a complete one); *previous is
+ * the next frame out. WALK_SHIM: the frame is the C stack's entry shim
+ * (3.12+), so the frame taken before it was the first of its eval call. */
+static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned flags, struct py_frame_ref *out,
+                               uint64_t *previous)
 {
     const struct py_layout *L = t->layout;
     uint8_t f[128], c[256];
     size_t fbytes = frame_bytes(L), cbytes = py_code_header_bytes(L);
-    *taken = false;
     if (fbytes > sizeof f || cbytes > sizeof c || !read_obj(t, frame, f, fbytes, flags))
-        return false;
-    uint64_t code = field64(f, L->iframe_f_code);
-    if (!read_obj(t, code, c, cbytes, flags) || field64(c, L->object_type) != t->code_type)
-        return false; /* the frame changed under us, or is not a frame: keep what was read */
-    uint64_t prev_instr = field64(f, L->iframe_prev_instr);
-    uint64_t code_start = code + L->code_code_adaptive;
-    int32_t first_traceable = field32(c, L->code_firsttraceable);
-    *previous = field64(f, L->iframe_previous);
-    /* Incomplete frames (still being set up: prev_instr before the first
-     * traceable instruction) are not real calls yet; a generator's frame
-     * is always complete. */
-    if (f[L->iframe_owner] != L->owner_generator &&
-        (int64_t)prev_instr < (int64_t)(code_start + 2 * (uint64_t)first_traceable))
-        return true;
-    /* prev_instr points at the last instruction started, in 2-byte code units. */
-    int64_t offset = ((int64_t)prev_instr - (int64_t)code_start) / 2;
+        return WALK_STOP;
+    *previous = field64(f, (size_t)L->frame_previous);
+    if (L->entry_rule == PY_ENTRY_CSTACK_SHIM && f[L->frame_owner] == L->owner_cstack)
+        return WALK_SHIM; /* its f_code / f_executable is no user code (3.13: None) */
+    uint64_t code = field64(f, (size_t)L->frame_code);
+    if (!read_obj(t, code, c, cbytes, flags) || field64(c, (size_t)L->object_type) != t->code_type)
+        return WALK_STOP; /* the frame changed under us, or is not a frame: keep what was read */
+    int32_t instr;
+    if (!frame_instr(L, f, code, c, &instr))
+        return WALK_SKIP;
     *out = (struct py_frame_ref){
         .code = code,
-        .fingerprint = py_code_fingerprint(field64(c, L->code_name), field64(c, L->code_filename),
-                                           field32(c, L->code_firstlineno)),
-        .instr = offset < 0 ? -1 : (int32_t)offset,
-        .is_entry = f[L->iframe_is_entry],
+        .fingerprint = py_code_fingerprint(field64(c, (size_t)L->code_name), field64(c, (size_t)L->code_filename),
+                                           field32(c, (size_t)L->code_firstlineno)),
+        .instr = instr,
+        .is_entry = L->entry_rule == PY_ENTRY_EVERY_FRAME ? 1
+                    : L->entry_rule == PY_ENTRY_FLAG      ? f[L->frame_is_entry]
+                                                          : 0,
     };
-    *taken = true;
-    return true;
+    return WALK_TAKEN;
 }
 
 unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_frame_ref *out, unsigned max)
 {
     const struct py_layout *L = t->layout;
-    uint64_t cframe = 0, frame = 0;
-    if (!read_field64(t, tstate, L->tstate_cframe, &cframe) ||
-        !read_field64(t, cframe, L->cframe_current_frame, &frame))
+    uint64_t holder = tstate, frame = 0;
+    /* 3.11/3.12 keep the current frame in the state's _PyCFrame, the others in the state. */
+    if ((L->tstate_cframe != PY_ABSENT && !read_field64(t, tstate, (size_t)L->tstate_cframe, &holder)) ||
+        !read_field64(t, holder, (size_t)L->current_frame, &frame))
         return 0;
     unsigned n = 0;
     /* Bounded: a chain corrupted into a cycle ends after 4x the frames kept. */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        bool taken;
         uint64_t previous = 0;
-        if (!walk_one(t, frame, steps == 0 ? PY_READ_INNERMOST : 0, &out[n], &taken, &previous))
+        enum walk_step step = walk_one(t, frame, steps == 0 ? PY_READ_INNERMOST : 0, &out[n], &previous);
+        if (step == WALK_STOP)
             break;
-        n += taken;
+        if (step == WALK_TAKEN)
+            n++;
+        else if (step == WALK_SHIM && n > 0)
+            out[n - 1].is_entry = 1;
         frame = previous;
     }
     return n;
@@ -192,14 +276,14 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
 bool py_runtime_threads(const struct py_target *t, uint64_t runtime, uint64_t *interp, uint64_t *first)
 {
     const struct py_layout *L = t->layout;
-    return read_field64(t, runtime, L->runtime_interpreters_head, interp) && *interp != 0 &&
-           read_field64(t, *interp, L->interp_threads_head, first);
+    return read_field64(t, runtime, (size_t)L->runtime_interpreters_head, interp) && *interp != 0 &&
+           read_field64(t, *interp, (size_t)L->interp_threads_head, first);
 }
 
 bool py_tstate_links(const struct py_target *t, uint64_t tstate, struct py_tstate_links *out)
 {
     const struct py_layout *L = t->layout;
-    return read_field64(t, tstate, L->tstate_interp, &out->interp) &&
-           read_field64(t, tstate, L->tstate_native_thread_id, &out->native_tid) &&
-           read_field64(t, tstate, L->tstate_next, &out->next);
+    return read_field64(t, tstate, (size_t)L->tstate_interp, &out->interp) &&
+           py_tstate_native_tid(t, tstate, &out->native_tid) &&
+           read_field64(t, tstate, (size_t)L->tstate_next, &out->next);
 }

@@ -7,6 +7,10 @@
  * skipped (but not a generator's), instruction offsets, is_entry,
  * fingerprints, the PY_READ_INNERMOST hint, where the walk stops, and names
  * and lines from the resolver (ASCII and non-ASCII str, co_linetable).
+ * Then the shapes other versions have: 3.9's PyFrameObject chain (f_lasti in
+ * bytes, every frame an entry, co_name for the qualified name, the tid
+ * through struct pthread), 3.12's C-stack shim frames marking entries, and
+ * 3.13's _Py_DebugOffsets (real bytes from pyenv's 3.13.0, and corruptions).
  */
 #include <CUnit/CUnit.h>
 #include <string.h>
@@ -82,11 +86,12 @@ static void make_code(uint64_t at, uint64_t name, uint64_t filename, uint64_t qu
 /* instr: code units past co_code_adaptive (prev_instr = start + 2 * instr). */
 static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previous, uint8_t owner, uint8_t is_entry)
 {
-    put64(FRAME(i) + L->iframe_f_code, code);
-    put64(FRAME(i) + L->iframe_previous, previous);
-    put64(FRAME(i) + L->iframe_prev_instr, code + L->code_code_adaptive + (uint64_t)(2 * instr));
-    put8(FRAME(i) + L->iframe_owner, owner);
-    put8(FRAME(i) + L->iframe_is_entry, is_entry);
+    put64(FRAME(i) + L->frame_code, code);
+    put64(FRAME(i) + L->frame_previous, previous);
+    put64(FRAME(i) + L->frame_instr, code + L->code_code_adaptive + (uint64_t)(2 * instr));
+    put8(FRAME(i) + L->frame_owner, owner);
+    if (L->frame_is_entry != PY_ABSENT)
+        put8(FRAME(i) + L->frame_is_entry, is_entry);
 }
 
 /* The chain, innermost first: frame 0 (code 0, instr 5), frame 1 (code 1,
@@ -109,23 +114,23 @@ static struct py_target build(void)
     make_frame(2, CODE(1), 0, FRAME(3), L->owner_generator, 0);
     make_frame(3, CODE(0), 2, 0, 0, 1);
     put64(TSTATE + L->tstate_cframe, CFRAME);
-    put64(TSTATE + L->tstate_native_thread_id, 4242);
-    put64(CFRAME + L->cframe_current_frame, FRAME(0));
+    put64(TSTATE + L->tstate_thread_id, 4242);
+    put64(CFRAME + L->current_frame, FRAME(0));
     /* co_linetable (a bytes object): 4 code units at line +2 (kind 13, signed
      * varint 2 -> 4), then 4 at +1 more (kind 11 plus two column bytes). */
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
 }
 
 static void test_layout_lookup(void)
 {
     CU_ASSERT_PTR_NOT_NULL(py_layout_find(3, 11));
     CU_ASSERT_PTR_NULL(py_layout_find(3, 99));
-    char buf[32];
+    char buf[64];
     py_layouts_supported(buf, sizeof buf);
-    CU_ASSERT_STRING_EQUAL(buf, "3.11");
+    CU_ASSERT_STRING_EQUAL(buf, "3.9, 3.10, 3.11, 3.12, 3.13");
     py_layouts_supported(buf, 3); /* cut, still terminated */
     CU_ASSERT_EQUAL(strlen(buf), 2);
 }
@@ -162,10 +167,10 @@ static void test_walk_stops(void)
     put64(CODE(1) + L->object_type, 0x1234); /* frame 1's f_code is not a code object: stop there */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     build();
-    put64(FRAME(0) + L->iframe_previous, BASE + 0x100000); /* unreadable: keep what was found */
+    put64(FRAME(0) + L->frame_previous, BASE + 0x100000); /* unreadable: keep what was found */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     build();
-    put64(FRAME(0) + L->iframe_previous, FRAME(1) + 4); /* misaligned: never read */
+    put64(FRAME(0) + L->frame_previous, FRAME(1) + 4); /* misaligned: never read */
     unsigned reads = fake.reads;
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
     CU_ASSERT_EQUAL(fake.reads - reads, 4); /* cframe, current_frame, frame 0, code 0 */
@@ -196,6 +201,135 @@ static void test_resolve(void)
     CU_ASSERT_FALSE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
 }
 
+/* 3.9: tstate->frame -> PyFrameObject.f_back; frame 0 (code 0, f_lasti 10
+ * bytes = 5 code units), frame 1 (code 1, f_lasti -1: not started). The
+ * state's thread_id is a pthread_t whose struct holds the tid at 0x40. */
+static void test_walk_3_9(void)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, 9);
+    CU_ASSERT_EQUAL_FATAL(L->code_qualname, PY_ABSENT);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+    put64(CODE(0) + L->object_type, CODE_TYPE);
+    put64(CODE(0) + L->code_name, STR(1));
+    put64(CODE(0) + L->code_filename, STR(0));
+    put32(CODE(0) + L->code_firstlineno, 10);
+    put64(CODE(0) + L->code_linetable, LINETABLE);
+    memcpy(fake.mem + (CODE(1) - BASE), fake.mem + (CODE(0) - BASE), 0x200);
+    put64(FRAME(0) + L->frame_code, CODE(0));
+    put64(FRAME(0) + L->frame_previous, FRAME(1));
+    put32(FRAME(0) + L->frame_instr, 10);
+    put64(FRAME(1) + L->frame_code, CODE(1));
+    put32(FRAME(1) + L->frame_instr, (uint32_t)-1);
+    put64(TSTATE + L->current_frame, FRAME(0));
+    put64(TSTATE + L->tstate_thread_id, CFRAME); /* the "pthread_t" */
+    put32(CFRAME + 0x40, 4343);
+    /* co_lnotab: bytes 0-7 line 10, 8- line 13 */
+    static const uint8_t lnotab[] = {8, 3};
+    put64(LINETABLE + L->bytes_size, sizeof lnotab);
+    memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40};
+    uint64_t tid = 0;
+    CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
+    CU_ASSERT_EQUAL(tid, 4343);
+    t.pthread_tid_offset = -1; /* not found in glibc: no tid rather than a wrong one */
+    CU_ASSERT_FALSE(py_tstate_native_tid(&t, TSTATE, &tid));
+    t.pthread_tid_offset = 0x40;
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 2);
+    CU_ASSERT_EQUAL(out[0].instr, 5);
+    CU_ASSERT_EQUAL(out[1].instr, -1);
+    CU_ASSERT_EQUAL(out[0].is_entry, 1); /* each PyFrameObject is one eval call */
+    CU_ASSERT_EQUAL(out[1].is_entry, 1);
+    char filename[64], qualname[64];
+    struct py_code_names names = {filename, sizeof filename, qualname, sizeof qualname};
+    int first_line = 0, line = 0;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(qualname, "f"); /* co_name: 3.9 has no co_qualname */
+    CU_ASSERT_EQUAL(line, 13);
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[1], NULL, &first_line, &line));
+    CU_ASSERT_EQUAL(line, 10); /* not started: the def line */
+}
+
+/* 3.12: frame 0 -> frame 1 -> shim -> frame 2 -> shim: frames 1 and 2 are
+ * the first of their eval calls; the shims themselves (whose f_code is the
+ * interpreter's trampoline, not user code) are not frames of the stack. */
+static void test_walk_3_12_shims(void)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, 12);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
+    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
+    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
+    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
+    make_frame(3, CODE(0), 2, FRAME(4), 0, 0);
+    make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
+    put64(TSTATE + L->tstate_cframe, CFRAME);
+    put64(CFRAME + L->current_frame, FRAME(0));
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(out[0].is_entry, 0);
+    CU_ASSERT_EQUAL(out[1].is_entry, 1);
+    CU_ASSERT_EQUAL(out[2].is_entry, 1);
+    CU_ASSERT_EQUAL(out[0].instr, 3);
+    CU_ASSERT_EQUAL(out[2].instr, 2);
+}
+
+#include "tests/unit/python_debug_offsets_fixture.inc"
+
+/* 3.13's offsets from the process itself: real bytes give the table's
+ * values; each corruption is refused with a reason, never a layout. */
+static void test_debug_offsets(void)
+{
+    const struct py_layout *base = py_layout_find(3, 13);
+    struct py_layout got;
+    char why[200] = "";
+    uint8_t head[sizeof debug_offsets_3_13];
+    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_EQUAL(got.runtime_interpreters_head, 632);
+    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
+    CU_ASSERT_EQUAL(got.current_frame, 72);
+    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
+    CU_ASSERT_EQUAL(got.frame_instr, 56);
+    CU_ASSERT_EQUAL(got.frame_owner, 70);
+    CU_ASSERT_EQUAL(got.code_qualname, 128);
+    CU_ASSERT_EQUAL(got.code_code_adaptive, 200);
+    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0); /* the headers and the process agree */
+
+    memcpy(head, debug_offsets_3_13, sizeof head);
+    head[0] = 'X';
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "cookie"));
+    memcpy(head, debug_offsets_3_13, sizeof head);
+    head[10] = 12; /* version 3.12 */
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.12"));
+    memcpy(head, debug_offsets_3_13, sizeof head);
+    head[16] = 1; /* free_threaded */
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "free-threaded"));
+    memcpy(head, debug_offsets_3_13, sizeof head);
+    head[24] = head[25] = head[26] = head[27] = 0; /* runtime_state.size 0 */
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "runtime_state"));
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, 100, &got, why, sizeof why));
+    /* The one entry point: 3.13 without readable debug offsets is refused. */
+    CU_ASSERT_PTR_NULL(py_layout_for_process(3, 13, NULL, 0, why, sizeof why));
+    CU_ASSERT_PTR_NULL(py_layout_for_process(3, 8, NULL, 0, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.8 is not supported"));
+    const struct py_layout *own = py_layout_for_process(3, 13, debug_offsets_3_13, sizeof head, why, sizeof why);
+    CU_ASSERT_PTR_NOT_NULL(own);
+    CU_ASSERT_PTR_NOT_EQUAL(own, base);
+    py_layout_release(own);
+    CU_ASSERT_PTR_EQUAL(py_layout_for_process(3, 12, NULL, 0, why, sizeof why), py_layout_find(3, 12));
+}
+
 void register_python_walk_tests(void)
 {
     CU_pSuite s = CU_add_suite("python_walk", NULL, NULL);
@@ -203,4 +337,7 @@ void register_python_walk_tests(void)
     CU_add_test(s, "frames, incomplete skipped, offsets, entry, fingerprints", test_walk_frames);
     CU_add_test(s, "walk stops at a non-code f_code or unreadable frame", test_walk_stops);
     CU_add_test(s, "names and lines; reused address refused", test_resolve);
+    CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
+    CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
+    CU_add_test(s, "3.13 _Py_DebugOffsets: real bytes accepted, corruptions refused", test_debug_offsets);
 }
