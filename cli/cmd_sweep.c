@@ -341,8 +341,11 @@ int cmd_sweep(int argc, char **argv)
     }
     report_print_sweep(stdout, c.rows, c.nrows, format, title);
     struct sweep_outputs o = {.c = &c, .title = title, .what = op_text ? op_text : cmd[0], .metric = plot_metric};
-    bool written = write_sweep_file(&o, "sweep.json", put_json) & write_sweep_file(&o, "sweep.csv", put_csv) &
-                   write_sweep_file(&o, "sweep.svg", put_svg) & write_sweep_file(&o, "sweep.html", put_html);
+    /* Every file is attempted even when an earlier one failed (hence no && chain). */
+    bool written = write_sweep_file(&o, "sweep.json", put_json);
+    written = write_sweep_file(&o, "sweep.csv", put_csv) && written;
+    written = write_sweep_file(&o, "sweep.svg", put_svg) && written;
+    written = write_sweep_file(&o, "sweep.html", put_html) && written;
     if (format == FORMAT_TEXT) {
         printf("\nResult directories, sweep.json, sweep.csv, sweep.svg (plot) and sweep.html are in %s/\n",
                sweepdir);
