@@ -61,7 +61,7 @@ static void sweep_usage(FILE *out)
           "  -M, --metrics SET   cpi | memory | cache: that preset's events, as -e\n"
           "  --plot-metric M     the plot's y axis: gflops (default when every row has a\n"
           "                      flop count), gbps or time\n"
-          "  -o DIR              sweep directory (default: the next free sweep.NNN)\n"
+          "  -o, --output DIR    sweep directory (default: the next free sweep.NNN)\n"
           "  --format FORMAT     text (default), csv or json\n"
           "  -h, --help          show this help\n",
           out);
