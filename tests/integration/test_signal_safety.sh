@@ -27,7 +27,7 @@ libs=$(awk '$1 == "@libraries" { for (i = 2; i <= NF; i++) print $i }' "$ALLOW")
 : >"$WORK/objects"
 for lib in $libs; do
     find "$OPPROF_BUILDDIR" -maxdepth 5 -path "*/.libs/$lib-*.o" \
-        ! -path '*/_build/*' ! -path '*/opprof-[0-9]*/*' >>"$WORK/objects"
+        ! -path "$OPPROF_BUILDDIR/opprof-[0-9]*" >>"$WORK/objects"
 done
 sort -o "$WORK/objects" "$WORK/objects"
 nobj=$(wc -l <"$WORK/objects" | tr -d ' ')
