@@ -103,6 +103,8 @@ int main(int argc, char **argv)
         printf("opprof %s\n", PACKAGE_VERSION);
         return 0;
     }
-    fprintf(stderr, "opprof: unknown command '%s' (commands: record, report, export, stat, sweep, diff; see opprof --help)\n", cmd);
+    fprintf(stderr,
+            "opprof: unknown command '%s' (commands: record, report, export, stat, sweep, diff; see opprof --help)\n",
+            cmd);
     return 2;
 }
