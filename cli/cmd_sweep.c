@@ -61,7 +61,7 @@ static void sweep_usage(FILE *out)
           "  -M, --metrics SET   cpi | memory | cache: that preset's events, as -e\n"
           "  --plot-metric M     the plot's y axis: gflops (default when every row has a\n"
           "                      flop count), gbps or time\n"
-          "  -o DIR              sweep directory (default: the next free sweep.NNN)\n"
+          "  -o, --output DIR    sweep directory (default: the next free sweep.NNN)\n"
           "  --format FORMAT     text (default), csv or json\n"
           "  -h, --help          show this help\n",
           out);
@@ -404,8 +404,11 @@ int cmd_sweep(int argc, char **argv)
     enum sweep_plot_metric plot_metric = rq.plot_metric;
     report_print_sweep(stdout, c.rows, c.nrows, format, title);
     struct sweep_outputs o = {.c = &c, .title = title, .what = op_text ? op_text : cmd[0], .metric = plot_metric};
-    bool written = write_sweep_file(&o, "sweep.json", put_json) & write_sweep_file(&o, "sweep.csv", put_csv) &
-                   write_sweep_file(&o, "sweep.svg", put_svg) & write_sweep_file(&o, "sweep.html", put_html);
+    /* Every file is attempted even when an earlier one failed (hence no && chain). */
+    bool written = write_sweep_file(&o, "sweep.json", put_json);
+    written = write_sweep_file(&o, "sweep.csv", put_csv) && written;
+    written = write_sweep_file(&o, "sweep.svg", put_svg) && written;
+    written = write_sweep_file(&o, "sweep.html", put_html) && written;
     if (format == FORMAT_TEXT) {
         printf("\nResult directories, sweep.json, sweep.csv, sweep.svg (plot) and sweep.html are in %s/\n",
                sweepdir);

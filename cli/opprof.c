@@ -1,5 +1,11 @@
 /*
  * cli/opprof.c — `opprof COMMAND ...`: dispatches to one cmd_*.c per subcommand.
+ *
+ * `opprof --help` shows every command with all its options in brief;
+ * `opprof help CMD` is `opprof CMD --help` (the command's own, full help).
+ * The man page (docs/opprof.1) says the same at length: keep the three in step
+ * (tests/integration/test_help.sh checks that every option of cli/cmd_*.c is in
+ * all of them).
  */
 #include <stdio.h>
 #include <string.h>
@@ -11,24 +17,70 @@ static void usage(FILE *out)
 {
     fputs("usage: opprof COMMAND [OPTIONS]\n"
           "\n"
-          "  record [-F HZ] [-o DIR] [--call-graph dwarf|fp|none] [-q] -- CMD [ARGS]\n"
-          "         run CMD and sample every thread and child process (writes opprof.NNN/)\n"
-          "  report [DIR] [--sort self|total|samples|name] [--group-by function|module|thread|process]\n"
-          "         [--limit N] [--format text|csv|json] [--callers NAME] [--callees NAME]\n"
-          "         hotspot tables from a result directory (the newest opprof.NNN by default)\n"
-          "  export [DIR...] [--flamegraph F.svg] [--inverted] [--folded F] [--speedscope F.json]\n"
-          "         [--chrome-trace F.json] [--pstats F.pstats] [--html F.html]\n"
-          "         write a result directory for other viewers (several DIRs: one Chrome trace)\n"
-          "  stat [-e EVENTS] [--metrics cpi|memory|cache] [-o FILE] -- CMD [ARGS]\n"
+          "  record [-F HZ] [-e EVENTS [-c N]] [-o DIR] [-g|--call-graph dwarf|fp|none] [-q]\n"
+          "         [--delay S] [--duration S] [--max-size SIZE]\n"
+          "         [--openmp-runtime auto|keep|PATH] [--no-omp-swap] -- CMD [ARGS]\n"
+          "  record -p PID [-F HZ] [-o DIR] [--delay S] [--duration S] [--max-size SIZE] [-q]\n"
+          "         run CMD (or attach to process PID) and sample every thread and child\n"
+          "         process (writes opprof.NNN/; -o prof.%r: one result per rank)\n"
+          "  report [DIR...] [--sort self|total|samples|name] [--limit N] [--format text|csv|json]\n"
+          "         [--group-by function|module|thread|process|op|line|python|kernel|rank]\n"
+          "         [--callers NAME] [--callees NAME] [--threading] [--ranks] [-o FILE]\n"
+          "         hotspot tables from result directories (the newest opprof.NNN by default)\n"
+          "  export [DIR...] [--flamegraph F.svg] [--inverted] [--title TEXT] [--folded F]\n"
+          "         [--speedscope F.json] [--chrome-trace F.json] [--pstats F.pstats] [--html F.html]\n"
+          "         write result directories for other viewers (several DIRs: one Chrome trace)\n"
+          "  stat [-e EVENTS] [-M|--metrics cpi|memory|cache] [-o FILE] [--list] -- CMD [ARGS]\n"
           "         count events over the whole run (software events always; PMU where present)\n"
-          "  sweep --op OP --shapes S1,S2 [--dtype L] [--threads L] [-o DIR] | --param N=V1,V2 -- CMD\n"
+          "  sweep --op OP --shapes S1,S2 [--dtype L] [--threads L] [--warmup N] [--repeat N]\n"
+          "        [--min-time S] [--python PATH] [--timeout S] [-e EVENTS] [-M SET]\n"
+          "        [--plot-metric gflops|gbps|time] [-o DIR] [--format text|csv|json]\n"
+          "  sweep --param NAME=V1,V2 [--param ...] [options] -- CMD {NAME} [ARGS]\n"
           "         microbenchmark an operator (or a command) across shapes/values, one profile each\n"
-          "  diff A B [--format text|csv|json]\n"
-          "         per-operator self time and share of two result directories\n"
+          "  diff A B [--format text|csv|json] [--limit N] [--group-by op|function] [--all-samples]\n"
+          "  diff --sweep SWEEPDIR ROW ROW [options]\n"
+          "         per-operator self time and share of two result directories or sweep rows\n"
           "\n"
-          "  opprof COMMAND --help   options of one command\n"
-          "  opprof --version\n",
+          "  opprof help COMMAND      every option of COMMAND, explained (= opprof COMMAND --help)\n"
+          "  opprof --version\n"
+          "  man opprof               the manual\n",
           out);
+}
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+};
+
+static const struct command commands[] = {
+    {"record", cmd_record}, {"report", cmd_report}, {"export", cmd_export},
+    {"stat", cmd_stat},     {"sweep", cmd_sweep},   {"diff", cmd_diff},
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* `opprof help [COMMAND]`: the command's own help, exactly as `opprof COMMAND
+ * --help` prints it (the command's parser is handed that argv). */
+static int help(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stdout);
+        return 0;
+    }
+    const struct command *c = find_command(argv[1]);
+    if (c == NULL) {
+        fprintf(stderr, "opprof help: unknown command '%s' (commands: record, report, export, stat, sweep, diff)\n",
+                argv[1]);
+        return 2;
+    }
+    char *sub_argv[] = {argv[1], "--help", NULL};
+    return c->run(2, sub_argv);
 }
 
 int main(int argc, char **argv)
@@ -38,19 +90,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "record") == 0)
-        return cmd_record(argc - 1, argv + 1);
-    if (strcmp(cmd, "report") == 0)
-        return cmd_report(argc - 1, argv + 1);
-    if (strcmp(cmd, "stat") == 0)
-        return cmd_stat(argc - 1, argv + 1);
-    if (strcmp(cmd, "export") == 0)
-        return cmd_export(argc - 1, argv + 1);
-    if (strcmp(cmd, "sweep") == 0) /* sweeps and diffs */
-        return cmd_sweep(argc - 1, argv + 1);
-    if (strcmp(cmd, "diff") == 0)
-        return cmd_diff(argc - 1, argv + 1);
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    const struct command *c = find_command(cmd);
+    if (c != NULL)
+        return c->run(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0)
+        return help(argc - 1, argv + 1);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;
     }
@@ -58,6 +103,8 @@ int main(int argc, char **argv)
         printf("opprof %s\n", PACKAGE_VERSION);
         return 0;
     }
-    fprintf(stderr, "opprof: unknown command '%s' (commands: record, report, export, stat, sweep, diff; see opprof --help)\n", cmd);
+    fprintf(stderr,
+            "opprof: unknown command '%s' (commands: record, report, export, stat, sweep, diff; see opprof --help)\n",
+            cmd);
     return 2;
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 OPPROF_BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc g++ libdw-dev libelf-dev
   libpfm4-dev libunwind-dev libcunit1-dev zlib1g-dev libomp-14-dev"
 OPPROF_TEST_PACKAGES="python3 python3-torch linux-perf binutils elfutils util-linux chromium
-  openmpi-bin libopenmpi-dev"
+  openmpi-bin libopenmpi-dev clang-14"
 
 opprof_install_packages() {
     local missing=()
@@ -21,7 +21,9 @@ opprof_install_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Builds opprof in $1 (out of tree) with extra configure flags after it.
+# Builds opprof in $1 (out of tree) with extra configure flags after it. A
+# build dir configured before with other flags is configured again (without
+# flags, whatever it was configured with is kept).
 opprof_build() {
     local builddir=$1; shift
     local srcdir
@@ -31,5 +33,12 @@ opprof_build() {
         (cd "$srcdir" && autoreconf -fi >/dev/null 2>&1) || { echo "opprof: autoreconf failed" >&2; return 1; }
     fi
     mkdir -p "$builddir"
-    (cd "$builddir" && { [ -f Makefile ] || "$srcdir/configure" -q "$@"; } && make -s -j"$(nproc)")
+    local configure=no clean=no
+    if [ ! -f "$builddir/Makefile" ]; then
+        configure=yes
+    elif [ $# -gt 0 ] && [ "$(cd "$builddir" && ./config.status --config | tr -d "'")" != "$*" ]; then
+        configure=yes clean=yes # make does not rebuild objects when only the flags change
+    fi
+    (cd "$builddir" && { [ $configure = no ] || "$srcdir/configure" -q "$@"; } \
+        && { [ $clean = no ] || make -s clean; } && make -s -j"$(nproc)")
 }
