@@ -59,7 +59,7 @@ enum opr_record_type {
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
-    OPR_REC_ACCOUNTING = 12, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
+    OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
     OPR_REC_LIMITS = 20, /* struct opr_limits (cumulative): samples not recorded by --delay/--duration/--max-size */
 };
 

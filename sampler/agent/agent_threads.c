@@ -42,6 +42,7 @@ struct tracked {
     uint64_t nivcsw;
     uint64_t run, wait, slices;
     bool trap_blocked;  /* seen with SIGTRAP in SigBlk: its CPU time cannot be sampled */
+    bool all_blocked_before; /* the last mask read had every standard signal blocked */
 };
 
 static struct tracked *tracked;
@@ -143,10 +144,18 @@ static uint64_t read_status(struct tracked *t, bool check_mask)
     if (read_text(path, buf, sizeof buf) < 0)
         return UINT64_MAX;
     const char *b = strstr(buf, "SigBlk:");
-    if (check_mask && b && (strtoull(b + 7, NULL, 16) & (1ull << (SIGTRAP - 1))) && !t->trap_blocked) {
+    uint64_t mask = b ? strtoull(b + 7, NULL, 16) : 0;
+    /* glibc's pthread_create blocks every signal in the creating thread for
+     * a moment (and the new thread starts that way): a mask with all of the
+     * standard signals blocked counts only when seen on two reads in a row. */
+    const uint64_t standard = 0xffffffffull & ~((1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)));
+    bool all = (mask & standard) == standard;
+    bool trap = check_mask && (mask & (1ull << (SIGTRAP - 1)));
+    if (trap && (!all || t->all_blocked_before) && !t->trap_blocked) {
         t->trap_blocked = true;
         trap_blocked_threads++;
     }
+    t->all_blocked_before = check_mask && all;
     const char *k = strstr(buf, "nonvoluntary_ctxt_switches:");
     return k ? strtoull(k + 27, NULL, 10) : UINT64_MAX;
 }
@@ -234,7 +243,7 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
             agent_offcpu_note(emit, now, interval_ns, tid, run - t->run, wait - t->wait);
         t->run = run, t->wait = wait, t->slices = slices;
         if (status_now) {
-            uint64_t v = read_status(t, true);
+            uint64_t v = read_status(t, t->gen != 0); /* known since an earlier poll */
             if (v != UINT64_MAX)
                 t->nivcsw = v;
         }

@@ -240,6 +240,9 @@ static void write_rank_info(FILE *f)
         fprintf(f, "world_size=%d\n", (int)r.world_size);
 }
 
+/* Samples a full disk kept out of the streams (live counters), for info. */
+static uint64_t final_unwritten;
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     FILE *f = record_begin_info(dir);
@@ -282,6 +285,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
     if (o->max_size_bytes)
         fprintf(f, "max_size_bytes=%llu\n", (unsigned long long)o->max_size_bytes);
     write_rank_info(f); /* ranks */
+    if (r->complete && final_unwritten) /* disk full: the streams could not say it */
+        fprintf(f, "unwritten_samples=%llu\n", (unsigned long long)final_unwritten);
     if (r->complete) {
         fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
         fprintf(f, "exit_status=%d\n", r->exit_status);
@@ -704,6 +709,7 @@ int record_run(const struct record_options *o)
     facts.complete = true;
 
     int rc = note_workload_end(o, got > 0, exec_errno, status, &facts);
+    final_unwritten = live ? __atomic_load_n(&live->unwritten, __ATOMIC_RELAXED) : 0;
     if (write_info(absdir, o, &facts) != 0)
         fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
     if (!o->quiet && got <= 0)
