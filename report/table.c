@@ -311,9 +311,10 @@ static void print_unsampled(FILE *out, const struct profile *p)
                      "unblocked in the threads' signal masks)",
                 p->acct.trap_blocked_threads, (double)p->acct.trap_blocked_cpu_ns / 1e9);
     if (idle)
-        fprintf(out, "%s%" PRIu64 " of %" PRIu64 " threads took no sample (each shorter than the %.3f ms period: "
-                     "raise -F or reuse threads)",
-                p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, (double)p->period_ns / 1e6);
+        fprintf(out, "%s%" PRIu64 " of %" PRIu64 " threads (in %zu processes) took no sample (each shorter than the "
+                     "%.3f ms period: raise -F or reuse threads and processes)",
+                p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, p->acct.streams,
+                (double)p->period_ns / 1e6);
     if (!idle && !p->acct.trap_blocked_threads)
         fprintf(out, ": short-lived threads or processes: raise -F");
     fputc('\n', out);
@@ -607,6 +608,13 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
     if (p) /* what the samples cover: user mode only, or user and kernel mode */
         fprintf(out, ",\"user_only\":%s", p->user_only ? "true" : "false");
+    if (p && (p->acct.streams || p->acct.info_unwritten)) /* ACCOUNTING: what the samples do not stand for */
+        fprintf(out, ",\"accounting\":{\"process_cpu_ns\":%" PRIu64 ",\"unsampled_cpu_ns\":%" PRIu64
+                     ",\"sigtrap_blocked_threads\":%" PRIu64 ",\"threads_started\":%" PRIu64
+                     ",\"threads_sampled\":%" PRIu64 ",\"startup_cpu_ns\":%" PRIu64 ",\"unwritten_samples\":%" PRIu64 "}",
+                p->process_cpu_ns, p->acct.unsampled_ns, p->acct.trap_blocked_threads, p->acct.threads_started,
+                p->acct.threads_sampled, p->acct.startup_cpu_ns,
+                p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten : p->acct.unwritten_samples);
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));
     fputs(",\"sort\":", out);

@@ -42,7 +42,7 @@ struct tracked {
     uint64_t nivcsw;
     uint64_t run, wait, slices;
     bool trap_blocked;  /* seen with SIGTRAP in SigBlk: its CPU time cannot be sampled */
-    bool all_blocked_before; /* the last mask read had every standard signal blocked */
+    bool trap_before;   /* the last mask read had SIGTRAP blocked */
 };
 
 static struct tracked *tracked;
@@ -145,17 +145,16 @@ static uint64_t read_status(struct tracked *t, bool check_mask)
         return UINT64_MAX;
     const char *b = strstr(buf, "SigBlk:");
     uint64_t mask = b ? strtoull(b + 7, NULL, 16) : 0;
-    /* glibc's pthread_create blocks every signal in the creating thread for
-     * a moment (and the new thread starts that way): a mask with all of the
-     * standard signals blocked counts only when seen on two reads in a row. */
-    const uint64_t standard = 0xffffffffull & ~((1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)));
-    bool all = (mask & standard) == standard;
+    /* Counted when seen blocked on two reads in a row (~250 ms apart): glibc
+     * blocks every signal in a thread around pthread_create, and the agent
+     * blocks SIGTRAP while it sets up a fork child; those moments are not the
+     * workload's mask. */
     bool trap = check_mask && (mask & (1ull << (SIGTRAP - 1)));
-    if (trap && (!all || t->all_blocked_before) && !t->trap_blocked) {
+    if (trap && t->trap_before && !t->trap_blocked) {
         t->trap_blocked = true;
         trap_blocked_threads++;
     }
-    t->all_blocked_before = check_mask && all;
+    t->trap_before = trap;
     const char *k = strstr(buf, "nonvoluntary_ctxt_switches:");
     return k ? strtoull(k + 27, NULL, 10) : UINT64_MAX;
 }

@@ -574,10 +574,10 @@ static void print_unsampled(const struct opr_live *live, uint64_t period_ns)
                         "it is never sampled: leave SIGTRAP unblocked, e.g. in sigprocmask/pthread_sigmask masks)",
                 (unsigned long long)live->trap_blocked_threads);
     if (unsampled_threads)
-        fprintf(stderr, "%s%llu of %llu threads took no sample (shorter than the %.3f ms period: raise -F, "
-                        "or reuse threads, e.g. a thread pool)",
+        fprintf(stderr, "%s%llu of %llu threads (in %llu processes) took no sample (shorter than the %.3f ms "
+                        "period: raise -F, or reuse threads and processes, e.g. a pool)",
                 live->trap_blocked_threads ? "; " : ": ", (unsigned long long)unsampled_threads,
-                (unsigned long long)live->threads_started, period_ns / 1e6);
+                (unsigned long long)live->threads_started, (unsigned long long)live->processes, period_ns / 1e6);
     if (!live->trap_blocked_threads && !unsampled_threads)
         fprintf(stderr, ": short-lived threads or processes (less than one %.3f ms period each): raise -F",
                 period_ns / 1e6);

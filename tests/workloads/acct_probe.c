@@ -5,7 +5,8 @@
  *                                their own CPU time with SIGTRAP blocked;
  *   acct_probe short N           N threads one after another, each spinning
  *                                ~50 us of CPU time (shorter than a 1 ms period);
- *   acct_probe sigint SECONDS    ignores SIGINT and spins SECONDS of CPU time.
+ *   acct_probe sigint SECONDS    ignores SIGINT and spins SECONDS of CPU time;
+ *   acct_probe forks N           N children one after another, each exiting at once.
  * Prints the process's own CPU time (CLOCK_PROCESS_CPUTIME_ID) at the end, so
  * the test compares opprof's accounting with the process's, not wall time.
  */
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static double cpu_now(clockid_t c)
 {
@@ -68,6 +71,15 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[1], "sigint") == 0) {
         signal(SIGINT, SIG_IGN);
         spin_cpu(arg);
+    } else if (strcmp(argv[1], "forks") == 0) {
+        for (long i = 0; i < (long)arg; i++) {
+            pid_t c = fork();
+            if (c == 0)
+                exit(0);
+            if (c < 0)
+                return 1;
+            waitpid(c, NULL, 0);
+        }
     } else {
         return 2;
     }
