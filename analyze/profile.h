@@ -106,6 +106,15 @@ struct profile {
     uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
     /* The agent's own cost, summed over processes that ended cleanly. */
     uint64_t agent_handler_ns, agent_handler_calls, agent_writer_cpu_ns, process_cpu_ns;
+    /* ACCOUNTING records summed over processes (analyze/accounting.c): CPU
+     * time no sample stands for and why, the agent's start-up cost, samples
+     * a full disk kept out. acct_cpu_ns: process CPU of the streams that had one. */
+    struct {
+        uint64_t cpu_ns, startup_cpu_ns, unsampled_ns, trap_blocked_threads, trap_blocked_cpu_ns;
+        uint64_t threads_started, threads_sampled, unwritten_samples;
+        uint64_t info_unwritten; /* the launcher's count (info): streams cut by a full disk cannot hold theirs */
+        size_t streams;
+    } acct;
     char **warnings;         /* loader warnings: truncated files, missing modules */
     size_t nwarnings;
 

@@ -87,6 +87,8 @@ static int info_kv(struct profile *p, const char *key, const char *val, int *for
         p->window_start_ns = strtoull(val, NULL, 10);
     } else if (strcmp(key, "window_end_ns") == 0) {
         p->window_end_ns = strtoull(val, NULL, 10);
+    } else if (strcmp(key, "unwritten_samples") == 0) { /* disk full: counted by the launcher (accounting.c) */
+        p->acct.info_unwritten = strtoull(val, NULL, 10);
     } else if (strcmp(key, "max_size_bytes") == 0) {
         p->max_size_bytes = strtoull(val, NULL, 10);
     } else if (strcmp(key, "user_only") == 0) {

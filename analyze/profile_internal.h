@@ -129,6 +129,7 @@ struct stream_feature {
     void (*release)(void *state); /* always, last; may be NULL */
 };
 extern const struct stream_feature threading_stream_feature; /* threading_load.c */
+extern const struct stream_feature accounting_stream_feature; /* accounting.c */
 extern const struct stream_feature ranks_stream_feature;     /* ranks.c */
 extern const struct stream_feature counters_stream_feature;  /* counters.c */
 

@@ -33,6 +33,7 @@ static const struct stream_feature *const features[] = {
     &threading_stream_feature,
     &ranks_stream_feature,
     &counters_stream_feature,
+    &accounting_stream_feature,
 };
 #define NFEATURES (sizeof features / sizeof features[0])
 

@@ -59,6 +59,7 @@ enum opr_record_type {
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
+    OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
     OPR_REC_LIMITS = 20, /* struct opr_limits (cumulative): samples not recorded by --delay/--duration/--max-size */
 };
 
@@ -158,6 +159,24 @@ struct opr_agent_cost {
     uint64_t process_cpu_ns;  /* CPU time of the whole process (workload + agent) */
 };
 
+/* Written with END (before it, after AGENT_COST): what the samples of this
+ * image do not stand for, measured in the process, so that "lost 0" is never
+ * said of CPU time nobody sampled (issue 18, items 5-7). */
+struct opr_accounting {
+    uint64_t time_ns;
+    uint64_t startup_cpu_ns;   /* agent start-up in this image (constructor or fork child), thread CPU time */
+    uint64_t shutdown_cpu_ns;  /* agent shutdown (final drain, polls) up to this record, thread CPU time */
+    uint64_t sampled_ns;       /* timer periods the handler took x period (incl. lost, outside the window); 0 for -c */
+    uint64_t unsampled_ns;     /* process CPU - agent cost (handler, writer, start-up, shutdown) - sampled_ns, >= 0; 0 for -c */
+    uint64_t trap_blocked_threads; /* threads seen with SIGTRAP in their signal mask (/proc task status SigBlk) */
+    uint64_t trap_blocked_cpu_ns;  /* their CPU time (schedstat) */
+    uint64_t threads_started;  /* threads of this image: the main thread + pthread_create calls */
+    uint64_t threads_sampled;  /* of them, threads with at least one sample */
+    uint64_t unwritten_samples;/* samples dropped because the stream could not be written (disk full, I/O error) */
+    uint32_t write_errno;      /* the first write error (ENOSPC, EDQUOT, EIO...), 0: none */
+    uint32_t pad;
+};
+
 /* Collection limits (record --delay/--duration/--max-size). Cumulative per
  * stream, written when they change and with END; the last one counts. */
 struct opr_limits {
@@ -190,6 +209,13 @@ struct opr_live {
     uint64_t bytes;
     uint64_t outside_window;   /* --delay/--duration: samples not recorded */
     uint64_t dropped_size_cap; /* --max-size: samples dropped */
+    uint64_t unwritten;        /* samples lost because a stream could not be written (disk full); not in samples */
+    /* ACCOUNTING totals over the processes that ended (docs/format.md) */
+    uint64_t cpu_ns;           /* process CPU time */
+    uint64_t unsampled_ns;     /* of it, CPU time no sample stands for */
+    uint64_t startup_cpu_ns;   /* the agent's start-up and shutdown CPU time */
+    uint64_t trap_blocked_threads;
+    uint64_t threads_started, threads_sampled;
 };
 #define OPR_LIVE_MAGIC "OPLIVE01"
 
@@ -436,6 +462,11 @@ void opr_writer_note(struct opr_writer *w, const char *text); /* NOTE record, no
 void opr_writer_flush(struct opr_writer *w);
 size_t opr_writer_pending(const struct opr_writer *w); /* bytes emitted, not flushed yet */
 uint64_t opr_writer_bytes(const struct opr_writer *w);  /* bytes flushed that reached ops.write's target */
+/* SAMPLE records emitted that did not reach ops.write's target in full (a
+ * short write: disk full). After the first short write nothing more is
+ * written, so the stream ends at the cut and is not corrupted further on. */
+uint64_t opr_writer_unwritten_samples(const struct opr_writer *w);
+size_t opr_writer_thread_count(const struct opr_writer *w); /* threads noted (opr_writer_note_thread) */
 
 /* ---- stacks (stream_writer.c) ---- */
 /* The STACK id of a native chain (leaf first), writing the record the first

@@ -81,6 +81,9 @@ void opr_writer_reset(struct opr_writer *w)
     writer_forget_process(w);
     w->len = 0;
     w->bytes = 0;
+    w->records_at = 0;
+    w->unwritten_samples = 0;
+    w->write_failed = false;
 }
 
 void opr_writer_free(struct opr_writer *w)
@@ -113,13 +116,40 @@ void opr_writer_begin(struct opr_writer *w, uint32_t pid, uint32_t ppid, uint64_
         opr_writer_flush(w);
     memcpy(w->buf + w->len, &h, sizeof h);
     w->len += sizeof h;
+    w->records_at = w->len;
+}
+
+/* SAMPLE records in buf that end past byte `written`: what a short write lost. */
+static uint64_t samples_past(const struct opr_writer *w, size_t written)
+{
+    uint64_t n = 0;
+    for (size_t at = w->records_at; at + sizeof(struct opr_record_header) <= w->len;) {
+        struct opr_record_header h;
+        memcpy(&h, w->buf + at, sizeof h);
+        if (h.size < sizeof h)
+            break; /* cannot happen: emit frames every record */
+        if (h.type == OPR_REC_SAMPLE && at + h.size > written)
+            n++;
+        at += h.size;
+    }
+    return n;
 }
 
 void opr_writer_flush(struct opr_writer *w)
 {
-    if (w->len)
-        w->bytes += w->ops.write(w->ops.ctx, w->buf, w->len);
+    if (w->len == 0)
+        return;
+    /* Once a write came up short the file ends inside a record; writing on
+     * (when space comes back) would put records after a torn one. So the
+     * rest is counted, not written. */
+    size_t got = w->write_failed ? 0 : w->ops.write(w->ops.ctx, w->buf, w->len);
+    w->bytes += got;
+    if (got < w->len) {
+        w->write_failed = true;
+        w->unwritten_samples += samples_past(w, got);
+    }
     w->len = 0;
+    w->records_at = 0;
 }
 
 void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
@@ -150,6 +180,8 @@ void opr_writer_note(struct opr_writer *w, const char *text)
 
 size_t opr_writer_pending(const struct opr_writer *w) { return w->len; }
 uint64_t opr_writer_bytes(const struct opr_writer *w) { return w->bytes; }
+uint64_t opr_writer_unwritten_samples(const struct opr_writer *w) { return w->unwritten_samples; }
+size_t opr_writer_thread_count(const struct opr_writer *w) { return w->nthreads; }
 
 /* ---- native stacks --------------------------------------------------------- */
 

@@ -51,6 +51,9 @@ struct opr_writer {
     uint8_t *buf;               /* WRITER_BUFFER_SIZE bytes */
     size_t len;                 /* bytes in buf, not flushed yet */
     uint64_t bytes;             /* bytes flushed that got there */
+    size_t records_at;          /* where records start in buf (after a file header) */
+    uint64_t unwritten_samples; /* SAMPLE records that never reached the target */
+    bool write_failed;          /* a short write happened: the stream ends there */
 
     struct id_table stacks;     /* native chain -> STACK id */
     struct id_table py_codes;   /* (code, fingerprint) -> PYCODE id */

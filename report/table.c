@@ -293,6 +293,33 @@ const char *report_sampled_modes(const struct profile *p)
     return "user mode only";
 }
 
+/* CPU time no sample stands for (ACCOUNTING records), from 5 % of the CPU
+ * time and 10 ms up: below that it is the expected remainder (each thread
+ * leaves less than one period unsampled when it ends). */
+static void print_unsampled(FILE *out, const struct profile *p)
+{
+    const uint64_t cpu = p->process_cpu_ns, un = p->acct.unsampled_ns;
+    if (!cpu || p->sample_period || un < 10000000ull || 100.0 * (double)un / (double)cpu < 5.0)
+        return;
+    fprintf(out, "  unsampled   %.1f %% of CPU time (%.3f s of %.3f s) produced no sample", 100.0 * (double)un / (double)cpu,
+            (double)un / 1e9, (double)cpu / 1e9);
+    uint64_t idle = p->acct.threads_started > p->acct.threads_sampled ? p->acct.threads_started - p->acct.threads_sampled
+                                                                      : 0;
+    idle = idle > p->acct.trap_blocked_threads ? idle - p->acct.trap_blocked_threads : 0;
+    if (p->acct.trap_blocked_threads)
+        fprintf(out, ": SIGTRAP blocked in %" PRIu64 " threads (%.3f s; opprof samples with SIGTRAP: leave it "
+                     "unblocked in the threads' signal masks)",
+                p->acct.trap_blocked_threads, (double)p->acct.trap_blocked_cpu_ns / 1e9);
+    if (idle)
+        fprintf(out, "%s%" PRIu64 " of %" PRIu64 " threads (in %zu processes) took no sample (each shorter than the "
+                     "%.3f ms period: raise -F or reuse threads and processes)",
+                p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, p->acct.streams,
+                (double)p->period_ns / 1e6);
+    if (!idle && !p->acct.trap_blocked_threads)
+        fprintf(out, ": short-lived threads or processes: raise -F");
+    fputc('\n', out);
+}
+
 void report_print_header(FILE *out, const struct profile *p)
 {
     fprintf(out, "opprof report: %s\n", p->dir ? p->dir : "(in memory)");
@@ -316,8 +343,13 @@ void report_print_header(FILE *out, const struct profile *p)
     fprintf(out, "  samples     %zu (", p->nsamples);
     if (p->total_weight != p->nsamples)
         fprintf(out, "weight %" PRIu64 " periods; ", p->total_weight);
-    fprintf(out, "lost %" PRIu64 ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), event %s",
-            p->lost_samples, p->truncated_samples, unwind_failed,
+    uint64_t unwritten = p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten
+                                                                             : p->acct.unwritten_samples;
+    fprintf(out, "lost %" PRIu64, p->lost_samples + unwritten);
+    if (unwritten) /* per reason: the agent's queue, the disk */
+        fprintf(out, ": %" PRIu64 " queue full, %" PRIu64 " not written, disk full", p->lost_samples, unwritten);
+    fprintf(out, ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), event %s",
+            p->truncated_samples, unwind_failed,
             p->event && p->event[0] ? p->event : "(unknown)");
     if (p->frequency_hz)
         fprintf(out, " at %u Hz", p->frequency_hz);
@@ -333,13 +365,22 @@ void report_print_header(FILE *out, const struct profile *p)
     /* Measured inside the workload by the agent itself (AGENT_COST records). */
     if (p->agent_handler_calls && p->process_cpu_ns) {
         double handler_us = (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3;
-        double share = 100.0 * (double)(p->agent_handler_ns + p->agent_writer_cpu_ns) / (double)p->process_cpu_ns;
-        fprintf(out, "  overhead    %.1f us per sample in the signal handler + %.3f s writer thread CPU = "
-                     "%.2f %% of the processes' CPU time\n",
-                handler_us, (double)p->agent_writer_cpu_ns / 1e9, share);
+        /* start-up/shutdown: paid once per process, so 500 quick forks show it */
+        double share = 100.0 * (double)(p->agent_handler_ns + p->agent_writer_cpu_ns + p->acct.startup_cpu_ns) /
+                       (double)p->process_cpu_ns;
+        fprintf(out, "  overhead    %.1f us per sample in the signal handler + %.3f s writer thread CPU", handler_us,
+                (double)p->agent_writer_cpu_ns / 1e9);
+        if (p->acct.streams)
+            fprintf(out, " + %.3f s start-up in %zu processes", (double)p->acct.startup_cpu_ns / 1e9, p->acct.streams);
+        fprintf(out, " = %.2f %% of the processes' CPU time\n", share);
     }
+    print_unsampled(out, p);
 
-    if (!p->complete)
+    /* Said once: the loader's warning (below) says it when it is there. */
+    bool said = false;
+    for (size_t i = 0; i < p->nwarnings; i++)
+        said = said || (p->warnings[i] && strstr(p->warnings[i], "did not finish"));
+    if (!p->complete && !said)
         fputs("warning: recording did not finish (opprof record was interrupted); figures cover what was written\n",
               out);
     for (size_t i = 0; i < p->nwarnings; i++)
@@ -567,6 +608,13 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     fprintf(out, ",\"complete\":%s", !p || p->complete ? "true" : "false");
     if (p) /* what the samples cover: user mode only, or user and kernel mode */
         fprintf(out, ",\"user_only\":%s", p->user_only ? "true" : "false");
+    if (p && (p->acct.streams || p->acct.info_unwritten)) /* ACCOUNTING: what the samples do not stand for */
+        fprintf(out, ",\"accounting\":{\"process_cpu_ns\":%" PRIu64 ",\"unsampled_cpu_ns\":%" PRIu64
+                     ",\"sigtrap_blocked_threads\":%" PRIu64 ",\"threads_started\":%" PRIu64
+                     ",\"threads_sampled\":%" PRIu64 ",\"startup_cpu_ns\":%" PRIu64 ",\"unwritten_samples\":%" PRIu64 "}",
+                p->process_cpu_ns, p->acct.unsampled_ns, p->acct.trap_blocked_threads, p->acct.threads_started,
+                p->acct.threads_sampled, p->acct.startup_cpu_ns,
+                p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten : p->acct.unwritten_samples);
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));
     fputs(",\"sort\":", out);

@@ -158,6 +158,16 @@ AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/st
 AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
 AGENT_HIDDEN uint64_t agent_now_ns(void);
+/* accounting (ACCOUNTING record): timer periods the handler took (sum of
+ * weights), the agent's start-up CPU time in this image, the calling
+ * thread's CPU clock */
+AGENT_HIDDEN extern _Atomic uint64_t agent_periods_taken;
+AGENT_HIDDEN extern uint64_t agent_startup_cpu_ns;
+AGENT_HIDDEN uint64_t agent_thread_cpu_ns(void);
+/* agent_threads.c: threads seen with SIGTRAP blocked and their CPU time;
+ * threads of this image (main + pthread_create calls) */
+AGENT_HIDDEN void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns);
+AGENT_HIDDEN uint64_t agent_threads_started(void);
 
 /* The SIGTRAP handler (installed by agent_signals.c). Returns true when the
  * signal was one of opprof's samples, false when it belongs to the workload. */

@@ -16,7 +16,9 @@
  * rare files. schedstat files stay open and are re-read with pread(…, 0).
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -39,6 +41,8 @@ struct tracked {
     uint32_t gen;       /* poll that last saw it in /proc/self/task */
     uint64_t nivcsw;
     uint64_t run, wait, slices;
+    bool trap_blocked;  /* seen with SIGTRAP in SigBlk: its CPU time cannot be sampled */
+    bool trap_before;   /* the last mask read had SIGTRAP blocked */
 };
 
 static struct tracked *tracked;
@@ -48,6 +52,9 @@ static uint64_t last_poll_ns;
 static uint32_t writer_tid;
 static struct opr_sched_thread *entries;
 static uint32_t cpus_online, cpus_affinity, limit_milli;
+/* accounting: threads seen with SIGTRAP blocked; the CPU time of those gone */
+static uint64_t trap_blocked_threads, trap_blocked_gone_ns;
+static _Atomic uint64_t threads_created;
 
 static int read_text(const char *path, char *buf, size_t cap)
 {
@@ -125,12 +132,29 @@ static void read_cpus(void)
     limit_milli = read_cgroup_limit();
 }
 
-static uint64_t read_nivcsw(uint32_t tid)
+/* From .../status: nonvoluntary context switches, and whether SIGTRAP is in
+ * the thread's signal mask (SigBlk, hex; SIGTRAP is signal 5, bit 4). A
+ * thread that blocks it takes no sample however long it runs: the report
+ * says so instead of showing "lost 0" (issue 18, item 5). Reading the mask
+ * here costs nothing more: the file is read anyway. */
+static uint64_t read_status(struct tracked *t, bool check_mask)
 {
     char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/self/task/%u/status", tid);
+    snprintf(path, sizeof path, "/proc/self/task/%u/status", t->tid);
     if (read_text(path, buf, sizeof buf) < 0)
         return UINT64_MAX;
+    const char *b = strstr(buf, "SigBlk:");
+    uint64_t mask = b ? strtoull(b + 7, NULL, 16) : 0;
+    /* Counted when seen blocked on two reads in a row (~250 ms apart): glibc
+     * blocks every signal in a thread around pthread_create, and the agent
+     * blocks SIGTRAP while it sets up a fork child; those moments are not the
+     * workload's mask. */
+    bool trap = check_mask && (mask & (1ull << (SIGTRAP - 1)));
+    if (trap && t->trap_before && !t->trap_blocked) {
+        t->trap_blocked = true;
+        trap_blocked_threads++;
+    }
+    t->trap_before = trap;
     const char *k = strstr(buf, "nonvoluntary_ctxt_switches:");
     return k ? strtoull(k + 27, NULL, 10) : UINT64_MAX;
 }
@@ -153,7 +177,9 @@ static struct tracked *find_or_add(uint32_t tid)
     memset(t, 0, sizeof *t);
     t->tid = tid;
     t->fd = fd;
-    t->nivcsw = read_nivcsw(tid);
+    /* Not the mask at first sight: a thread pthread_create has just made
+     * runs with every signal blocked until it sets the creator's mask. */
+    t->nivcsw = read_status(t, false);
     return t;
 }
 
@@ -166,6 +192,8 @@ static void forget_gone(void)
             tracked[w++] = tracked[i];
         } else if (tracked[i].fd >= 0) {
             close(tracked[i].fd);
+            if (tracked[i].trap_blocked)
+                trap_blocked_gone_ns += tracked[i].run;
         }
     }
     ntracked = w;
@@ -214,7 +242,7 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
             agent_offcpu_note(emit, now, interval_ns, tid, run - t->run, wait - t->wait);
         t->run = run, t->wait = wait, t->slices = slices;
         if (status_now) {
-            uint64_t v = read_nivcsw(tid);
+            uint64_t v = read_status(t, t->gen != 0); /* known since an earlier poll */
             if (v != UINT64_MAX)
                 t->nivcsw = v;
         }
@@ -235,6 +263,42 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     emit(OPR_REC_SCHED_TICK, &tick, sizeof tick, entries, n * sizeof *entries);
 }
 
+void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns)
+{
+    uint64_t ns = trap_blocked_gone_ns;
+    for (size_t i = 0; i < ntracked; i++)
+        if (tracked[i].trap_blocked)
+            ns += tracked[i].run;
+    *threads = trap_blocked_threads;
+    *cpu_ns = ns;
+}
+
+/* The writer thread goes through our pthread_create too; it is not the
+ * workload's and takes no sample. */
+uint64_t agent_threads_started(void)
+{
+    uint64_t n = atomic_load(&threads_created);
+    return 1 + (n > 0 ? n - 1 : 0);
+}
+
+/* Counted so that threads too short to take one sample are a number in the
+ * report, not silence (issue 18, item 7). Only counted: the start routine is
+ * the workload's own, unwrapped, so its stacks are unchanged. */
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+__attribute__((visibility("default"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                          void *(*start)(void *), void *arg)
+{
+    static pthread_create_fn real;
+    if (!real)
+        real = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (!real)
+        return EAGAIN;
+    int rc = real(thread, attr, start, arg);
+    if (rc == 0)
+        atomic_fetch_add_explicit(&threads_created, 1, memory_order_relaxed);
+    return rc;
+}
+
 void agent_threads_atfork_child(void)
 {
     for (size_t i = 0; i < ntracked; i++)
@@ -244,5 +308,7 @@ void agent_threads_atfork_child(void)
     last_poll_ns = 0;
     writer_tid = 0;
     gen = 0;
+    trap_blocked_threads = trap_blocked_gone_ns = 0;
+    atomic_store(&threads_created, 0);
     agent_tstate_reset(); /* ranks: the parent's threads are not ours */
 }

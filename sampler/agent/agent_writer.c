@@ -17,6 +17,7 @@
  * lost-sample counters, limits, the agent's cost, and an END record on a
  * clean shutdown.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,6 +48,9 @@ static uint64_t samples_written, last_lost_reported, last_taken_reported;
 /* collection limits (--delay/--duration/--max-size), see emit_limits_if_changed */
 static uint64_t dropped_size_cap, first_drop_ns, last_outside_reported, last_dropped_reported;
 static struct opr_live *live;
+/* disk full: samples the stream could not take, and why (first error) */
+static uint64_t unwritten_reported;
+static int write_errno;
 
 bool agent_is_writer_thread(void) { return in_writer_thread != 0; }
 bool agent_writer_owns_process(void) { return stream_pid == getpid(); }
@@ -59,6 +63,8 @@ static size_t write_stream_file(void *ctx, const void *bytes, size_t len)
 {
     (void)ctx;
     size_t n = opr_write_all(stream_fd, bytes, len);
+    if (n < len && write_errno == 0)
+        write_errno = errno ? errno : EIO;
     if (live)
         __atomic_fetch_add(&live->bytes, n, __ATOMIC_RELAXED);
     return n;
@@ -103,10 +109,20 @@ static void emit(uint32_t type, const void *body, size_t body_len, const void *t
         opr_writer_emit(writer, type, body, body_len, tail, tail_len);
 }
 
+/* Samples a short write lost are lost samples (reason: disk full): the live
+ * counters move them from samples to unwritten, so the launcher's summary
+ * never claims samples that are not on disk. */
 static void flush_stream(void)
 {
-    if (writer)
-        opr_writer_flush(writer);
+    if (!writer)
+        return;
+    opr_writer_flush(writer);
+    uint64_t unwritten = opr_writer_unwritten_samples(writer);
+    if (unwritten > unwritten_reported && live) {
+        __atomic_fetch_add(&live->unwritten, unwritten - unwritten_reported, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&live->samples, unwritten - unwritten_reported, __ATOMIC_RELAXED);
+    }
+    unwritten_reported = unwritten;
 }
 
 /* Returns PYSTACK id + 1 for the slot's Python frames, 0 when it has none. */
@@ -351,8 +367,37 @@ void agent_writer_flush(void)
     pthread_mutex_unlock(&writer_lock);
 }
 
+/* ACCOUNTING (docs/format.md): what this image's samples do not stand for.
+ * cost_ns is the agent's CPU cost already in the AGENT_COST record. */
+static void emit_accounting(uint64_t process_cpu_ns, uint64_t cost_ns, uint64_t shutdown_cpu_ns)
+{
+    struct opr_accounting a = {.time_ns = agent_now_ns(), .startup_cpu_ns = agent_startup_cpu_ns,
+                               .shutdown_cpu_ns = shutdown_cpu_ns};
+    cost_ns += a.startup_cpu_ns + a.shutdown_cpu_ns;
+    if (!agent_config.leader) { /* -c: samples are events, not time */
+        a.sampled_ns = atomic_load(&agent_periods_taken) * agent_config.period_ns;
+        if (process_cpu_ns > cost_ns + a.sampled_ns)
+            a.unsampled_ns = process_cpu_ns - cost_ns - a.sampled_ns;
+    }
+    agent_threads_trap_blocked(&a.trap_blocked_threads, &a.trap_blocked_cpu_ns);
+    a.threads_started = agent_threads_started();
+    a.threads_sampled = opr_writer_thread_count(writer);
+    a.unwritten_samples = opr_writer_unwritten_samples(writer);
+    a.write_errno = (uint32_t)write_errno;
+    emit(OPR_REC_ACCOUNTING, &a, sizeof a, NULL, 0);
+    if (live) { /* for the launcher's summary, which reads no stream */
+        __atomic_fetch_add(&live->cpu_ns, process_cpu_ns, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->unsampled_ns, a.unsampled_ns, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->startup_cpu_ns, a.startup_cpu_ns + a.shutdown_cpu_ns, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->trap_blocked_threads, a.trap_blocked_threads, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->threads_started, a.threads_started, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live->threads_sampled, a.threads_sampled, __ATOMIC_RELAXED);
+    }
+}
+
 void agent_writer_stop(bool clean)
 {
+    uint64_t stop_started_cpu = agent_thread_cpu_ns();
     /* Bounded wait: if the lock cannot be had (we were called from a signal
      * handler that interrupted the writer), give up rather than hang. */
     struct timespec deadline;
@@ -381,6 +426,8 @@ void agent_writer_stop(bool clean)
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pcpu) == 0)
         cost.process_cpu_ns = (uint64_t)pcpu.tv_sec * 1000000000ull + (uint64_t)pcpu.tv_nsec;
     emit(OPR_REC_AGENT_COST, &cost, sizeof cost, NULL, 0);
+    emit_accounting(cost.process_cpu_ns, cost.handler_ns + cost.writer_cpu_ns,
+                    agent_thread_cpu_ns() - stop_started_cpu);
     if (clean) {
         struct opr_end e = {agent_now_ns(), atomic_load(&agent_samples_taken),
                             atomic_load(&agent_samples_lost)};
@@ -412,6 +459,8 @@ void agent_writer_atfork_child(void)
     ompt_atfork_child();         /* threading/OpenMP: the parent's rings are not ours */
     agent_threads_atfork_child();
     samples_written = last_lost_reported = last_taken_reported = 0;
+    unwritten_reported = 0;
+    write_errno = 0;
     dropped_size_cap = first_drop_ns = last_outside_reported = last_dropped_reported = 0;
     if (begin_stream() != 0)
         return;

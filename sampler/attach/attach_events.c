@@ -231,9 +231,12 @@ static void describe_refusal(int err, pid_t pid, char *msg, size_t len)
     if (err == EACCES || err == EPERM)
         snprintf(msg, len,
                  "the kernel refused to sample process %d (%s; kernel.perf_event_paranoid=%d): another user's "
-                 "process needs root or CAP_PERFMON; for your own processes set "
-                 "`sudo sysctl kernel.perf_event_paranoid=2` or lower",
-                 (int)pid, strerror(err), paranoid);
+                 "process needs root or CAP_PERFMON%s",
+                 (int)pid, strerror(err), paranoid,
+                 /* 2 already allows your own processes: advise lowering only above it */
+                 paranoid > 2 ? "; for your own processes set `sudo sysctl kernel.perf_event_paranoid=2`"
+                              : "; this setting already allows your own processes, so the process is another "
+                                "user's or not dumpable (setuid, prctl PR_SET_DUMPABLE)");
     else if (err == EMFILE || err == ENFILE)
         snprintf(msg, len, "too many open files for one event per thread and CPU of process %d: raise `ulimit -n`",
                  (int)pid);

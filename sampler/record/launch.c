@@ -240,6 +240,9 @@ static void write_rank_info(FILE *f)
         fprintf(f, "world_size=%d\n", (int)r.world_size);
 }
 
+/* Samples a full disk kept out of the streams (live counters), for info. */
+static uint64_t final_unwritten;
+
 static int write_info(const char *dir, const struct record_options *o, const struct run_facts *r)
 {
     FILE *f = record_begin_info(dir);
@@ -282,6 +285,8 @@ static int write_info(const char *dir, const struct record_options *o, const str
     if (o->max_size_bytes)
         fprintf(f, "max_size_bytes=%llu\n", (unsigned long long)o->max_size_bytes);
     write_rank_info(f); /* ranks */
+    if (r->complete && final_unwritten) /* disk full: the streams could not say it */
+        fprintf(f, "unwritten_samples=%llu\n", (unsigned long long)final_unwritten);
     if (r->complete) {
         fprintf(f, "end_ns=%llu\n", (unsigned long long)r->end_ns);
         fprintf(f, "exit_status=%d\n", r->exit_status);
@@ -547,18 +552,56 @@ static int note_workload_end(const struct record_options *o, bool exec_failed, i
     return facts->exit_status;
 }
 
+/* CPU time no sample stands for (ACCOUNTING totals): said when it is at
+ * least 5 % of the CPU time and 10 ms. Below that it is the expected
+ * remainder: each thread leaves less than one period unsampled at exit, and
+ * the agent's loading before its constructor is not measured. */
+static void print_unsampled(const struct opr_live *live, uint64_t period_ns)
+{
+    if (o_leader.active || live->cpu_ns == 0)
+        return;
+    double share = 100.0 * (double)live->unsampled_ns / (double)live->cpu_ns;
+    if (share < 5.0 || live->unsampled_ns < 10000000ull)
+        return;
+    fprintf(stderr, "opprof record: %.0f %% of CPU time unsampled (%.3f s of %.3f s)", share,
+            live->unsampled_ns / 1e9, live->cpu_ns / 1e9);
+    uint64_t unsampled_threads =
+        live->threads_started > live->threads_sampled ? live->threads_started - live->threads_sampled : 0;
+    unsampled_threads = unsampled_threads > live->trap_blocked_threads ? unsampled_threads - live->trap_blocked_threads
+                                                                      : 0; /* those are said once, above */
+    if (live->trap_blocked_threads)
+        fprintf(stderr, ": SIGTRAP blocked in %llu threads (opprof samples with SIGTRAP; a thread that blocks "
+                        "it is never sampled: leave SIGTRAP unblocked, e.g. in sigprocmask/pthread_sigmask masks)",
+                (unsigned long long)live->trap_blocked_threads);
+    if (unsampled_threads)
+        fprintf(stderr, "%s%llu of %llu threads (in %llu processes) took no sample (shorter than the %.3f ms "
+                        "period: raise -F, or reuse threads and processes, e.g. a pool)",
+                live->trap_blocked_threads ? "; " : ": ", (unsigned long long)unsampled_threads,
+                (unsigned long long)live->threads_started, (unsigned long long)live->processes, period_ns / 1e6);
+    if (!live->trap_blocked_threads && !unsampled_threads)
+        fprintf(stderr, ": short-lived threads or processes (less than one %.3f ms period each): raise -F",
+                period_ns / 1e6);
+    fputc('\n', stderr);
+}
+
 /* The closing lines on stderr: what was collected and where, and why a
- * recording may hold less than expected (window, size cap, no agent, no
- * samples, interrupted). */
+ * recording may hold less than expected (window, size cap, disk full,
+ * unsampled CPU time, no agent, no samples, interrupted). */
 static void print_record_summary(const struct record_options *o, const char *dir, const char *absdir,
-                                 const struct opr_live *live, uint64_t period_ns)
+                                 const struct opr_live *live, uint64_t period_ns, const struct run_facts *facts)
 {
     char size[32];
     format_size(dir_size(absdir), size, sizeof size);
-    unsigned long long samples = live ? live->samples : 0, lost = live ? live->lost : 0;
-    fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
-            samples, lost, live ? (unsigned long long)live->threads : 0ull,
+    unsigned long long samples = live ? live->samples : 0, queue_full = live ? live->lost : 0;
+    unsigned long long disk_full = live ? live->unwritten : 0;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost", samples, queue_full + disk_full);
+    if (disk_full) /* per reason, when there is more than the queue's */
+        fprintf(stderr, ": %llu queue full, %llu not written (disk full)", queue_full, disk_full);
+    fprintf(stderr, "), %llu threads, %llu processes -> %s (%s)\n", live ? (unsigned long long)live->threads : 0ull,
             live ? (unsigned long long)live->processes : 0ull, dir, size);
+    if (disk_full)
+        fprintf(stderr, "opprof record: %s filled up: %llu samples could not be written (counted as lost); "
+                        "free some space or use --max-size\n", dir, disk_full);
     if (live && (o->delay_s > 0 || o->duration_s > 0)) {
         char until[48] = "the end";
         if (o->duration_s > 0)
@@ -570,6 +613,8 @@ static void print_record_summary(const struct record_options *o, const char *dir
     if (live && live->dropped_size_cap)
         fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
                 (unsigned long long)live->dropped_size_cap);
+    if (live && live->processes)
+        print_unsampled(live, period_ns);
     if (live && live->processes == 0)
         fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                         "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);
@@ -577,12 +622,18 @@ static void print_record_summary(const struct record_options *o, const char *dir
         fprintf(stderr, "opprof record: warning: no samples: no thread of the workload caused %llu %s "
                         "events (each thread counts its own); lower -c\n",
                 (unsigned long long)o_leader.period, o_leader.name);
-    else if (samples == 0)
+    else if (samples == 0 && !disk_full && !(live && live->trap_blocked_threads))
         fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                         "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
-    if (interrupted_by)
+    /* Interrupted only if the signal ended the workload: one that ignores or
+     * handles SIGINT and runs to completion was not interrupted. */
+    if (interrupted_by && facts->exit_signal)
         fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
                 (int)interrupted_by, dir);
+    else if (interrupted_by)
+        fprintf(stderr, "opprof record: signal %d (%s) was passed on to the workload, which ran on and exited "
+                        "with status %d: the recording is complete\n",
+                (int)interrupted_by, strsignal((int)interrupted_by), facts->exit_status);
 }
 
 int record_run(const struct record_options *o)
@@ -658,10 +709,11 @@ int record_run(const struct record_options *o)
     facts.complete = true;
 
     int rc = note_workload_end(o, got > 0, exec_errno, status, &facts);
+    final_unwritten = live ? __atomic_load_n(&live->unwritten, __ATOMIC_RELAXED) : 0;
     if (write_info(absdir, o, &facts) != 0)
         fprintf(stderr, "opprof record: cannot finish %s/info: %s\n", dir, strerror(errno));
     if (!o->quiet && got <= 0)
-        print_record_summary(o, dir, absdir, live, period_ns);
+        print_record_summary(o, dir, absdir, live, period_ns, &facts);
     if (live)
         munmap(live, sizeof *live);
     return rc;

@@ -8,12 +8,14 @@
  * opprof creates in it is created with O_CREAT | O_EXCL | O_NOFOLLOW, so a
  * link planted under the name of one of our files makes the open fail instead
  * of writing through the link. info is rewritten by writing info.tmp that way
- * and renaming it over info (rename replaces a planted link, never follows it).
+ * and renaming it over info (rename replaces a planted link, never follows it);
+ * on a full disk, in place (rewrite_info_in_place says why).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,35 +71,110 @@ int record_create_file(const char *dir, const char *name, int flags)
     return open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
+/* The info text is built in memory and then written out (record_end_info):
+ * one launcher, one info at a time. */
+static char *info_text;
+static size_t info_len;
+
 FILE *record_begin_info(const char *dir)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir) >= (int)sizeof tmp) {
+    (void)dir;
+    free(info_text);
+    info_text = NULL;
+    info_len = 0;
+    return open_memstream(&info_text, &info_len);
+}
+
+static bool write_all_fd(int fd, const char *text, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        off += (size_t)n;
+    }
+    return true;
+}
+
+/* info.tmp then rename: a reader never sees a half-written info. */
+static int replace_info(const char *dir, const char *text, size_t len)
+{
+    char tmp[4096], path[4096];
+    if (snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir) >= (int)sizeof tmp ||
+        snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir) >= (int)sizeof path) {
         errno = ENAMETOOLONG;
-        return NULL;
+        return -1;
     }
     /* Ours from an interrupted rewrite, or planted: either way it goes (a
      * link is removed, not followed), and O_EXCL below fails if one is
      * planted again in between. */
     unlink(tmp);
     int fd = record_create_file(dir, OPR_INFO_FILE ".tmp", O_WRONLY);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    return f;
+    if (fd < 0)
+        return -1;
+    bool ok = write_all_fd(fd, text, len);
+    int err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok || rename(tmp, path) != 0) {
+        err = ok ? errno : err;
+        unlink(tmp); /* never leave a 0-byte info.tmp behind */
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Disk full (issue 18, item 6): info.tmp needs a new block the disk does not
+ * have, but the info written before the workload started already owns one,
+ * and the final text (well under a 4 KB block) fits in it. So the existing
+ * info is rewritten in place: opened without following a link, checked to
+ * be our own regular file, written from offset 0 and cut to length. A reader
+ * racing this rewrite could see a mix, but by then the workload has ended. */
+static int rewrite_info_in_place(const char *dir, const char *text, size_t len)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+    if (!ok)
+        errno = EPERM;
+    ok = ok && write_all_fd(fd, text, len) && ftruncate(fd, (off_t)len) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok ? 0 : -1;
 }
 
 int record_end_info(const char *dir, FILE *f)
 {
-    char tmp[4096], path[4096];
-    snprintf(tmp, sizeof tmp, "%s/" OPR_INFO_FILE ".tmp", dir);
-    snprintf(path, sizeof path, "%s/" OPR_INFO_FILE, dir);
     bool ok = !ferror(f);
-    if (fclose(f) != 0)
+    if (fclose(f) != 0 || !info_text)
         ok = false;
     if (!ok) {
-        unlink(tmp);
+        errno = ENOMEM;
         return -1;
     }
-    return rename(tmp, path);
+    int rc = replace_info(dir, info_text, info_len);
+    if (rc != 0 && (errno == ENOSPC || errno == EDQUOT)) {
+        int err = errno;
+        rc = rewrite_info_in_place(dir, info_text, info_len);
+        if (rc != 0)
+            errno = err;
+    }
+    free(info_text);
+    info_text = NULL;
+    info_len = 0;
+    return rc;
 }
