@@ -6,10 +6,13 @@
 #   3. clang-14 with -Werror: the build, the unit tests and the checks that
 #      need no workload (the workloads are built with gcc-only flags, and the
 #      integration tests' expected splits are gcc's code);
-#   4. make distcheck on the regular build: the tarball builds, installs,
+#   4. the libFuzzer targets (tests/fuzz/: a result's stream, its info file,
+#      the binaries it names) under ASan/UBSan, OPPROF_FUZZ_SECONDS (60) each,
+#      after replaying every input that once found a bug;
+#   5. make distcheck on the regular build: the tarball builds, installs,
 #      uninstalls and passes the whole of make check in a read-only tree.
 # Exit status 0 only when everything passed. On a 2-core machine: about 25
-# minutes. OPPROF_SKIP_DISTCHECK=1 leaves out step 4 (not in CI);
+# minutes. OPPROF_SKIP_DISTCHECK=1 leaves out step 5 (not in CI);
 # OPPROF_DISTCHECK_TESTS='tests/unit/run_unit ...' narrows its make check.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,6 +65,9 @@ if opprof_build "$clang_build" CC=clang-14 --enable-werror --with-cunit; then
 else
     status=1
 fi
+
+step "fuzzing: ${OPPROF_FUZZ_SECONDS:-60} s per target (ASan/UBSan)"
+"$root/tests/fuzz/run.sh" "${OPPROF_FUZZ_SECONDS:-60}" "${OPPROF_BUILD_FUZZ:-$root/build-fuzz}" || status=1
 
 if [ "${OPPROF_SKIP_DISTCHECK:-0}" != 1 ]; then
     step "make distcheck"
