@@ -106,6 +106,7 @@ static pid_t current_tid(void)
  */
 static __thread uint64_t charged_cpu_ns;
 static __thread bool charged_cpu_ours; /* this call updated charged_cpu_ns */
+static __thread uint64_t handler_entry_cpu_ns; /* the thread's CPU clock when this handler began */
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -121,6 +122,7 @@ static uint32_t take_sample_weight(void)
 {
     uint64_t now = thread_cpu_ns(), period = agent_config.period_ns;
     charged_cpu_ours = false;
+    handler_entry_cpu_ns = now;
     if (now == 0 || now < charged_cpu_ns || period == 0)
         return 1; /* no clock, a vfork child, or timer slack: one period */
     uint64_t periods = (now - charged_cpu_ns + period / 2) / period;
@@ -133,11 +135,18 @@ static uint32_t take_sample_weight(void)
     return (uint32_t)periods;
 }
 
-/* The handler's own time (handler_ns) is nobody's sample. */
-static void leave_handler_uncharged(uint64_t handler_ns)
+/* The handler's own CPU time is nobody's sample. Measured on the thread's
+ * CPU clock, not the wall clock: a handler preempted on a busy host spends
+ * wall time that is no CPU time, and skipping that much of the thread's
+ * clock lost its weight (fault_split's touch_pages: 21.5 % for a true 24.0 %
+ * beside other work, total weight 1,262 periods for 1.317 s of CPU). */
+static void leave_handler_uncharged(void)
 {
-    if (charged_cpu_ours)
-        charged_cpu_ns += handler_ns;
+    if (!charged_cpu_ours)
+        return;
+    uint64_t now = thread_cpu_ns();
+    if (now > handler_entry_cpu_ns)
+        charged_cpu_ns += now - handler_entry_cpu_ns;
 }
 
 /*
@@ -277,7 +286,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
      * clock reads: ~40 ns). */
     uint64_t handler_ns = agent_now_ns() - entry_ns;
     atomic_fetch_add_explicit(&agent_handler_ns, handler_ns, memory_order_relaxed);
-    leave_handler_uncharged(handler_ns);
+    leave_handler_uncharged();
     return true;
 }
 

@@ -10,7 +10,9 @@
  * Prints the process's own CPU time (CLOCK_PROCESS_CPUTIME_ID) at the end, so
  * the test compares opprof's accounting with the process's, not wall time.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
