@@ -8,8 +8,9 @@
 #     hot_a first, cumulative shares 75/25 within 5 pp, gprof2dot's invariants
 #   speedscope: structure, and the JSON schema shipped in the speedscope npm
 #     package (when npm can fetch it; skipped with a message otherwise)
-#   chrome trace: structure, slices per thread do not overlap, sample counts
-#     add up, two result dirs merge into one trace with two lanes in time order
+#   chrome trace: every event has cat, whole-microsecond times, B/E slices
+#     properly nested per thread (call stacks, depth >= 3), no args on slices,
+#     lane names without the pid, two result dirs merge into one trace with two lanes in time order
 #   SVG / HTML: headless Chromium renders them without console errors;
 #     screenshots are kept in tests/integration/artifacts/ of the build tree
 . "$(dirname "$0")/lib.sh"
@@ -215,21 +216,34 @@ fi
 pycheck '
 doc = load(sys.argv[1]); rep = load(sys.argv[2])
 ev = doc["traceEvents"]
-xs = [e for e in ev if e["ph"] == "X"]
+xs = [e for e in ev if e["ph"] in "BE"]
 ms = [e for e in ev if e["ph"] == "M"]
 cs = [e for e in ev if e["ph"] == "C"]
-for e in xs:
-    if not all(k in e for k in ("name", "pid", "tid", "ts", "dur")) or e["dur"] <= 0 or e["ts"] < 0:
-        fail("bad X event %r" % e); break
+for e in ev:
+    if e["ph"] == "M": e = dict(e, ts=0)
+    if not all(k in e for k in ("name", "cat", "pid", "tid", "ts")) or e["ts"] < 0 or e["ts"] != int(e["ts"]):
+        fail("bad event (no cat, or ts not whole microseconds) %r" % e); break
+    if e["ph"] in "BE" and "args" in e: fail("slice with args (speedscope appends them to the name): %r" % e); break
 names = {e["name"] for e in ms}
 if not {"process_name", "thread_name"} <= names: fail("missing process/thread names: %s" % names)
-n = sum(e["args"]["samples"] for e in xs)
-print("chrome: %d slices over %d samples, %d counter events" % (len(xs), n, len(cs)))
-lanes = {}
-for e in sorted(xs, key=lambda e: e["ts"]):
+for e in ms:
+    if re.search(r"\((pid|tid) \d+\)", e["args"].get("name", "") if isinstance(e["args"].get("name"), str) else ""):
+        fail("lane name repeats the pid/tid: %r" % e["args"]["name"]); break
+# B/E properly nested per thread, in file order, time never going back
+stacks, last, depth = {}, {}, 0
+for e in xs:
     k = (e["pid"], e["tid"])
-    if k in lanes and e["ts"] < lanes[k] - 1e-3: fail("slices overlap on %s at %.3f" % (k, e["ts"])); break
-    lanes[k] = e["ts"] + e["dur"]
+    if e["ts"] < last.get(k, 0): fail("time goes back on %s at %d" % (k, e["ts"])); break
+    last[k] = e["ts"]
+    st = stacks.setdefault(k, [])
+    if e["ph"] == "B": st.append(e); depth = max(depth, len(st))
+    elif not st or st[-1]["name"] != e["name"]: fail("E %r does not close the open slice" % e["name"]); break
+    else:
+        b = st.pop()
+        if e["ts"] <= b["ts"]: fail("empty slice %r" % e); break
+if any(stacks.values()): fail("slices left open")
+print("chrome: %d slice events, depth %d, %d counter events" % (len(xs), depth, len(cs)))
+if depth < 3: fail("chrome trace slices are not nested (depth %d)" % depth)
 hot = [e for e in xs if e["name"] == "hot_a (split.py)"]
 if not hot: fail("no slice for hot_a")
 if not cs or "active threads" not in cs[0]["args"] or cs[0]["args"].get("online CPUs", 0) < 1:
@@ -248,10 +262,10 @@ print("merged trace lanes: %s" % [p["args"]["name"] for p in procs])
 if len(procs) != 2: fail("expected 2 process lanes, got %d" % len(procs))
 by = {}
 for e in ev:
-    if e["ph"] == "X": by.setdefault(e["pid"], []).append(e)
+    if e["ph"] in "BE": by.setdefault(e["pid"], []).append(e)
 if len(by) == 2:
     (a, ea), (b, eb) = sorted(by.items(), key=lambda kv: min(e["ts"] for e in kv[1]))
-    end_a = max(e["ts"] + e["dur"] for e in ea); start_b = min(e["ts"] for e in eb)
+    end_a = max(e["ts"] for e in ea); start_b = min(e["ts"] for e in eb)
     print("first run ends at %.0f us, second starts at %.0f us" % (end_a, start_b))
     if start_b < end_a: fail("the second recording does not follow the first on the shared clock")
 else: fail("expected slices in 2 lanes, got %d" % len(by))

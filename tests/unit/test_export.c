@@ -394,18 +394,31 @@ static void test_chrome_slices(void)
     char *buf = NULL;
     size_t len = 0;
     CAPTURE(buf, len, export_chrome_trace(out, ps, &o, 1));
-    /* Thread 0: spin x3, then work (innermost Python) x3 merging [work] and
-     * [mm, work], then rec after a gap; thread 1: spin x1. */
-    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"X\""), 4);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "{\"ph\":\"X\",\"name\":\"spin\",\"cat\":\"native\",\"pid\":100,\"tid\":100,"
-                                       "\"ts\":0.000,\"dur\":3000.000,\"args\":{\"samples\":3"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"name\":\"work (w.py)\",\"cat\":\"python\",\"pid\":100,\"tid\":100,"
-                                       "\"ts\":3000.000,\"dur\":3000.000,\"args\":{\"samples\":3"));
+    /* Thread 0: main > spin for 3 samples, main > work with mm below it for
+     * the last two, then off CPU (a 14 ms gap) and main > rec > rec; thread
+     * 1: main > spin. Whole microseconds, every slice opened is closed. */
+#define SLICE(ph, name, cat, tid, ts) \
+    "{\"ph\":\"" ph "\",\"name\":\"" name "\",\"cat\":\"" cat "\",\"pid\":100,\"tid\":" tid ",\"ts\":" ts "}"
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, SLICE("B", "main", "native", "100", "0") ",\n"
+                                       SLICE("B", "spin", "native", "100", "0") ",\n"
+                                       SLICE("E", "spin", "native", "100", "3000") ",\n"
+                                       SLICE("B", "work (w.py)", "python", "100", "3000") ",\n"
+                                       SLICE("B", "at::_ops::mm::call", "operator", "100", "4000") ",\n"
+                                       SLICE("E", "at::_ops::mm::call", "operator", "100", "6000") ",\n"
+                                       SLICE("E", "work (w.py)", "python", "100", "6000") ",\n"
+                                       SLICE("E", "main", "native", "100", "6000") ",\n"
+                                       SLICE("B", "main", "native", "100", "19000")));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, SLICE("B", "spin", "native", "101", "1000") ",\n"
+                                       SLICE("E", "spin", "native", "101", "2000")));
+#undef SLICE
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"B\""), 9);
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"E\""), 9);
+    CU_ASSERT_PTR_NULL(strstr(buf, "(pid "));
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"thread_name\""), 2);
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"process_name\""), 1);
     /* Two threads active in the first 10 ms bucket, one in the third. */
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":0.000,\"args\":{\"active threads\":2,\"online CPUs\":2}"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":20000.000,\"args\":{\"active threads\":1,\"online CPUs\":2}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":0,\"args\":{\"active threads\":2,\"online CPUs\":2}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":20000,\"args\":{\"active threads\":1,\"online CPUs\":2}"));
     free(buf);
 
     /* Two profiles with the same pid get two lanes. */
@@ -414,7 +427,7 @@ static void test_chrome_slices(void)
     struct export_options oo[2] = {{.online_cpus = 2}, {.online_cpus = 2}};
     CAPTURE(buf, len, export_chrome_trace(out, two, oo, 2));
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"process_name\""), 2);
-    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"X\""), 8);
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"B\""), 18);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"pid\":10000100"));
     free(buf);
     profile_free(q);

@@ -1,0 +1,105 @@
+#!/bin/sh
+# test_viewers.sh — `opprof export` of the known-split program (a C call
+# stack main > do_work > run_work > phase_X > spin_X, 5:3:2) opened by the
+# readers people use, each skipped with its reason when it is not here:
+#   chrome trace: @tracerbench/trace-model builds its model (throws on a bad
+#     event) with slices nested >= 3 deep; speedscope 1.25.0 imports it in
+#     headless Chromium as its CLI does, without "Tried to end" warnings, and
+#     its sandwich view gives spin_a/b/c the same shares as the folded stacks
+# npm packages come from tests/integration/viewers_npm.sh, cached in
+# $OPPROF_TEST_NPM_DIR (default ~/.cache/opprof-test-npm).
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+require_python3
+require_opprof
+require_workload
+make_workdir
+
+NPM_DIR=${OPPROF_TEST_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opprof-test-npm}
+NODE_OK=0
+if ! command -v node >/dev/null 2>&1; then
+    NPM_WHY="node is not installed"
+elif NPM_WHY=$(sh "$HERE/viewers_npm.sh" "$NPM_DIR" 2>&1); then
+    NODE_OK=1
+fi
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+
+record "$WORK/ks" -- "$KNOWN_SPLIT" --seconds 2
+[ "$RECORD_STATUS" -eq 0 ] || die "opprof record of known_split exited $RECORD_STATUS"
+limited "$OPPROF" export "$WORK/ks" --chrome-trace "$WORK/ks.json" --folded "$WORK/ks.folded" \
+    2>"$WORK/export.err" || { show stderr "$WORK/export.err"; die "opprof export failed"; }
+
+# --- chrome trace: trace-model ------------------------------------------------------
+if [ "$NODE_OK" = 1 ]; then
+    cat >"$WORK/tm.js" <<'JS'
+const fs = require('fs');
+const tm = require('@tracerbench/trace-model');
+const doc = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+for (const e of doc.traceEvents)
+  if (e.cat === undefined) { console.log('FAIL: event without cat: ' + JSON.stringify(e)); process.exit(1); }
+const model = tm.buildModel(doc.traceEvents); // throws on what it cannot read
+let depth = 0, slices = 0;
+for (const p of model.processes) for (const t of p.threads) for (const e of t.events) {
+  if (!e.isComplete()) continue;
+  slices++;
+  let d = 1;
+  for (let q = e.parent; q; q = q.parent) d++;
+  depth = Math.max(depth, d);
+}
+console.log('trace-model: ' + model.processes.length + ' process(es), ' + slices + ' slices, depth ' + depth);
+process.exit(depth >= 3 ? 0 : 2);
+JS
+    if NODE_PATH="$NPM_DIR/node_modules" limited node "$WORK/tm.js" "$WORK/ks.json" >"$WORK/tm.out" 2>&1; then
+        pass "$(tail -n 1 "$WORK/tm.out")"
+    else
+        show trace-model "$WORK/tm.out" 10
+        fail "@tracerbench/trace-model rejected the chrome trace, or its slices are not nested 3 deep"
+    fi
+else
+    log "SKIP: trace-model check: $NPM_WHY"
+fi
+
+# --- chrome trace: speedscope's importer in Chromium -----------------------------------
+# speedscope_load FILE VIEW: loads FILE the way `speedscope FILE` does (a script
+# calling speedscope.loadFileFromBase64 named in #localProfilePath); the page's
+# DOM goes to FILE.dom, the console to FILE.log.
+speedscope_load() {
+    _ss="$WORK/speedscope"
+    [ -d "$_ss" ] || cp -r "$NPM_DIR/node_modules/speedscope/dist/release" "$_ss"
+    printf 'speedscope.loadFileFromBase64("%s", "%s")\n' "$(basename "$1")" "$(base64 -w0 "$1")" >"$1.js"
+    limited "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+        --enable-logging=stderr --v=0 --window-size=1400,2000 --virtual-time-budget=10000 \
+        --dump-dom "file://$_ss/index.html#localProfilePath=$1.js&view=$2" >"$1.dom" 2>"$1.log"
+}
+if [ "$NODE_OK" = 1 ] && [ -n "$CHROMIUM" ]; then
+    speedscope_load "$WORK/ks.json" sandwich
+    if grep -q "Tried to end\|Importing as Trace Event" "$WORK/ks.json.log"; then
+        grep "Tried to end" "$WORK/ks.json.log" | head -n 3
+        grep -q "Tried to end" "$WORK/ks.json.log" && fail "speedscope warns while importing the chrome trace"
+        pycheck '
+import html
+dom = open(sys.argv[1], encoding="utf-8").read()
+text = html.unescape(re.sub(r"\|+", "|", re.sub(r"<[^>]+>", "|", dom)))
+# sandwich rows: "total (pct)|self (pct)|name|"
+rows = re.findall(r"\|([0-9.]+[a-z]+) \(([0-9.<]+)%\)\|([0-9.]+[a-z]+) \(([0-9.<]+)%\)\|([^|]+)(?=\|)", text)
+share = {r[4]: float(r[1].lstrip("<")) for r in rows}
+counts, total = {}, 0
+for line in open(sys.argv[2], encoding="utf-8"):
+    stack, n = line.rsplit(" ", 1)
+    total += int(n)
+    for f in set(stack.split(";")): counts[f] = counts.get(f, 0) + int(n)
+for f in ("spin_a", "spin_b", "spin_c", "main"):
+    want = 100.0 * counts.get(f, 0) / total
+    if f not in share: fail("speedscope sandwich view has no row for %s" % f)
+    elif abs(share[f] - want) > 2: fail("%s: speedscope total %.1f %%, folded %.1f %%" % (f, share[f], want))
+    else: ok("%s: speedscope total %.1f %%, folded %.1f %%" % (f, share[f], want))
+' "$WORK/ks.json.dom" "$WORK/ks.folded"
+    else
+        show chromium "$WORK/ks.json.log" 10
+        fail "speedscope did not import the chrome trace"
+    fi
+else
+    log "SKIP: speedscope check: ${NPM_WHY:-chromium is not installed}"
+fi
+
+finish
