@@ -300,7 +300,8 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
     if (write_hotspots(out, p) != 0)
         return -1;
     fputs("<h2>Flame graph</h2>\n<p class=\"note\">Click a box to zoom, \"Reset zoom\" to go back, "
-          "\"Search\" to highlight functions by regular expression.</p>\n<div>\n",
+          "\"Search\" to highlight functions by regular expression.</p>\n"
+          "<div style=\"overflow:auto;max-height:85vh;max-width:100%\">\n",
           out);
     struct export_options fo = o ? *o : (struct export_options){0};
     fo.title = "";

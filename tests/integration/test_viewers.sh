@@ -6,6 +6,10 @@
 #     event) with slices nested >= 3 deep; speedscope 1.25.0 imports it in
 #     headless Chromium as its CLI does, without "Tried to end" warnings, and
 #     its sandwich view gives spin_a/b/c the same shares as the folded stacks
+#   flame graph: width and height attributes, flamegraph.pl's --width,
+#     --minwidth, --colors, --countname; one root (main: _start and
+#     __libc_start_main dropped) in the folded stacks and the SVG; Chromium
+#     shows it at its own size (scrolls) with a screenshot kept
 # npm packages come from tests/integration/viewers_npm.sh, cached in
 # $OPPROF_TEST_NPM_DIR (default ~/.cache/opprof-test-npm).
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -101,5 +105,40 @@ for f in ("spin_a", "spin_b", "spin_c", "main"):
 else
     log "SKIP: speedscope check: ${NPM_WHY:-chromium is not installed}"
 fi
+
+# --- flame graph ------------------------------------------------------------------------
+if limited "$OPPROF" export "$WORK/ks" --flamegraph "$WORK/ks.svg" --width 900 --minwidth 0.5 --colors hot \
+    --countname ms 2>"$WORK/svg.err"; then
+    pycheck '
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+w, h = root.get("width"), root.get("height")
+if w != "900" or not h or float(h) < 100: fail("flame graph SVG width/height: %r %r" % (w, h))
+else: ok("flame graph SVG is %s x %s px" % (w, h))
+ns = "{http://www.w3.org/2000/svg}"
+texts = "".join(t.text or "" for t in root.iter(ns + "text"))
+if " ms (" not in texts: fail("--countname ms not used in the summary line")
+fills = [r.get("fill") for g in root.iter(ns + "g") if g.get("class") == "f" for r in g.iter(ns + "rect")]
+hot = [f for f in fills if f.startswith("rgb(") and int(f[4:].split(",")[0]) >= 205]
+if not fills or len(hot) != len(fills): fail("--colors hot: %d of %d boxes red-based" % (len(hot), len(fills)))
+depth1 = [g for g in root.iter(ns + "g") if g.get("data-d") == "1"]
+names = [g.find(ns + "title").text.split("\n")[0] for g in depth1]
+if names != ["main"]: fail("flame graph roots: %s (expected one tower under main)" % names)
+else: ok("one root tower: main")
+roots = {l.split(";")[0] for l in open(sys.argv[2])}
+if roots != {"main"}: fail("folded roots: %s" % roots)
+' "$WORK/ks.svg" "$WORK/ks.folded"
+    if [ -n "$CHROMIUM" ]; then
+        ART=${OPPROF_TEST_ARTIFACTS:-$OPPROF_BUILDDIR/tests/integration/artifacts}
+        mkdir -p "$ART"
+        limited "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+            --window-size=1280,800 --screenshot="$ART/viewers-flame.png" "file://$WORK/ks.svg" >/dev/null 2>&1 &&
+            pass "flame graph screenshot: $ART/viewers-flame.png"
+    fi
+else
+    show stderr "$WORK/svg.err"
+    fail "opprof export --flamegraph with flamegraph.pl options failed"
+fi
+command -v flamegraph.pl >/dev/null 2>&1 || log "note: flamegraph.pl not installed (no Debian package here): not compared"
 
 finish
