@@ -266,23 +266,24 @@ static void test_pstats_decode(void)
     CU_ASSERT_EQUAL(d.type, MV_DICT);
     CU_ASSERT_EQUAL(d.n, 5); /* main, spin, work, mm, rec */
     const double ms = 0.001;
-    struct mv *v = dict_get(&d, "prog", 0, "main");
+    /* Native functions with line information: (file, smallest line, name). */
+    struct mv *v = dict_get(&d, "/src/prog.c", 5, "main");
     check_stat(v, 8, 0, 8 * ms, 0);
-    v = dict_get(&d, "prog", 0, "spin");
+    v = dict_get(&d, "/src/prog.c", 20, "spin");
     check_stat(v, 4, 4 * ms, 4 * ms, 1);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 4, 4 * ms, 4 * ms, 0);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 4, 4 * ms, 4 * ms, 0);
     /* Python: keyed by file and the smallest line seen (10, not 12). */
     v = dict_get(&d, "/a/w.py", 10, "work");
     check_stat(v, 3, 1 * ms, 3 * ms, 1);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 3, 1 * ms, 3 * ms, 0);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 3, 1 * ms, 3 * ms, 0);
     v = dict_get(&d, "libtorch_cpu.so", 0, "at::_ops::mm::call");
     check_stat(v, 2, 2 * ms, 2 * ms, 1);
     check_stat(dict_get(&v->items[4], "/a/w.py", 10, "work"), 2, 2 * ms, 2 * ms, 0);
-    /* Recursion: total counted once per sample; the self-edge is a caller. */
+    /* Recursion: the sample counts once, on the outermost call's edge, so
+     * the caller edges add up to the function (no rec -> rec edge). */
     v = dict_get(&d, "prog", 0, "rec");
-    check_stat(v, 1, 1 * ms, 1 * ms, 2);
-    check_stat(dict_get(&v->items[4], "prog", 0, "rec"), 1, 1 * ms, 1 * ms, 0);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 1, 0, 1 * ms, 0);
+    check_stat(v, 1, 1 * ms, 1 * ms, 1);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 1, 1 * ms, 1 * ms, 0);
     /* gprof2dot's rule: every caller is also a top-level key. */
     for (size_t k = 0; k < d.n; k++) {
         struct mv *callers = &d.items[2 * k + 1].items[4];
