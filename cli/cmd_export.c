@@ -43,6 +43,8 @@ static void export_usage(FILE *out)
           "  --pstats FILE        cProfile-compatible stats (python -m pstats, gprof2dot)\n"
           "  --html FILE          one self-contained page: summary, hotspots, flame graph,\n"
           "                       threads over time\n"
+          "  --pprof FILE         pprof profile.proto, gzipped (go tool pprof, pprof.me)\n"
+          "  --callgrind FILE     callgrind format (callgrind_annotate, KCachegrind)\n"
           "options:\n"
           "  --inverted           draw the flame graph as an icicle (root at the top)\n"
           "  --title TEXT         flame graph title\n"
@@ -55,10 +57,13 @@ static void export_usage(FILE *out)
           out);
 }
 
-enum output_kind { OUT_FLAMEGRAPH, OUT_FOLDED, OUT_SPEEDSCOPE, OUT_CHROME, OUT_PSTATS, OUT_HTML, OUT_KINDS };
+enum output_kind {
+    OUT_FLAMEGRAPH, OUT_FOLDED, OUT_SPEEDSCOPE, OUT_CHROME, OUT_PSTATS, OUT_HTML, OUT_PPROF, OUT_CALLGRIND, OUT_KINDS
+};
 
 static const char *const kind_option[OUT_KINDS] = {"--flamegraph", "--folded", "--speedscope",
-                                                   "--chrome-trace", "--pstats", "--html"};
+                                                   "--chrome-trace", "--pstats", "--html",
+                                                   "--pprof", "--callgrind"};
 
 enum { OPT_INVERTED = 256, OPT_TITLE, OPT_WIDTH, OPT_MINWIDTH, OPT_COLORS, OPT_COUNTNAME };
 
@@ -69,6 +74,8 @@ static const struct option export_long_options[] = {
     {"chrome-trace", required_argument, NULL, OUT_CHROME + 300},
     {"pstats", required_argument, NULL, OUT_PSTATS + 300},
     {"html", required_argument, NULL, OUT_HTML + 300},
+    {"pprof", required_argument, NULL, OUT_PPROF + 300},
+    {"callgrind", required_argument, NULL, OUT_CALLGRIND + 300},
     {"inverted", no_argument, NULL, OPT_INVERTED},
     {"title", required_argument, NULL, OPT_TITLE},
     {"width", required_argument, NULL, OPT_WIDTH},
@@ -99,6 +106,8 @@ static int write_output(enum output_kind kind, const char *path, struct profile 
     case OUT_CHROME: rc = export_chrome_trace(out, (const struct profile *const *)profiles, opts, nprofiles); break;
     case OUT_PSTATS: rc = export_pstats(out, p, err, sizeof err); break;
     case OUT_HTML: rc = export_html(out, p, &opts[0]); break;
+    case OUT_PPROF: rc = export_pprof(out, p); break;
+    case OUT_CALLGRIND: rc = export_callgrind(out, p); break;
     default: rc = -1; break;
     }
     errno = 0;
@@ -195,7 +204,7 @@ int cmd_export(int argc, char **argv)
             char shortopt[3] = {'-', (char)optopt, '\0'};
             fprintf(stderr,
                     "opprof export: unknown option '%s'; accepted: --flamegraph, --folded, --speedscope, "
-                    "--chrome-trace, --pstats, --html, --inverted, --title, --width, --minwidth, --colors, "
+                    "--chrome-trace, --pstats, --html, --pprof, --callgrind, --inverted, --title, --width, --minwidth, --colors, "
                     "--countname, --help\n",
                     optopt ? shortopt : argv[optind - 1]);
             return 2;
@@ -209,7 +218,8 @@ int cmd_export(int argc, char **argv)
     }
     if (noutputs == 0) {
         fputs("opprof export: no output given; add one or more of --flamegraph F.svg, --folded F, "
-              "--speedscope F.json, --chrome-trace F.json, --pstats F.pstats, --html F.html\n",
+              "--speedscope F.json, --chrome-trace F.json, --pstats F.pstats, --html F.html, "
+              "--pprof F.pb.gz, --callgrind F\n",
               stderr);
         return 2;
     }

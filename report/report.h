@@ -113,6 +113,10 @@ int export_chrome_trace(FILE *out, const struct profile *const *profiles, const 
 /* cProfile-compatible marshal data for pstats. -2 (with a sentence in err)
  * when the profile has no samples: pstats refuses an empty dict. */
 int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen);
+/* pprof's profile.proto, gzipped. */
+int export_pprof(FILE *out, const struct profile *p);
+/* callgrind's format (callgrind_annotate, KCachegrind). */
+int export_callgrind(FILE *out, const struct profile *p);
 /* One self-contained HTML page: summary, hotspots, flame graph, threads over time. */
 int export_html(FILE *out, const struct profile *p, const struct export_options *o);
 /* --- end of exports -------------------------------------------------------- */

@@ -4,7 +4,7 @@
 #   workload: hot_a and hot_b, two leaf Python functions called 3:1 (75/25 %)
 #   folded / flame graph: counts add up to the report's total_weight exactly,
 #     no frame name that breaks flamegraph.pl
-#   pstats: python's pstats loads it, print_stats(5) sorted by tottime shows
+#   pstats: caller edges of a function never add up to more than it; python's pstats loads it, print_stats(5) sorted by tottime shows
 #     hot_a first, cumulative shares 75/25 within 5 pp, gprof2dot's invariants
 #   speedscope: structure, and the JSON schema shipped in the speedscope npm
 #     package (when npm can fetch it; skipped with a message otherwise)
@@ -121,6 +121,9 @@ for (f, line, name), (cc, nc, t, ct, callers) in st.items():
     for ck, (ecc, enc, ett, ect) in callers.items():   # gprof2dot asserts these
         if ck not in st: fail("caller %r of %r is not a top-level key" % (ck, name))
         if ect > ct + 1e-9 or enc > nc: fail("edge %r -> %r exceeds the callee total" % (ck, name))
+    if callers and (sum(e[3] for e in callers.values()) > ct + 1e-9 or sum(e[1] for e in callers.values()) > nc):
+        fail("caller edges of %r add up to more than the function" % name)
+    if f not in ("~",) and line == 0 and "/" in f: fail("%r keyed with a source file but line 0" % name)
 tol = float(sys.argv[3]) + 3
 for name, want in (("hot_a", 75.0), ("hot_b", 25.0)):
     got = share.get(name)

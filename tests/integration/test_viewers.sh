@@ -10,6 +10,11 @@
 #     --minwidth, --colors, --countname; one root (main: _start and
 #     __libc_start_main dropped) in the folded stacks and the SVG; Chromium
 #     shows it at its own size (scrolls) with a screenshot kept
+#   pprof: gunzipped and decoded by the pprof-format npm package: string 0 is
+#     "", sample types samples/count + cpu/nanoseconds, per-function totals
+#     equal the folded stacks', lines present for functions with debug info
+#   callgrind: callgrind_annotate (valgrind) reads it without warnings; its
+#     self and --inclusive=yes totals per function equal the folded stacks'
 # npm packages come from tests/integration/viewers_npm.sh, cached in
 # $OPPROF_TEST_NPM_DIR (default ~/.cache/opprof-test-npm).
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -140,5 +145,88 @@ else
     fail "opprof export --flamegraph with flamegraph.pl options failed"
 fi
 command -v flamegraph.pl >/dev/null 2>&1 || log "note: flamegraph.pl not installed (no Debian package here): not compared"
+
+# folded_totals FOLDED: "name self total" per function, from the folded stacks
+# (total once per stack line, as every viewer counts recursion).
+folded_totals() {
+    python3 -c '
+import sys
+self_, total = {}, {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    stack, n = line.rsplit(" ", 1); fr = stack.split(";"); n = int(n)
+    self_[fr[-1]] = self_.get(fr[-1], 0) + n
+    for f in set(fr): total[f] = total.get(f, 0) + n
+for f in sorted(total): print(f, self_.get(f, 0), total[f])
+' "$1"
+}
+
+limited "$OPPROF" export "$WORK/ks" --pprof "$WORK/ks.pb.gz" --callgrind "$WORK/ks.cg" 2>"$WORK/pc.err" ||
+    { show stderr "$WORK/pc.err"; fail "opprof export --pprof/--callgrind failed"; }
+folded_totals "$WORK/ks.folded" >"$WORK/want.txt"
+
+# --- pprof ----------------------------------------------------------------------------
+if [ "$NODE_OK" = 1 ] && [ -s "$WORK/ks.pb.gz" ]; then
+    cat >"$WORK/pprof.js" <<'JS'
+const fs = require('fs'), zlib = require('zlib');
+const { Profile } = require('pprof-format');
+const p = Profile.decode(zlib.gunzipSync(fs.readFileSync(process.argv[2])));
+const str = i => p.stringTable.strings[Number(i)];
+const bad = m => { console.log('FAIL: pprof: ' + m); process.exitCode = 1; };
+if (str(0) !== '') bad('string_table[0] is not ""');
+const types = p.sampleType.map(t => str(t.type) + '/' + str(t.unit)).join(' ');
+if (types !== 'samples/count cpu/nanoseconds') bad('sample types ' + types);
+const fn = new Map(p.function.map(f => [Number(f.id), f]));
+const loc = new Map(p.location.map(l => [Number(l.id), l]));
+const self = {}, total = {};
+let lines = 0;
+for (const s of p.sample) {
+  const n = Number(s.value[0]), seen = new Set();
+  s.locationId.forEach((id, k) => {
+    const l = loc.get(Number(id));
+    if (!l || !l.line.length || !fn.get(Number(l.line[0].functionId))) { bad('dangling location ' + id); return; }
+    if (Number(l.line[0].line) > 0) lines++;
+    const name = str(fn.get(Number(l.line[0].functionId)).name);
+    if (k === 0) self[name] = (self[name] || 0) + n;
+    if (!seen.has(name)) { seen.add(name); total[name] = (total[name] || 0) + n; }
+  });
+}
+if (!lines) bad('no location has a line');
+for (const name of Object.keys(total).sort()) console.log(name, self[name] || 0, total[name]);
+JS
+    if NODE_PATH="$NPM_DIR/node_modules" limited node "$WORK/pprof.js" "$WORK/ks.pb.gz" >"$WORK/pprof.txt" 2>&1 &&
+        cmp -s "$WORK/pprof.txt" "$WORK/want.txt"; then
+        pass "pprof-format decodes the pprof export; self/total per function = folded ($(wc -l <"$WORK/want.txt") functions)"
+    else
+        diff "$WORK/want.txt" "$WORK/pprof.txt" | head -n 10
+        fail "pprof export: decode failed or totals differ from the folded stacks"
+    fi
+else
+    log "SKIP: pprof check: ${NPM_WHY:-no pprof file}"
+fi
+
+# --- callgrind ------------------------------------------------------------------------
+if command -v callgrind_annotate >/dev/null 2>&1; then
+    cg_totals() { # callgrind_annotate's per-function first column, "name count"
+        callgrind_annotate --threshold=100 "$@" "$WORK/ks.cg" 2>&1 |
+            sed -n 's/^ *\([0-9,]*\) ([ 0-9.]*%) .*:\([^:]*\)$/\2 \1/p' | tr -d , | sort
+    }
+    callgrind_annotate "$WORK/ks.cg" >"$WORK/cg.txt" 2>&1
+    cg_totals >"$WORK/cg.self"
+    cg_totals --inclusive=yes >"$WORK/cg.incl"
+    awk '$2 > 0 {print $1, $2}' "$WORK/want.txt" | sort >"$WORK/want.self"
+    awk '{print $1, $3}' "$WORK/want.txt" | sort >"$WORK/want.incl"
+    if grep -qi "warning\|error\|malformed" "$WORK/cg.txt"; then
+        show callgrind_annotate "$WORK/cg.txt" 5
+        fail "callgrind_annotate warns about the callgrind export"
+    elif cmp -s "$WORK/cg.self" "$WORK/want.self" && cmp -s "$WORK/cg.incl" "$WORK/want.incl"; then
+        pass "callgrind_annotate: self and inclusive samples per function = folded ($(wc -l <"$WORK/cg.incl") functions)"
+    else
+        diff "$WORK/want.self" "$WORK/cg.self" | head -n 5
+        diff "$WORK/want.incl" "$WORK/cg.incl" | head -n 5
+        fail "callgrind_annotate's per-function samples differ from the folded stacks"
+    fi
+else
+    log "SKIP: callgrind check: callgrind_annotate not installed (Debian package valgrind)"
+fi
 
 finish
