@@ -11,6 +11,8 @@
 #   chrome trace: every event has cat, whole-microsecond times, B/E slices
 #     properly nested per thread (call stacks, depth >= 3), no args on slices,
 #     lane names without the pid, two result dirs merge into one trace with two lanes in time order
+#   HTML: the text report (header, findings, phases, operators) in a <pre>,
+#     every hotspot row (not a top 200)
 #   SVG / HTML: headless Chromium renders them without console errors;
 #     screenshots are kept in tests/integration/artifacts/ of the build tree
 . "$(dirname "$0")/lib.sh"
@@ -214,6 +216,19 @@ if not errs: ok("the export validates against speedscope'"'"'s own file-format-s
 else
     log "note: speedscope's npm package could not be fetched (no npm or no registry): schema check skipped"
 fi
+
+# --- HTML: the text report's sections and every hotspot row ---------------------------
+pycheck '
+import html as H
+page = open(sys.argv[1], encoding="utf-8").read(); rep = load(sys.argv[2])
+m = re.search(r"<pre class=\"report\">(.*?)</pre>", page, re.S)
+if not m: fail("HTML has no text report section")
+elif "Hotspots by function" not in H.unescape(m.group(1)): fail("HTML report section lacks the hotspot table")
+t = re.search(r"<table class=\"hot\" id=\"hotspots\">(.*?)</table>", page, re.S)
+rows = len(re.findall(r"<tr><td", t.group(1))) if t else 0
+if rows != len(rep["rows"]): fail("HTML hotspot table has %d rows, the report %d functions" % (rows, len(rep["rows"])))
+else: ok("HTML: text report section, and all %d hotspot rows" % rows)
+' "$WORK/p.html" "$WORK/r1.json"
 
 # --- chrome trace, one and two result dirs --------------------------------------------
 pycheck '

@@ -15,6 +15,9 @@
 #     equal the folded stacks', lines present for functions with debug info
 #   callgrind: callgrind_annotate (valgrind) reads it without warnings; its
 #     self and --inclusive=yes totals per function equal the folded stacks'
+#   PyTorch HTML (when python3 imports torch): the page has the findings,
+#     phases and operator table the text report prints, renders in Chromium
+#     without console errors (screenshot kept)
 # npm packages come from tests/integration/viewers_npm.sh, cached in
 # $OPPROF_TEST_NPM_DIR (default ~/.cache/opprof-test-npm).
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -227,6 +230,34 @@ if command -v callgrind_annotate >/dev/null 2>&1; then
     fi
 else
     log "SKIP: callgrind check: callgrind_annotate not installed (Debian package valgrind)"
+fi
+
+# --- PyTorch HTML page ------------------------------------------------------------------
+if python3 -c "import torch" >/dev/null 2>&1; then
+    record "$WORK/torch" -- python3 "$OPPROF_SRCDIR/tests/workloads/torch_train.py" --seconds 4
+    if [ "$RECORD_STATUS" -eq 0 ] &&
+        limited "$OPPROF" export "$WORK/torch" --html "$WORK/torch.html" 2>"$WORK/th.err"; then
+        for want in "Phases" "Operators by self time" "aten::"; do
+            grep -q "$want" "$WORK/torch.html" || fail "PyTorch HTML page lacks \"$want\""
+        done
+        if [ -n "$CHROMIUM" ]; then
+            ART=${OPPROF_TEST_ARTIFACTS:-$OPPROF_BUILDDIR/tests/integration/artifacts}
+            mkdir -p "$ART"
+            limited "$CHROMIUM" --headless --no-sandbox --disable-gpu \
+                --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" --enable-logging=stderr --v=0 \
+                --window-size=1280,2400 --screenshot="$ART/viewers-torch-html.png" "file://$WORK/torch.html" \
+                >"$WORK/th.log" 2>&1
+            if grep -E "Uncaught|CONSOLE\(.*(Error|error)" "$WORK/th.log" | head -n 3 | grep -q .; then
+                fail "Chromium reports console errors on the PyTorch HTML page"
+            else
+                pass "PyTorch HTML page: phases and operators, no console errors ($ART/viewers-torch-html.png)"
+            fi
+        fi
+    else
+        fail "recording or exporting the PyTorch workload failed"
+    fi
+else
+    log "SKIP: PyTorch HTML check: python3 cannot import torch (Debian package python3-torch)"
 fi
 
 finish
