@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "analyze/analyze.h"
 #include "report/export_internal.h"
@@ -435,6 +436,51 @@ static void test_chrome_slices(void)
     profile_free(p);
 }
 
+static void test_callgrind(void)
+{
+    struct profile *p = make_profile();
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_callgrind(out, p));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "positions: line\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "events: Samples Time_ns\n"));
+    /* spin's self cost on its line; main's call to it on main's line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "fl=/src/prog.c\nfn=spin\n20 4 4000000\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "cfi=/src/prog.c\ncfn=spin\ncalls=4 20\n5 4 4000000\n"));
+    /* recursion: one edge main -> rec, none rec -> rec */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "cfi=prog\ncfn=rec\ncalls=1 0\n5 1 1000000\n"));
+    CU_ASSERT_PTR_NULL(strstr(buf, "fn=rec\n0 1 1000000\ncfi"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "totals: 8 8000000\n"));
+    free(buf);
+    profile_free(p);
+}
+
+static void test_pprof_gzip(void)
+{
+    struct profile *p = make_profile();
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_pprof(out, p));
+    CU_ASSERT_FATAL(len > 18);
+    CU_ASSERT((unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b); /* gzip */
+    unsigned char raw[65536];
+    z_stream z = {0};
+    CU_ASSERT_FATAL(inflateInit2(&z, 15 + 16) == Z_OK);
+    z.next_in = (unsigned char *)buf;
+    z.avail_in = (uInt)len;
+    z.next_out = raw;
+    z.avail_out = sizeof raw;
+    CU_ASSERT(inflate(&z, Z_FINISH) == Z_STREAM_END);
+    size_t n = sizeof raw - z.avail_out;
+    inflateEnd(&z);
+    /* the first string_table entry (field 6, length 0) is "" */
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "\x32\x00\x32\x07samples", 11));
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "nanoseconds", 11));
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "work (w.py)", 11));
+    free(buf);
+    profile_free(p);
+}
+
 static void test_svg_and_html(void)
 {
     struct profile *p = make_profile();
@@ -448,6 +494,15 @@ static void test_svg_and_html(void)
     CU_ASSERT_EQUAL(count_of(buf, "<g class=\"f\""), 6);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "<title>main\n8 samples, 0.008 s (100.00%)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "</svg>\n"));
+    /* A real size: 3 levels of 16 px plus the margins, so deep graphs scroll. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "width=\"1200\" height=\"144\""));
+    free(buf);
+    struct export_options fo = {.width = 600, .countname = "ms", .colors = "hot", .minwidth_pct = 20};
+    CAPTURE(buf, len, export_flamegraph(out, p, &fo, false));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "width=\"600\" height=\"144\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, ">8 ms ("));
+    /* --minwidth 20%: the rec boxes (1 of 8) are left out; main, spin, work, mm (2 of 8) stay */
+    CU_ASSERT_EQUAL(count_of(buf, "<g class=\"f\""), 4);
     free(buf);
     o.inverted = true;
     CAPTURE(buf, len, export_flamegraph(out, p, &o, true));
@@ -494,6 +549,8 @@ void register_export_tests(void)
     CU_add_test(s, "pstats: interpreter work is the Python function's own time", test_pstats_interpreter_work);
     CU_add_test(s, "speedscope: runs of equal stacks merged", test_speedscope_runs);
     CU_add_test(s, "chrome trace: slices, names, active threads, lanes", test_chrome_slices);
+    CU_add_test(s, "callgrind: self, calls, recursion counted once", test_callgrind);
+    CU_add_test(s, "pprof: gzipped profile.proto, string 0 empty", test_pprof_gzip);
     CU_add_test(s, "flame graph SVG and HTML page", test_svg_and_html);
     CU_add_test(s, "frame classes", test_classify);
 }
