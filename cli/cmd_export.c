@@ -204,8 +204,8 @@ int cmd_export(int argc, char **argv)
             char shortopt[3] = {'-', (char)optopt, '\0'};
             fprintf(stderr,
                     "opprof export: unknown option '%s'; accepted: --flamegraph, --folded, --speedscope, "
-                    "--chrome-trace, --pstats, --html, --pprof, --callgrind, --inverted, --title, --width, --minwidth, --colors, "
-                    "--countname, --help\n",
+                    "--chrome-trace, --pstats, --html, --pprof, --callgrind, --inverted, --title, --width, "
+                    "--minwidth, --colors, --countname, --help\n",
                     optopt ? shortopt : argv[optind - 1]);
             return 2;
         }

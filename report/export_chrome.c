@@ -114,16 +114,22 @@ static int write_names(FILE *out, const struct thread_samples *ts, size_t pi, si
             /* The viewers show the pid next to the name already. */
             snprintf(label, sizeof label, "%s%s%s%s", rank_label, process_label(p, th->pid),
                      nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
-            fprintf(out, "%s{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
+            fprintf(out,
+                    "%s{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,"
+                    "\"args\":{\"name\":",
                     *first ? "" : ",\n", ts->tlane[t]);
             *first = false;
             export_json_string(out, label);
-            fprintf(out, "}},\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_sort_index\",\"pid\":%ld,\"tid\":0,"
-                         "\"args\":{\"sort_index\":%zu}}", ts->tlane[t],
+            fprintf(out,
+                    "}},\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_sort_index\",\"pid\":%ld,"
+                    "\"tid\":0,\"args\":{\"sort_index\":%zu}}",
+                    ts->tlane[t],
                     rank != OPR_RANK_UNSET ? (size_t)rank * 1000 : 1000000000u + pi * 1000 + t);
         }
         const char *tname = th->name[0] ? th->name : "thread";
-        fprintf(out, ",\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32 ",\"args\":{\"name\":",
+        fprintf(out,
+                ",\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32
+                ",\"args\":{\"name\":",
                 ts->tlane[t], th->tid);
         export_json_string(out, tname);
         fputs("}}", out);
