@@ -137,11 +137,37 @@ static int write_names(FILE *out, const struct thread_samples *ts, size_t pi, si
     return 0;
 }
 
-/* The slices still open on one thread: functions root first. */
+/* The slices still open on one thread: functions root first; and, per
+ * function, an id shared by the functions of the same display name (what
+ * speedscope matches ends by) with a mark for the clash test. */
 struct open_slices {
     uint32_t *func;
     size_t n;
+    uint32_t *name_id, *mark;
 };
+
+static const struct export_funcs *sort_fn; /* qsort has no context argument */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(sort_fn->funcs[*(const uint32_t *)a].name, sort_fn->funcs[*(const uint32_t *)b].name);
+}
+
+/* name_id[f]: the first function (in name order) with f's name. 0 or -1. */
+static int name_ids(const struct export_funcs *fn, uint32_t *name_id)
+{
+    uint32_t *order = malloc((fn->nfuncs ? fn->nfuncs : 1) * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < fn->nfuncs; i++)
+        order[i] = (uint32_t)i;
+    sort_fn = fn;
+    qsort(order, fn->nfuncs, sizeof *order, by_name);
+    for (size_t i = 0; i < fn->nfuncs; i++)
+        name_id[order[i]] = i && by_name(&order[i], &order[i - 1]) == 0 ? name_id[order[i - 1]] : order[i];
+    free(order);
+    return 0;
+}
 
 /* One begin or end event. No args: speedscope appends a slice's args to its
  * name, which would split one function into many frames. The end event
@@ -182,9 +208,15 @@ static int write_slices(FILE *out, const struct thread_samples *ts, const struct
     uint32_t depth = 1;
     for (size_t s = 0; s < p->nstacks; s++)
         depth = p->stacks[s].nframes > depth ? p->stacks[s].nframes : depth;
-    struct open_slices os = {malloc(depth * sizeof *os.func), 0};
-    if (!os.func)
+    struct open_slices os = {malloc(depth * sizeof *os.func), 0, malloc((fn->nfuncs + 1) * sizeof *os.name_id),
+                             calloc(fn->nfuncs + 1, sizeof *os.mark)};
+    uint32_t gen = 0;
+    if (!os.func || !os.name_id || !os.mark || name_ids(fn, os.name_id) != 0) {
+        free(os.func);
+        free(os.name_id);
+        free(os.mark);
         return -1;
+    }
     for (size_t t = 0; t < p->nthreads; t++) {
         int64_t prev_end = INT64_MIN;
         uint64_t last = 0;
@@ -207,7 +239,21 @@ static int write_slices(FILE *out, const struct thread_samples *ts, const struct
                 if (f != os.func[keep])
                     break;
             }
+            /* speedscope takes a begin before an end of the same name at one
+             * timestamp, so a slice closed and one of the same name opened at
+             * the same time would nest wrongly ("Tried to end X when Y was on
+             * the top"). Then the openings wait 1 us (0.1 % of a sample). */
+            bool clash = false;
+            if (keep < os.n && keep < len) {
+                gen++;
+                for (size_t j = keep; j < os.n; j++)
+                    os.mark[os.name_id[os.func[j]]] = gen;
+                for (size_t j = keep; j < len && !clash; j++)
+                    clash = os.mark[os.name_id[fn->of_frame[st->frames[len - 1 - j]]]] == gen;
+            }
             close_slices(out, ts, t, fn, &os, keep, begin);
+            if (clash && ++begin >= end)
+                end = begin + 1;
             for (; os.n < (len ? len : 1); os.n++) {
                 os.func[os.n] = len ? fn->of_frame[st->frames[len - 1 - os.n]] : fn->none;
                 write_edge(out, ts, t, &fn->funcs[os.func[os.n]], 'B', begin);
@@ -218,6 +264,8 @@ static int write_slices(FILE *out, const struct thread_samples *ts, const struct
         close_slices(out, ts, t, fn, &os, 0, prev_end);
     }
     free(os.func);
+    free(os.name_id);
+    free(os.mark);
     return 0;
 }
 

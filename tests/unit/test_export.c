@@ -436,6 +436,31 @@ static void test_chrome_slices(void)
     profile_free(p);
 }
 
+/* A slice of a name closed and one of that name opened at one timestamp:
+ * speedscope would take the begin first, so the opening waits 1 us. */
+static void test_chrome_same_name_reopened(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t m = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t b = profile_add_frame(p, "b", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t l = profile_add_frame(p, "leaf", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t s1[] = {l, b, m}, s2[] = {l, m};
+    uint32_t k1 = profile_add_stack(p, s1, 3), k2 = profile_add_stack(p, s2, 2);
+    uint32_t t = profile_add_thread(p, 7, 7, "t");
+    profile_add_sample(p, 1000000, t, k1, 1);
+    profile_add_sample(p, 2000000, t, k2, 1);
+    const struct profile *ps[1] = {p};
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_chrome_trace(out, ps, NULL, 1));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "{\"ph\":\"E\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1000},\n"
+                                       "{\"ph\":\"E\",\"name\":\"b\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1000},\n"
+                                       "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1001},\n"
+                                       "{\"ph\":\"E\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":2000}"));
+    free(buf);
+    profile_free(p);
+}
+
 static void test_callgrind(void)
 {
     struct profile *p = make_profile();
@@ -549,6 +574,7 @@ void register_export_tests(void)
     CU_add_test(s, "pstats: interpreter work is the Python function's own time", test_pstats_interpreter_work);
     CU_add_test(s, "speedscope: runs of equal stacks merged", test_speedscope_runs);
     CU_add_test(s, "chrome trace: slices, names, active threads, lanes", test_chrome_slices);
+    CU_add_test(s, "chrome trace: a name closed and reopened at once waits 1 us", test_chrome_same_name_reopened);
     CU_add_test(s, "callgrind: self, calls, recursion counted once", test_callgrind);
     CU_add_test(s, "pprof: gzipped profile.proto, string 0 empty", test_pprof_gzip);
     CU_add_test(s, "flame graph SVG and HTML page", test_svg_and_html);
