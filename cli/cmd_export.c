@@ -38,24 +38,34 @@ static void export_usage(FILE *out)
           "  --folded FILE        folded stacks (flamegraph.pl, inferno, speedscope)\n"
           "  --speedscope FILE    speedscope JSON, one profile per thread\n"
           "  --chrome-trace FILE  Chrome Trace Event JSON (chrome://tracing, Perfetto):\n"
-          "                       per-thread time slices and active threads; with several\n"
+          "                       call stacks over time per thread, active threads; with several\n"
           "                       DIRs, one trace with a lane per process on one clock\n"
           "  --pstats FILE        cProfile-compatible stats (python -m pstats, gprof2dot)\n"
-          "  --html FILE          one self-contained page: summary, hotspots, flame graph,\n"
-          "                       threads over time\n"
+          "  --html FILE          one self-contained page: summary, the text report, every\n"
+          "                       hotspot (sortable), flame graph, threads over time\n"
+          "  --pprof FILE         pprof profile.proto, gzipped (go tool pprof, pprof.me)\n"
+          "  --callgrind FILE     callgrind format (callgrind_annotate, KCachegrind)\n"
           "options:\n"
           "  --inverted           draw the flame graph as an icicle (root at the top)\n"
           "  --title TEXT         flame graph title\n"
+          "  --width PX           flame graph width (default 1200; the height follows the depth)\n"
+          "  --minwidth PX|N%     leave out boxes narrower than PX pixels or N % (default 0.1 px)\n"
+          "  --colors PALETTE     opprof (by frame kind, default), or flamegraph.pl's hot, mem,\n"
+          "                       io, red, green, blue, aqua, yellow, purple, orange\n"
+          "  --countname NAME     what the flame graph calls a sample (default: samples)\n"
           "  -h, --help           show this help\n",
           out);
 }
 
-enum output_kind { OUT_FLAMEGRAPH, OUT_FOLDED, OUT_SPEEDSCOPE, OUT_CHROME, OUT_PSTATS, OUT_HTML, OUT_KINDS };
+enum output_kind {
+    OUT_FLAMEGRAPH, OUT_FOLDED, OUT_SPEEDSCOPE, OUT_CHROME, OUT_PSTATS, OUT_HTML, OUT_PPROF, OUT_CALLGRIND, OUT_KINDS
+};
 
 static const char *const kind_option[OUT_KINDS] = {"--flamegraph", "--folded", "--speedscope",
-                                                   "--chrome-trace", "--pstats", "--html"};
+                                                   "--chrome-trace", "--pstats", "--html",
+                                                   "--pprof", "--callgrind"};
 
-enum { OPT_INVERTED = 256, OPT_TITLE };
+enum { OPT_INVERTED = 256, OPT_TITLE, OPT_WIDTH, OPT_MINWIDTH, OPT_COLORS, OPT_COUNTNAME };
 
 static const struct option export_long_options[] = {
     {"flamegraph", required_argument, NULL, OUT_FLAMEGRAPH + 300},
@@ -64,8 +74,14 @@ static const struct option export_long_options[] = {
     {"chrome-trace", required_argument, NULL, OUT_CHROME + 300},
     {"pstats", required_argument, NULL, OUT_PSTATS + 300},
     {"html", required_argument, NULL, OUT_HTML + 300},
+    {"pprof", required_argument, NULL, OUT_PPROF + 300},
+    {"callgrind", required_argument, NULL, OUT_CALLGRIND + 300},
     {"inverted", no_argument, NULL, OPT_INVERTED},
     {"title", required_argument, NULL, OPT_TITLE},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"minwidth", required_argument, NULL, OPT_MINWIDTH},
+    {"colors", required_argument, NULL, OPT_COLORS},
+    {"countname", required_argument, NULL, OPT_COUNTNAME},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -90,6 +106,8 @@ static int write_output(enum output_kind kind, const char *path, struct profile 
     case OUT_CHROME: rc = export_chrome_trace(out, (const struct profile *const *)profiles, opts, nprofiles); break;
     case OUT_PSTATS: rc = export_pstats(out, p, err, sizeof err); break;
     case OUT_HTML: rc = export_html(out, p, &opts[0]); break;
+    case OUT_PPROF: rc = export_pprof(out, p); break;
+    case OUT_CALLGRIND: rc = export_callgrind(out, p); break;
     default: rc = -1; break;
     }
     errno = 0;
@@ -119,6 +137,30 @@ static int write_output(enum output_kind kind, const char *path, struct profile 
     return 0;
 }
 
+/* --width PX, --minwidth PX or N%: positive numbers, as flamegraph.pl takes
+ * them. 0, or -1 with a message. */
+static int parse_size_option(int opt, const char *arg, struct export_options *o)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    bool pct = opt == OPT_MINWIDTH && *end == '%';
+    if (pct)
+        end++;
+    if (errno || end == arg || *end || !(v > 0) || v > 1e6 || (opt == OPT_WIDTH && v < 100)) {
+        fprintf(stderr, "opprof export: %s %s: expected %s\n", opt == OPT_WIDTH ? "--width" : "--minwidth", arg,
+                opt == OPT_WIDTH ? "a width of at least 100 pixels" : "a positive number of pixels, or N%");
+        return -1;
+    }
+    if (opt == OPT_WIDTH)
+        o->width = v;
+    else if (pct)
+        o->minwidth_pct = v;
+    else
+        o->minwidth = v;
+    return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
     const char *outputs[OUT_KINDS] = {NULL};
@@ -139,6 +181,20 @@ int cmd_export(int argc, char **argv)
         switch (c) {
         case OPT_INVERTED: base.inverted = true; break;
         case OPT_TITLE: base.title = optarg; break;
+        case OPT_WIDTH:
+        case OPT_MINWIDTH:
+            if (parse_size_option(c, optarg, &base) != 0)
+                return 2;
+            break;
+        case OPT_COLORS:
+            if (!export_colors_valid(optarg)) {
+                fprintf(stderr, "opprof export: --colors %s: unknown palette (opprof, hot, mem, io, red, green, "
+                                "blue, aqua, yellow, purple, orange)\n", optarg);
+                return 2;
+            }
+            base.colors = optarg;
+            break;
+        case OPT_COUNTNAME: base.countname = optarg; break;
         case 'h': export_usage(stdout); return 0;
         case ':':
             fprintf(stderr, "opprof export: option '%s' needs a value (see opprof export --help)\n",
@@ -148,7 +204,8 @@ int cmd_export(int argc, char **argv)
             char shortopt[3] = {'-', (char)optopt, '\0'};
             fprintf(stderr,
                     "opprof export: unknown option '%s'; accepted: --flamegraph, --folded, --speedscope, "
-                    "--chrome-trace, --pstats, --html, --inverted, --title, --help\n",
+                    "--chrome-trace, --pstats, --html, --pprof, --callgrind, --inverted, --title, --width, "
+                    "--minwidth, --colors, --countname, --help\n",
                     optopt ? shortopt : argv[optind - 1]);
             return 2;
         }
@@ -161,7 +218,8 @@ int cmd_export(int argc, char **argv)
     }
     if (noutputs == 0) {
         fputs("opprof export: no output given; add one or more of --flamegraph F.svg, --folded F, "
-              "--speedscope F.json, --chrome-trace F.json, --pstats F.pstats, --html F.html\n",
+              "--speedscope F.json, --chrome-trace F.json, --pstats F.pstats, --html F.html, "
+              "--pprof F.pb.gz, --callgrind F\n",
               stderr);
         return 2;
     }

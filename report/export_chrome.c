@@ -2,12 +2,14 @@
  * report/export_chrome.c — Chrome Trace Event format (chrome://tracing,
  * Perfetto UI, ui.perfetto.dev's legacy JSON importer): what ran when.
  *
- * Per thread, consecutive samples with the same innermost Python function (or,
- * for threads without Python frames, the same innermost function) become one
- * complete ("X") event. A sample stands for the timer period of CPU time that
- * ended at its timestamp, so a slice starts one period before its first
- * sample; a gap longer than the samples' own periods plus one means the thread
- * was off CPU, and ends the slice. Processes and threads get names ("M"
+ * Per thread, the call stack over time as nested slices (one per function
+ * and run of samples that keep it in place), Python frames and native ones
+ * alike, process-entry frames dropped as in every export. A sample stands
+ * for the timer period of CPU time that ended at its timestamp, so a slice
+ * starts one period before its first sample; a gap longer than the samples'
+ * own periods plus one means the thread was off CPU, and ends every slice.
+ * Every event has a category (trace-model requires one). Processes and
+ * threads get names ("M"
  * events), and each process a counter track ("C") of its active threads
  * (threads with at least one sample in each 10 ms bucket) next to the number of
  * online CPUs: a thread count above the CPU count is oversubscription.
@@ -26,13 +28,6 @@
 #include "report/report.h"
 
 #define BUCKET_NS 10000000ull /* 10 ms, the active-threads resolution */
-
-static void write_us(FILE *out, const char *key, int64_t ns)
-{
-    /* Microseconds with nanosecond precision, without float rounding. */
-    int64_t a = ns < 0 ? -ns : ns;
-    fprintf(out, "\"%s\":%s%" PRId64 ".%03" PRId64, key, ns < 0 ? "-" : "", a / 1000, a % 1000);
-}
 
 /* Lane pid of (profile, real pid): the real pid unless an earlier profile
  * used it already. */
@@ -84,16 +79,6 @@ static const char *process_label(const struct profile *p, uint32_t pid)
     return "process";
 }
 
-/* The slice key of a stack: innermost Python function, else innermost function. */
-static uint32_t slice_key(const struct profile *p, const struct export_funcs *fn, uint32_t s)
-{
-    const struct prof_stack *st = &p->stacks[s];
-    for (uint32_t k = 0; k < st->nframes; k++)
-        if (p->frames[st->frames[k]].kind == FRAME_PYTHON)
-            return fn->of_frame[st->frames[k]];
-    return st->nframes ? fn->of_frame[st->frames[0]] : fn->none;
-}
-
 /* One profile's samples grouped by thread: thread t's samples, in time
  * order, are samples[order[start[t]]] .. samples[order[start[t + 1] - 1]],
  * drawn in lane tlane[t]. */
@@ -126,19 +111,25 @@ static int write_names(FILE *out, const struct thread_samples *ts, size_t pi, si
             char rank_label[32] = "";
             if (rank != OPR_RANK_UNSET)
                 snprintf(rank_label, sizeof rank_label, "rank %d: ", (int)rank);
-            snprintf(label, sizeof label, "%s%s (pid %" PRIu32 ")%s%s", rank_label, process_label(p, th->pid),
-                     th->pid, nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
-            fprintf(out, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
+            /* The viewers show the pid next to the name already. */
+            snprintf(label, sizeof label, "%s%s%s%s", rank_label, process_label(p, th->pid),
+                     nprofiles > 1 ? " " : "", nprofiles > 1 && p->dir ? export_base_name(p->dir) : "");
+            fprintf(out,
+                    "%s{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":0,"
+                    "\"args\":{\"name\":",
                     *first ? "" : ",\n", ts->tlane[t]);
             *first = false;
             export_json_string(out, label);
-            fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%ld,\"tid\":0,"
-                         "\"args\":{\"sort_index\":%zu}}", ts->tlane[t],
+            fprintf(out,
+                    "}},\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"process_sort_index\",\"pid\":%ld,"
+                    "\"tid\":0,\"args\":{\"sort_index\":%zu}}",
+                    ts->tlane[t],
                     rank != OPR_RANK_UNSET ? (size_t)rank * 1000 : 1000000000u + pi * 1000 + t);
         }
-        char tname[64];
-        snprintf(tname, sizeof tname, "%s (tid %" PRIu32 ")", th->name[0] ? th->name : "thread", th->tid);
-        fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32 ",\"args\":{\"name\":",
+        const char *tname = th->name[0] ? th->name : "thread";
+        fprintf(out,
+                ",\n{\"ph\":\"M\",\"cat\":\"__metadata\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32
+                ",\"args\":{\"name\":",
                 ts->tlane[t], th->tid);
         export_json_string(out, tname);
         fputs("}}", out);
@@ -146,56 +137,136 @@ static int write_names(FILE *out, const struct thread_samples *ts, size_t pi, si
     return 0;
 }
 
-/* Slices: per thread, runs of samples with the same slice key (key[stack])
- * and no off-CPU gap become one complete ("X") event. */
-static void write_slices(FILE *out, const struct thread_samples *ts, const struct export_funcs *fn,
-                         const uint32_t *key, uint64_t period, uint64_t origin)
+/* The slices still open on one thread: functions root first; and, per
+ * function, an id shared by the functions of the same display name (what
+ * speedscope matches ends by) with a mark for the clash test. */
+struct open_slices {
+    uint32_t *func;
+    size_t n;
+    uint32_t *name_id, *mark;
+};
+
+static const struct export_funcs *sort_fn; /* qsort has no context argument */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(sort_fn->funcs[*(const uint32_t *)a].name, sort_fn->funcs[*(const uint32_t *)b].name);
+}
+
+/* name_id[f]: the first function (in name order) with f's name. 0 or -1. */
+static int name_ids(const struct export_funcs *fn, uint32_t *name_id)
+{
+    uint32_t *order = malloc((fn->nfuncs ? fn->nfuncs : 1) * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < fn->nfuncs; i++)
+        order[i] = (uint32_t)i;
+    sort_fn = fn;
+    qsort(order, fn->nfuncs, sizeof *order, by_name);
+    for (size_t i = 0; i < fn->nfuncs; i++)
+        name_id[order[i]] = i && by_name(&order[i], &order[i - 1]) == 0 ? name_id[order[i - 1]] : order[i];
+    free(order);
+    return 0;
+}
+
+/* One begin or end event. No args: speedscope appends a slice's args to its
+ * name, which would split one function into many frames. The end event
+ * carries the name too, since speedscope checks it against the open slice. */
+static void write_edge(FILE *out, const struct thread_samples *ts, size_t t, const struct export_func *g, char ph,
+                       int64_t us)
+{
+    fprintf(out, ",\n{\"ph\":\"%c\",\"name\":", ph);
+    export_json_string(out, g->name);
+    fprintf(out, ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%" PRIu32 ",\"ts\":%" PRId64 "}", export_class_name(g->cls),
+            ts->tlane[t], ts->p->threads[t].tid, us);
+}
+
+static void close_slices(FILE *out, const struct thread_samples *ts, size_t t, const struct export_funcs *fn,
+                         struct open_slices *os, size_t keep, int64_t end)
+{
+    while (os->n > keep) {
+        os->n--;
+        write_edge(out, ts, t, &fn->funcs[os->func[os->n]], 'E', end);
+    }
+}
+
+/* Slices: per thread, the call stack over time, as speedscope's time-order
+ * view builds it: a function's slice lasts while consecutive samples keep it
+ * at the same place in their stack (same callers), and a gap longer than
+ * the samples' own periods plus one (the thread was off CPU) closes them all.
+ * Times are whole microseconds, and a sample begins exactly where the
+ * previous one ended, so a child never outlives its parent and slices that
+ * touch never overlap (fractional times did, after the viewers' rounding).
+ * Begin ("B") and end ("E") events rather than complete ones: at one
+ * timestamp the file order (ends before begins, parents begin before
+ * children) is what the viewers keep; complete events of equal start and
+ * duration leave parent and child in an order speedscope may swap. */
+static int write_slices(FILE *out, const struct thread_samples *ts, const struct export_funcs *fn,
+                        uint64_t period, uint64_t origin)
 {
     const struct profile *p = ts->p;
+    uint32_t depth = 1;
+    for (size_t s = 0; s < p->nstacks; s++)
+        depth = p->stacks[s].nframes > depth ? p->stacks[s].nframes : depth;
+    struct open_slices os = {malloc(depth * sizeof *os.func), 0, malloc((fn->nfuncs + 1) * sizeof *os.name_id),
+                             calloc(fn->nfuncs + 1, sizeof *os.mark)};
+    uint32_t gen = 0;
+    if (!os.func || !os.name_id || !os.mark || name_ids(fn, os.name_id) != 0) {
+        free(os.func);
+        free(os.name_id);
+        free(os.mark);
+        return -1;
+    }
     for (size_t t = 0; t < p->nthreads; t++) {
         int64_t prev_end = INT64_MIN;
-        for (size_t i = ts->start[t]; i < ts->start[t + 1];) {
+        uint64_t last = 0;
+        for (size_t i = ts->start[t]; i < ts->start[t + 1]; i++) {
             const struct prof_sample *a = &p->samples[ts->order[i]];
-            uint32_t k = key[a->stack];
-            uint64_t n = 1, last = a->time_ns;
-            size_t j = i + 1;
-            for (; j < ts->start[t + 1]; j++) {
-                const struct prof_sample *b = &p->samples[ts->order[j]];
-                if (key[b->stack] != k || b->time_ns - last > period * ((uint64_t)b->weight + 1))
-                    break;
-                last = b->time_ns;
-                n++;
-            }
-            int64_t begin = (int64_t)(a->time_ns - origin) - (int64_t)(period * a->weight);
-            int64_t end = (int64_t)(last - origin);
-            /* Samples come with jitter: a slice never starts before the
-             * previous one of its thread ended (viewers require nesting). */
-            if (begin < prev_end)
-                begin = prev_end;
-            prev_end = end;
-            const struct export_func *g = &fn->funcs[k];
-            fputs(",\n{\"ph\":\"X\",\"name\":", out);
-            export_json_string(out, g->name);
-            fprintf(out, ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%" PRIu32 ",", export_class_name(g->cls),
-                    ts->tlane[t], p->threads[t].tid);
-            write_us(out, "ts", begin);
-            fputc(',', out);
-            write_us(out, "dur", end - begin);
-            fprintf(out, ",\"args\":{\"samples\":%" PRIu64, n);
             const struct prof_stack *st = &p->stacks[a->stack];
-            uint32_t leaf = st->nframes ? fn->of_frame[st->frames[0]] : fn->none;
-            if (leaf != k) {
-                fputs(",\"innermost\":", out);
-                export_json_string(out, fn->funcs[leaf].name);
+            uint64_t back = period * a->weight;
+            int64_t end = (int64_t)(a->time_ns - origin) / 1000;
+            int64_t begin = (int64_t)(a->time_ns - origin - (a->time_ns - origin >= back ? back : 0)) / 1000;
+            if (os.n && a->time_ns - last > period * ((uint64_t)a->weight + 1))
+                close_slices(out, ts, t, fn, &os, 0, prev_end); /* off CPU */
+            if (os.n || begin < prev_end)
+                begin = prev_end; /* contiguous, or jitter: never before the previous end */
+            if (end <= begin)
+                end = begin + 1;
+            uint32_t len = export_stack_len(p, st);
+            size_t keep = 0;
+            for (; keep < os.n && keep < (len ? len : 1); keep++) {
+                uint32_t f = len ? fn->of_frame[st->frames[len - 1 - keep]] : fn->none;
+                if (f != os.func[keep])
+                    break;
             }
-            if (g->source_file) {
-                fputs(",\"file\":", out);
-                export_json_string(out, g->source_file);
+            /* speedscope takes a begin before an end of the same name at one
+             * timestamp, so a slice closed and one of the same name opened at
+             * the same time would nest wrongly ("Tried to end X when Y was on
+             * the top"). Then the openings wait 1 us (0.1 % of a sample). */
+            bool clash = false;
+            if (keep < os.n && keep < len) {
+                gen++;
+                for (size_t j = keep; j < os.n; j++)
+                    os.mark[os.name_id[os.func[j]]] = gen;
+                for (size_t j = keep; j < len && !clash; j++)
+                    clash = os.mark[os.name_id[fn->of_frame[st->frames[len - 1 - j]]]] == gen;
             }
-            fputs("}}", out);
-            i = j;
+            close_slices(out, ts, t, fn, &os, keep, begin);
+            if (clash && ++begin >= end)
+                end = begin + 1;
+            for (; os.n < (len ? len : 1); os.n++) {
+                os.func[os.n] = len ? fn->of_frame[st->frames[len - 1 - os.n]] : fn->none;
+                write_edge(out, ts, t, &fn->funcs[os.func[os.n]], 'B', begin);
+            }
+            prev_end = end;
+            last = a->time_ns;
         }
+        close_slices(out, ts, t, fn, &os, 0, prev_end);
     }
+    free(os.func);
+    free(os.name_id);
+    free(os.mark);
+    return 0;
 }
 
 /* The counter track of one lane: active threads per 10 ms bucket, only where
@@ -236,8 +307,8 @@ static int write_lane_active_threads(FILE *out, const struct thread_samples *ts,
         uint32_t v = b < nb ? active[b] : 0;
         if (b > 0 && b < nb && v == active[b - 1])
             continue;
-        fprintf(out, ",\n{\"ph\":\"C\",\"name\":\"threads\",\"pid\":%ld,\"tid\":0,", lane);
-        write_us(out, "ts", (int64_t)(lo + b * BUCKET_NS - origin));
+        fprintf(out, ",\n{\"ph\":\"C\",\"cat\":\"opprof\",\"name\":\"threads\",\"pid\":%ld,\"tid\":0,"
+                     "\"ts\":%" PRIu64, lane, (uint64_t)((lo + b * BUCKET_NS - origin) / 1000));
         fprintf(out, ",\"args\":{\"active threads\":%" PRIu32, v);
         if (o && o->online_cpus)
             fprintf(out, ",\"online CPUs\":%u", o->online_cpus);
@@ -261,17 +332,15 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
         .tlane = malloc((p->nthreads ? p->nthreads : 1) * sizeof *ts.tlane),
     };
     size_t *fill = calloc(p->nthreads + 1, sizeof *fill);
-    uint32_t *key = malloc((p->nstacks ? p->nstacks : 1) * sizeof *key);
     int rc = -1;
-    if (!ts.start || !ts.order || !fill || !key || !ts.tlane)
+    if (!ts.start || !ts.order || !fill || !ts.tlane)
         goto done;
-    for (size_t s = 0; s < p->nstacks; s++)
-        key[s] = slice_key(p, &fn, (uint32_t)s);
     export_order_by_thread(p, ts.start, fill, ts.order);
 
     if (write_names(out, &ts, pi, nprofiles, lanes, first) != 0)
         goto done;
-    write_slices(out, &ts, &fn, key, period, origin);
+    if (write_slices(out, &ts, &fn, period, origin) != 0)
+        goto done;
     for (size_t li = 0; li < lanes->n; li++)
         if (lanes->v[li].profile == pi && write_lane_active_threads(out, &ts, (long)lanes->v[li].lane, o, origin) != 0)
             goto done;
@@ -280,7 +349,6 @@ done:
     free(ts.start);
     free(ts.order);
     free(fill);
-    free(key);
     free(ts.tlane);
     export_funcs_free(&fn);
     return rc;

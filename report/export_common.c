@@ -369,7 +369,7 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
             }
             t->nodes[node].total += weight[s];
         }
-        for (uint32_t k = st->nframes; k-- > 0;) {
+        for (uint32_t k = export_stack_len(p, st); k-- > 0;) {
             node = tree_child(t, &index, node, fn->of_frame[st->frames[k]]);
             if (node == UINT32_MAX) {
                 rc = -1;
@@ -426,4 +426,24 @@ void export_order_by_thread(const struct profile *p, size_t *start, size_t *fill
         if (t < p->nthreads)
             order[start[t] + fill[t]++] = i;
     }
+}
+
+static bool is_process_entry(const struct prof_frame *f)
+{
+    static const char *const entry[] = {"_start", "__libc_start_main", "__libc_start_call_main",
+                                        "__libc_start_main_impl"};
+    if (f->kind == FRAME_PYTHON || !f->name)
+        return false;
+    for (size_t i = 0; i < sizeof entry / sizeof entry[0]; i++)
+        if (strcmp(f->name, entry[i]) == 0)
+            return true;
+    return false;
+}
+
+uint32_t export_stack_len(const struct profile *p, const struct prof_stack *st)
+{
+    uint32_t n = st->nframes;
+    while (n > 1 && is_process_entry(&p->frames[st->frames[n - 1]]))
+        n--;
+    return n;
 }

@@ -8,6 +8,12 @@
  * the share of samples they cover; hovering shows name, samples and %.
  * `inverted` draws an icicle graph (root at the top).
  *
+ * The SVG has a fixed frame height (16 px) and a real width and height, as
+ * flamegraph.pl's: a deep stack makes a tall page that scrolls, with text
+ * readable at any depth, where a viewBox-only SVG was shrunk to fit the
+ * window (3 px text for 159 frames). `width`, `minwidth`, `colors` and
+ * `countname` follow flamegraph.pl's options.
+ *
  * The layout is computed here (so the file shows something even in viewers
  * without JavaScript); the script only recomputes x/width on zoom. Boxes
  * narrower than 0.1 px at full view are left out, as flamegraph.pl does:
@@ -21,7 +27,7 @@
 #include "report/export_internal.h"
 #include "report/report.h"
 
-#define FG_WIDTH 1200.0
+#define FG_WIDTH 1200.0 /* default width, as flamegraph.pl */
 #define FG_PAD 10.0
 #define FG_FRAME_H 16.0
 #define FG_TOP 62.0
@@ -71,6 +77,49 @@ static void frame_colour(enum export_class c, const char *name, int rgb[3])
     case EXPORT_CLASS_NATIVE: hsl_rgb(0 + 18 * v, 0.72, 0.58 + 0.10 * v, rgb); break;
     default: hsl_rgb(0, 0, 0.66 + 0.10 * v, rgb); break;
     }
+}
+
+/* flamegraph.pl's palettes (its --colors), the shade from the name's hash
+ * instead of rand() so a function keeps its colour across files. */
+static const char *const palettes[] = {"opprof", "hot", "mem", "io", "red", "green", "blue",
+                                       "aqua", "yellow", "purple", "orange"};
+
+bool export_colors_valid(const char *name)
+{
+    for (size_t i = 0; i < sizeof palettes / sizeof palettes[0]; i++)
+        if (strcmp(name, palettes[i]) == 0)
+            return true;
+    return false;
+}
+
+static void palette_colour(const char *palette, enum export_class c, const char *name, int rgb[3])
+{
+    if (!palette || strcmp(palette, "opprof") == 0) {
+        frame_colour(c, name, rgb);
+        return;
+    }
+    uint32_t h = name_hash(name);
+    double v1 = (h % 1000) / 1000.0, v2 = ((h / 1000) % 1000) / 1000.0, v3 = ((h / 1000000) % 1000) / 1000.0;
+    double r = 205 + 50 * v3, g = 230 * v1, b = 55 * v2; /* hot */
+    if (strcmp(palette, "mem") == 0)
+        r = 0, g = 190 + 50 * v2, b = 210 * v1;
+    else if (strcmp(palette, "io") == 0)
+        r = 80 + 60 * v1, g = r, b = 190 + 55 * v2;
+    else if (strcmp(palette, "red") == 0)
+        r = 200 + 55 * v1, g = 50 + 80 * v1, b = g;
+    else if (strcmp(palette, "green") == 0)
+        g = 200 + 55 * v1, r = 50 + 60 * v1, b = r;
+    else if (strcmp(palette, "blue") == 0)
+        r = 80 + 60 * v1, g = r, b = 205 + 50 * v1;
+    else if (strcmp(palette, "yellow") == 0)
+        r = 175 + 55 * v1, g = r, b = 50 + 20 * v1;
+    else if (strcmp(palette, "purple") == 0)
+        r = 190 + 65 * v1, g = 80 + 60 * v1, b = r;
+    else if (strcmp(palette, "aqua") == 0)
+        r = 50 + 60 * v1, g = 165 + 55 * v1, b = g;
+    else if (strcmp(palette, "orange") == 0)
+        r = 190 + 65 * v1, g = 90 + 65 * v1, b = 0;
+    rgb[0] = (int)r, rgb[1] = (int)g, rgb[2] = (int)b;
 }
 
 /* The box label at width w: the name, or its head and "..", or nothing
@@ -179,6 +228,99 @@ static const char flame_script[] =
     "  layout();\n"
     "})();\n";
 
+/* The layout of one graph. */
+struct fg_layout {
+    double width, height, scale, minw, period_s;
+    uint32_t depth;
+    uint64_t total;
+    bool inverted;
+    const char *countname, *colors;
+};
+
+/* Title, summary line, buttons and the legend of the classes present. */
+static void write_header(FILE *out, const struct profile *p, const struct export_options *o, const struct fg_layout *l,
+                         const struct export_funcs *fn, const struct export_tree *t)
+{
+    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#f8f8f4\"/>\n", l->width, l->height);
+    fprintf(out, "<text class=\"fg-title\" x=\"%.0f\" y=\"22\" text-anchor=\"middle\">", l->width / 2);
+    if (o && o->title) {
+        export_xml_text(out, o->title);
+    } else {
+        fputs(l->inverted ? "Icicle graph: " : "Flame graph: ", out);
+        export_xml_text(out, p->command ? p->command : "opprof profile");
+    }
+    fputs("</text>\n", out);
+    fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " ", FG_PAD, l->total);
+    export_xml_text(out, l->countname);
+    if (p->sample_period) { /* record -c: samples of an event */
+        fprintf(out, " (%" PRIu64 " ", l->total * p->sample_period);
+        export_xml_text(out, p->event ? p->event : "event");
+        fputs(" events); click a box to zoom, hover for details</text>\n", out);
+    } else {
+        fprintf(out, " (%.3f s of sampled CPU time); click a box to zoom, hover for details</text>\n",
+                (double)l->total * l->period_s);
+    }
+    fprintf(out, "<text class=\"fg-btn fg-reset\" x=\"%.0f\" y=\"22\" style=\"display:none\">Reset zoom</text>\n",
+            FG_PAD);
+    fprintf(out, "<text class=\"fg-btn fg-search\" x=\"%.0f\" y=\"22\" text-anchor=\"end\">Search</text>\n",
+            l->width - FG_PAD);
+    fprintf(out, "<text class=\"fg-matched\" x=\"%.0f\" y=\"40\" text-anchor=\"end\"> </text>\n", l->width - FG_PAD);
+    if (l->colors && strcmp(l->colors, "opprof") != 0)
+        return; /* a flamegraph.pl palette says nothing about classes */
+    bool present[EXPORT_CLASS_COUNT] = {false};
+    for (size_t i = 1; i < t->nnodes; i++)
+        present[fn->funcs[t->nodes[i].func].cls] = true;
+    double lx = FG_PAD;
+    for (int c = 0; c < EXPORT_CLASS_COUNT; c++) {
+        if (!present[c])
+            continue;
+        int rgb[3];
+        frame_colour((enum export_class)c, "", rgb);
+        fprintf(out, "<rect x=\"%.0f\" y=\"47\" width=\"10\" height=\"10\" fill=\"rgb(%d,%d,%d)\"/>"
+                     "<text x=\"%.0f\" y=\"56\">%s</text>\n",
+                lx, rgb[0], rgb[1], rgb[2], lx + 14, class_label[c]);
+        lx += 14 + strlen(class_label[c]) * FG_CHAR_W + 16;
+    }
+}
+
+/* One box: tooltip (title), rectangle, label. */
+static void write_frame(FILE *out, const struct profile *p, const struct fg_layout *l, const struct export_func *g,
+                        const struct export_node *n, uint64_t start)
+{
+    double w = (double)n->total * l->scale;
+    double x = FG_PAD + (double)start * l->scale;
+    double y = l->inverted ? FG_TOP + (n->depth - 1) * FG_FRAME_H : FG_TOP + (l->depth - n->depth) * FG_FRAME_H;
+    int rgb[3];
+    palette_colour(l->colors, g->cls, g->name, rgb);
+    fprintf(out, "<g class=\"f\" data-s=\"%" PRIu64 "\" data-n=\"%" PRIu64 "\" data-d=\"%" PRIu32 "\"><title>", start,
+            n->total, n->depth);
+    export_xml_text(out, g->name);
+    char amount[64];
+    if (p->sample_period) /* record -c: events, not time */
+        snprintf(amount, sizeof amount, "%" PRIu64 " events", n->total * p->sample_period);
+    else
+        snprintf(amount, sizeof amount, "%.3f s", (double)n->total * l->period_s);
+    fprintf(out, "\n%" PRIu64 " ", n->total);
+    export_xml_text(out, l->countname);
+    fprintf(out, ", %s (%.2f%%), self %" PRIu64 " (%.2f%%), %s", amount,
+            l->total ? 100.0 * (double)n->total / (double)l->total : 0.0, n->self,
+            l->total ? 100.0 * (double)n->self / (double)l->total : 0.0, export_class_name(g->cls));
+    if (g->module && g->module[0] && g->cls != EXPORT_CLASS_PYTHON) {
+        fputs(", ", out);
+        export_xml_text(out, g->module);
+    } else if (g->source_file) {
+        fputs(", ", out);
+        export_xml_text(out, g->source_file);
+        if (g->min_line > 0)
+            fprintf(out, ":%d", g->min_line);
+    }
+    fprintf(out, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" rx=\"2\" "
+                 "fill=\"rgb(%d,%d,%d)\"/><text class=\"l\" x=\"%.2f\" y=\"%.1f\">",
+            x, y, w - 0.5 > 0.1 ? w - 0.5 : 0.1, FG_FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y + FG_FRAME_H - 4.5);
+    write_label(out, g->name, w);
+    fputs("</text></g>\n", out);
+}
+
 int export_flamegraph(FILE *out, const struct profile *p, const struct export_options *o, bool embedded)
 {
     struct export_funcs fn;
@@ -204,21 +346,30 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
             off += t.nodes[c].total;
         }
     }
-    bool inverted = o && o->inverted;
-    uint64_t total = t.nodes[0].total;
-    uint32_t depth = t.max_depth ? t.max_depth : 1;
-    double height = FG_TOP + depth * FG_FRAME_H + FG_BOTTOM;
-    double scale = total ? (FG_WIDTH - 2 * FG_PAD) / (double)total : 0;
-    double period_s = (double)(p->period_ns ? p->period_ns : 1000000) / 1e9;
-
+    struct fg_layout l = {
+        .width = o && o->width >= 2 * FG_PAD + 10 ? o->width : FG_WIDTH,
+        .inverted = o && o->inverted,
+        .total = t.nodes[0].total,
+        .depth = t.max_depth ? t.max_depth : 1,
+        .period_s = (double)(p->period_ns ? p->period_ns : 1000000) / 1e9,
+        .countname = o && o->countname && o->countname[0] ? o->countname : "samples",
+        .colors = o ? o->colors : NULL,
+    };
+    l.height = FG_TOP + l.depth * FG_FRAME_H + FG_BOTTOM;
+    l.scale = l.total ? (l.width - 2 * FG_PAD) / (double)l.total : 0;
+    l.minw = o && o->minwidth_pct > 0 ? o->minwidth_pct / 100.0 * (l.width - 2 * FG_PAD)
+             : o && o->minwidth > 0   ? o->minwidth
+                                      : FG_MIN_W;
     if (!embedded)
         fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
+    /* width and height in px, both standalone and inlined: the page scrolls
+     * instead of shrinking the text of a deep graph. */
     fprintf(out,
             "<svg id=\"opprof-flame\" xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
-            "%s viewBox=\"0 0 %.0f %.0f\" data-width=\"%.0f\" data-pad=\"%.0f\" data-total=\"%" PRIu64 "\" "
-            "data-charw=\"%.1f\" data-period-ns=\"%" PRIu64 "\" data-standalone=\"%d\">\n",
-            embedded ? "width=\"100%\"" : "width=\"1200\"", FG_WIDTH, height, FG_WIDTH, FG_PAD, total, FG_CHAR_W,
-            p->period_ns, embedded ? 0 : 1);
+            "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" data-width=\"%.0f\" data-pad=\"%.0f\" "
+            "data-total=\"%" PRIu64 "\" data-charw=\"%.1f\" data-period-ns=\"%" PRIu64 "\" data-standalone=\"%d\">\n",
+            l.width, l.height, l.width, l.height, l.width, FG_PAD, l.total, FG_CHAR_W, p->period_ns,
+            embedded ? 0 : 1);
     if (!embedded)
         fprintf(out, "<!-- opprof flame graph: %zu samples; weights are %s -->\n", p->nsamples,
                 p->sample_period ? "samples of an event (record -c)" : "timer periods");
@@ -231,90 +382,14 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
           "#opprof-flame text.l { pointer-events: none; }\n"
           "</style>\n",
           out);
-    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#f8f8f4\"/>\n", FG_WIDTH, height);
-    fprintf(out, "<text class=\"fg-title\" x=\"%.0f\" y=\"22\" text-anchor=\"middle\">", FG_WIDTH / 2);
-    if (o && o->title) {
-        export_xml_text(out, o->title);
-    } else {
-        fputs(inverted ? "Icicle graph: " : "Flame graph: ", out);
-        export_xml_text(out, p->command ? p->command : "opprof profile");
-    }
-    fputs("</text>\n", out);
-    if (p->sample_period) { /* record -c: samples of an event */
-        fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " samples (%" PRIu64 " ", FG_PAD, total,
-                total * p->sample_period);
-        export_xml_text(out, p->event ? p->event : "event");
-        fputs(" events); click a box to zoom, hover for details</text>\n", out);
-    } else {
-        fprintf(out, "<text x=\"%.0f\" y=\"40\">%" PRIu64 " samples (%.3f s of sampled CPU time); "
-                     "click a box to zoom, hover for details</text>\n",
-                FG_PAD, total, (double)total * period_s);
-    }
-    fprintf(out, "<text class=\"fg-btn fg-reset\" x=\"%.0f\" y=\"22\" style=\"display:none\">Reset zoom</text>\n",
-            FG_PAD);
-    fprintf(out, "<text class=\"fg-btn fg-search\" x=\"%.0f\" y=\"22\" text-anchor=\"end\">Search</text>\n",
-            FG_WIDTH - FG_PAD);
-    fprintf(out, "<text class=\"fg-matched\" x=\"%.0f\" y=\"40\" text-anchor=\"end\"> </text>\n",
-            FG_WIDTH - FG_PAD);
-
-    /* Legend: one swatch per class present. */
-    bool present[EXPORT_CLASS_COUNT] = {false};
-    for (size_t i = 1; i < t.nnodes; i++)
-        present[fn.funcs[t.nodes[i].func].cls] = true;
-    double lx = FG_PAD;
-    for (int c = 0; c < EXPORT_CLASS_COUNT; c++) {
-        if (!present[c])
-            continue;
-        int rgb[3];
-        frame_colour((enum export_class)c, "", rgb);
-        fprintf(out, "<rect x=\"%.0f\" y=\"47\" width=\"10\" height=\"10\" fill=\"rgb(%d,%d,%d)\"/>"
-                     "<text x=\"%.0f\" y=\"56\">%s</text>\n",
-                lx, rgb[0], rgb[1], rgb[2], lx + 14, class_label[c]);
-        lx += 14 + strlen(class_label[c]) * FG_CHAR_W + 16;
-    }
-
+    write_header(out, p, o, &l, &fn, &t);
     fputs("<g class=\"frames\">\n", out);
-    for (size_t i = 1; i < t.nnodes; i++) {
-        const struct export_node *n = &t.nodes[i];
-        double w = (double)n->total * scale;
-        if (w < FG_MIN_W)
-            continue; /* its children are narrower still */
-        const struct export_func *g = &fn.funcs[n->func];
-        double x = FG_PAD + (double)start[i] * scale;
-        double y = inverted ? FG_TOP + (n->depth - 1) * FG_FRAME_H : FG_TOP + (depth - n->depth) * FG_FRAME_H;
-        int rgb[3];
-        frame_colour(g->cls, g->name, rgb);
-        fprintf(out, "<g class=\"f\" data-s=\"%" PRIu64 "\" data-n=\"%" PRIu64 "\" data-d=\"%" PRIu32 "\"><title>",
-                start[i], n->total, n->depth);
-        export_xml_text(out, g->name);
-        char amount[64];
-        if (p->sample_period) /* record -c: events, not time */
-            snprintf(amount, sizeof amount, "%" PRIu64 " events", n->total * p->sample_period);
-        else
-            snprintf(amount, sizeof amount, "%.3f s", (double)n->total * period_s);
-        fprintf(out, "\n%" PRIu64 " samples, %s (%.2f%%), self %" PRIu64 " (%.2f%%), %s", n->total, amount,
-                total ? 100.0 * (double)n->total / (double)total : 0.0, n->self,
-                total ? 100.0 * (double)n->self / (double)total : 0.0, export_class_name(g->cls));
-        if (g->module && g->module[0] && g->cls != EXPORT_CLASS_PYTHON) {
-            fputs(", ", out);
-            export_xml_text(out, g->module);
-        } else if (g->source_file) {
-            fputs(", ", out);
-            export_xml_text(out, g->source_file);
-            if (g->min_line > 0)
-                fprintf(out, ":%d", g->min_line);
-        }
-        fprintf(out, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" rx=\"2\" "
-                     "fill=\"rgb(%d,%d,%d)\"/><text class=\"l\" x=\"%.2f\" y=\"%.1f\">",
-                x, y, w - 0.5 > 0.1 ? w - 0.5 : 0.1, FG_FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3,
-                y + FG_FRAME_H - 4.5);
-        write_label(out, g->name, w);
-        fputs("</text></g>\n", out);
-    }
+    for (size_t i = 1; i < t.nnodes; i++)
+        if ((double)t.nodes[i].total * l.scale >= l.minw) /* else its children are narrower still */
+            write_frame(out, p, &l, &fn.funcs[t.nodes[i].func], &t.nodes[i], start[i]);
     fputs("</g>\n", out);
-    fprintf(out, "<text class=\"fg-details\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD, height - 12);
+    fprintf(out, "<text class=\"fg-details\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD, l.height - 12);
     fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n", flame_script);
-
     free(start);
     export_tree_free(&t);
     export_funcs_free(&fn);

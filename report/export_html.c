@@ -14,7 +14,6 @@
 #include "report/export_internal.h"
 #include "report/report.h"
 
-#define HOTSPOT_ROWS 200   /* a page, not a database: the rest is in `opprof report` */
 #define CHART_BUCKETS 600  /* horizontal resolution of the threads chart */
 #define CHART_THREADS 48   /* lanes drawn; the rest are counted in a note */
 
@@ -28,6 +27,7 @@ static const char page_style[] =
     "table.hot th.num,table.hot td.num{text-align:right}\n"
     "table.hot td{padding:2px 8px;border-bottom:1px solid #eee;font-family:monospace}\n"
     "table.hot th,table.hot td.num{white-space:nowrap}\n"
+    "pre.report{overflow:auto;max-height:70vh;background:#fafafa;border:1px solid #ddd;padding:6px}\n"
     "div.scroll{max-height:420px;max-width:100%;overflow:auto;display:inline-block;border:1px solid #ddd}\n"
     "table.hot th.sorted-desc::after{content:' \\25BC'}table.hot th.sorted-asc::after{content:' \\25B2'}\n"
     ".note{color:#666;font-size:12px}.warn{color:#a40}\n";
@@ -114,6 +114,54 @@ static void write_summary(FILE *out, const struct profile *p, const struct expor
     }
 }
 
+/* What `opprof report` prints first (header, findings, phases, PyTorch
+ * operators with their calling Python lines, top hotspots), rendered by the
+ * report itself into a <pre>: the page says exactly what the text report
+ * says, in the same words, without a second implementation. 0, or -1. */
+static int write_text_report(FILE *out, const struct profile *p)
+{
+    struct phase_summary phases;
+    struct findings findings = {0};
+    if (phases_compute(p, &phases) != 0 || findings_compute(p, &findings) != 0) {
+        findings_free(&findings);
+        return -1;
+    }
+    struct report_plan plan = {
+        .profile = p,
+        .opts = {.format = FORMAT_TEXT, .group_by = GROUP_FUNCTION, .sort = SORT_SELF, .limit = 20},
+        .phases = &phases,
+        .findings = &findings,
+    };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    int rc = mem ? report_render(mem, &plan) : 2;
+    if (mem)
+        fclose(mem);
+    findings_free(&findings);
+    if (rc != 0 || !text) {
+        free(text);
+        return -1;
+    }
+    fputs("<h2>Report</h2>\n<p class=\"note\">What <code>opprof report</code> prints (first 20 rows of each "
+          "table): findings, phases and operators with the Python lines that call them when the program "
+          "ran PyTorch.</p>\n<pre class=\"report\">",
+          out);
+    /* line by line: export_xml_text turns control characters (\n too) into blanks */
+    for (char *line = text, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            nl = line + strlen(line) - 1;
+        else
+            *nl = '\0';
+        export_xml_text(out, line);
+        fputc('\n', out);
+    }
+    fputs("</pre>\n", out);
+    free(text);
+    return 0;
+}
+
 static int write_hotspots(FILE *out, const struct profile *p)
 {
     struct hotspot_table t;
@@ -122,11 +170,13 @@ static int write_hotspots(FILE *out, const struct profile *p)
     hotspots_sort(&t, SORT_SELF);
     double period_s = (double)(t.period_ns ? t.period_ns : 1000000) / 1e9;
     double den = t.total_weight ? (double)t.total_weight : 1;
-    size_t n = t.nrows < HOTSPOT_ROWS ? t.nrows : HOTSPOT_ROWS;
-    fprintf(out, "<p class=\"note\">Top %zu of %zu functions by self %s. Self: samples whose innermost "
+    /* Every row: a top-N by self would drop main and the other callers as
+     * soon as the table is sorted by total. */
+    size_t n = t.nrows;
+    fprintf(out, "<p class=\"note\">All %zu functions, by self %s. Self: samples whose innermost "
                  "frame is the function; total: samples with it anywhere on the stack (once per sample). "
                  "Click a column header to sort.</p>\n",
-            n, t.nrows, t.sample_period && !t.period_ns ? "events" : "time");
+            n, t.sample_period && !t.period_ns ? "events" : "time");
     bool events = t.sample_period && !t.period_ns; /* record -c */
     fprintf(out, "<div class=\"scroll\"><table class=\"hot\" id=\"hotspots\"><thead><tr><th class=\"num sorted-desc\">Self %%</th>"
                  "<th class=\"num\">Self %s</th><th class=\"num\">Total %%</th><th class=\"num\">Total %s</th>"
@@ -296,11 +346,14 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
     export_xml_text(out, p->command ? p->command : "profile");
     fprintf(out, "</title>\n<style>\n%s</style>\n</head><body>\n<h1>opprof profile</h1>\n", page_style);
     write_summary(out, p, o);
+    if (write_text_report(out, p) != 0)
+        return -1;
     fputs("<h2>Hotspots</h2>\n", out);
     if (write_hotspots(out, p) != 0)
         return -1;
     fputs("<h2>Flame graph</h2>\n<p class=\"note\">Click a box to zoom, \"Reset zoom\" to go back, "
-          "\"Search\" to highlight functions by regular expression.</p>\n<div>\n",
+          "\"Search\" to highlight functions by regular expression.</p>\n"
+          "<div style=\"overflow:auto;max-height:85vh;max-width:100%\">\n",
           out);
     struct export_options fo = o ? *o : (struct export_options){0};
     fo.title = "";

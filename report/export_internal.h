@@ -106,6 +106,14 @@ void export_tree_free(struct export_tree *t);
 /* Weight and sample count per stack index (arrays of p->nstacks, caller frees). */
 int export_stack_weights(const struct profile *p, uint64_t **weight, uint64_t **count);
 
+/* How many frames of st (leaf first) the exports show: the process-entry
+ * frames at the root (_start, __libc_start_main, __libc_start_call_main) are
+ * dropped. Python processes are sampled with a stack rooted at
+ * __libc_start_main and native ones at _start; dropping both everywhere gives
+ * one root tower per program in every viewer, and the frames say nothing
+ * about the program. A stack made only of such frames keeps its leaf. */
+uint32_t export_stack_len(const struct profile *p, const struct prof_stack *st);
+
 /* Basename of a path ("?" for NULL). */
 const char *export_base_name(const char *path);
 

@@ -11,7 +11,8 @@
  *       sample even under recursion (total)
  *   nc = cc  number of such samples (so "percall" is about one period)
  * and per caller edge the same restricted to samples where that caller
- * called the function. As cProfile does, the interpreter's own work on a
+ * made the function's outermost call in the stack: under recursion a sample
+ * counts on one edge only, so a function's caller edges add up to it. As cProfile does, the interpreter's own work on a
  * Python function's bytecode (long arithmetic, allocation, PyObject_Free) is
  * that function's own time: a sample whose frames leafward of the innermost
  * Python frame are all interpreter code is charged to the Python function.
@@ -19,8 +20,9 @@
  * as cProfile gives built-ins theirs. Python functions are keyed (co_filename, smallest line
  * sampled in the function, co_qualname): the profile knows the line that was
  * executing, not the def line, so firstlineno is the lowest line seen (the
- * def line or a little after). Native functions are keyed (module, 0, name),
- * printed by pstats as "libfoo.so:0(name)"; a frame with no module gets
+ * def line or a little after). Native functions with line information are
+ * keyed (source file, smallest line sampled, name), as Python ones; without,
+ * (module, 0, name), printed by pstats as "libfoo.so:0(name)"; a frame with no module gets
  * cProfile's own convention for built-ins ('~', 0, '<name>'), printed "{name}".
  *
  * Only the marshal pieces needed are written: dict '{'..'0', small tuple ')'
@@ -122,7 +124,6 @@ struct pstats_func {
 struct pstats_edge {
     uint32_t caller, callee;
     uint64_t self_w, total_w, samples;
-    uint32_t gen;
 };
 
 /* The edges in first-seen order (the order they are written in) plus an
@@ -151,7 +152,7 @@ static struct pstats_edge *edge_get(struct edge_map *m, uint32_t caller, uint32_
     if (rc < 0)
         return NULL;
     if (rc == 0)
-        m->edges[m->nedges++] = (struct pstats_edge){caller, callee, 0, 0, 0, 0};
+        m->edges[m->nedges++] = (struct pstats_edge){caller, callee, 0, 0, 0};
     return &m->edges[found];
 }
 
@@ -162,6 +163,11 @@ static void w_key(FILE *out, const struct export_funcs *fn, uint32_t f)
     w_tuple(out, 3);
     if (g->cls == EXPORT_CLASS_PYTHON) {
         w_str(out, g->key_file ? g->key_file : g->module);
+        w_uint(out, g->min_line > 0 ? (uint64_t)g->min_line : 0);
+        w_str(out, g->symbol);
+    } else if (g->source_file && g->source_file[0]) {
+        /* debug info gave a line: pstats and gprof2dot show file:line */
+        w_str(out, g->source_file);
         w_uint(out, g->min_line > 0 ? (uint64_t)g->min_line : 0);
         w_str(out, g->symbol);
     } else if (g->module && g->module[0]) {
@@ -267,27 +273,33 @@ int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen)
             continue;
         }
         uint32_t first = interpreter_leaf_frames(p, &interp, st);
-        funcs[fn.of_frame[st->frames[first]]].self_w += weight[s];
-        for (uint32_t k = first; k < st->nframes; k++) {
+        uint32_t len = export_stack_len(p, st);
+        if (first >= len)
+            first = len - 1;
+        uint32_t leaf = fn.of_frame[st->frames[first]];
+        funcs[leaf].self_w += weight[s];
+        /* Root to leaf: a function's sample (and the caller edge it is
+         * counted on) is its outermost call in the stack, so under recursion
+         * a sample counts once for the function and once among its caller
+         * edges, which then never add up to more than the function; the
+         * sample's self time goes to that same edge. */
+        for (uint32_t k = len; k-- > first;) {
             uint32_t callee = fn.of_frame[st->frames[k]];
             struct pstats_func *f = &funcs[callee];
-            if (f->gen != gen) { /* once per sample, even under recursion */
-                f->gen = gen;
-                f->total_w += weight[s];
-                f->samples += count[s];
-            }
-            if (k + 1 == st->nframes)
+            if (f->gen == gen)
+                continue; /* an inner, recursive call */
+            f->gen = gen;
+            f->total_w += weight[s];
+            f->samples += count[s];
+            if (k + 1 == len)
                 continue;
             struct pstats_edge *e = edge_get(&em, fn.of_frame[st->frames[k + 1]], callee);
             if (!e)
                 goto done;
-            if (k == first)
+            if (callee == leaf)
                 e->self_w += weight[s];
-            if (e->gen != gen) {
-                e->gen = gen;
-                e->total_w += weight[s];
-                e->samples += count[s];
-            }
+            e->total_w += weight[s];
+            e->samples += count[s];
         }
     }
 

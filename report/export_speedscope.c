@@ -24,7 +24,7 @@ static void write_stack(FILE *out, const struct profile *p, const struct export_
     const struct prof_stack *st = &p->stacks[s];
     if (st->nframes == 0)
         fprintf(out, "%" PRIu32, fn->none);
-    for (uint32_t k = st->nframes; k-- > 0;)
+    for (uint32_t k = export_stack_len(p, st); k-- > 0;) /* process-entry frames dropped */
         fprintf(out, "%" PRIu32 "%s", fn->of_frame[st->frames[k]], k ? "," : "");
     fputc(']', out);
 }

@@ -91,7 +91,15 @@ struct export_options {
     bool inverted;         /* flame graph as an icicle (root at the top) */
     const char *title;     /* flame graph / page title; NULL: from the command */
     unsigned online_cpus;  /* from the result's info file; 0: unknown */
+    /* flame graph, as flamegraph.pl's options of the same names: */
+    double width;          /* SVG width in px; 0: 1200 */
+    double minwidth;       /* boxes narrower than this (px) are left out; 0: 0.1 */
+    double minwidth_pct;   /* or narrower than this % of the total when > 0 */
+    const char *colors;    /* NULL/"opprof": by frame class; else a flamegraph.pl palette */
+    const char *countname; /* what a sample is called; NULL: "samples" */
 };
+/* Whether name is a palette --colors accepts. */
+bool export_colors_valid(const char *name);
 /* Brendan Gregg's folded stacks: "root;...;leaf count\n", sorted. */
 int export_folded(FILE *out, const struct profile *p);
 /* Self-contained interactive SVG flame graph (embedded: no XML prolog, for
@@ -105,6 +113,10 @@ int export_chrome_trace(FILE *out, const struct profile *const *profiles, const 
 /* cProfile-compatible marshal data for pstats. -2 (with a sentence in err)
  * when the profile has no samples: pstats refuses an empty dict. */
 int export_pstats(FILE *out, const struct profile *p, char *err, size_t errlen);
+/* pprof's profile.proto, gzipped. */
+int export_pprof(FILE *out, const struct profile *p);
+/* callgrind's format (callgrind_annotate, KCachegrind). */
+int export_callgrind(FILE *out, const struct profile *p);
 /* One self-contained HTML page: summary, hotspots, flame graph, threads over time. */
 int export_html(FILE *out, const struct profile *p, const struct export_options *o);
 /* --- end of exports -------------------------------------------------------- */

@@ -4,12 +4,15 @@
 #   workload: hot_a and hot_b, two leaf Python functions called 3:1 (75/25 %)
 #   folded / flame graph: counts add up to the report's total_weight exactly,
 #     no frame name that breaks flamegraph.pl
-#   pstats: python's pstats loads it, print_stats(5) sorted by tottime shows
+#   pstats: caller edges of a function never add up to more than it; python's pstats loads it, print_stats(5) sorted by tottime shows
 #     hot_a first, cumulative shares 75/25 within 5 pp, gprof2dot's invariants
 #   speedscope: structure, and the JSON schema shipped in the speedscope npm
 #     package (when npm can fetch it; skipped with a message otherwise)
-#   chrome trace: structure, slices per thread do not overlap, sample counts
-#     add up, two result dirs merge into one trace with two lanes in time order
+#   chrome trace: every event has cat, whole-microsecond times, B/E slices
+#     properly nested per thread (call stacks, depth >= 3), no args on slices,
+#     lane names without the pid, two result dirs merge into one trace with two lanes in time order
+#   HTML: the text report (header, findings, phases, operators) in a <pre>,
+#     every hotspot row (not a top 200)
 #   SVG / HTML: headless Chromium renders them without console errors;
 #     screenshots are kept in tests/integration/artifacts/ of the build tree
 . "$(dirname "$0")/lib.sh"
@@ -120,6 +123,9 @@ for (f, line, name), (cc, nc, t, ct, callers) in st.items():
     for ck, (ecc, enc, ett, ect) in callers.items():   # gprof2dot asserts these
         if ck not in st: fail("caller %r of %r is not a top-level key" % (ck, name))
         if ect > ct + 1e-9 or enc > nc: fail("edge %r -> %r exceeds the callee total" % (ck, name))
+    if callers and (sum(e[3] for e in callers.values()) > ct + 1e-9 or sum(e[1] for e in callers.values()) > nc):
+        fail("caller edges of %r add up to more than the function" % name)
+    if f not in ("~",) and line == 0 and "/" in f: fail("%r keyed with a source file but line 0" % name)
 tol = float(sys.argv[3]) + 3
 for name, want in (("hot_a", 75.0), ("hot_b", 25.0)):
     got = share.get(name)
@@ -211,25 +217,51 @@ else
     log "note: speedscope's npm package could not be fetched (no npm or no registry): schema check skipped"
 fi
 
+# --- HTML: the text report's sections and every hotspot row ---------------------------
+pycheck '
+import html as H
+page = open(sys.argv[1], encoding="utf-8").read(); rep = load(sys.argv[2])
+m = re.search(r"<pre class=\"report\">(.*?)</pre>", page, re.S)
+if not m: fail("HTML has no text report section")
+elif "Hotspots by function" not in H.unescape(m.group(1)): fail("HTML report section lacks the hotspot table")
+t = re.search(r"<table class=\"hot\" id=\"hotspots\">(.*?)</table>", page, re.S)
+rows = len(re.findall(r"<tr><td", t.group(1))) if t else 0
+if rows != len(rep["rows"]): fail("HTML hotspot table has %d rows, the report %d functions" % (rows, len(rep["rows"])))
+else: ok("HTML: text report section, and all %d hotspot rows" % rows)
+' "$WORK/p.html" "$WORK/r1.json"
+
 # --- chrome trace, one and two result dirs --------------------------------------------
 pycheck '
 doc = load(sys.argv[1]); rep = load(sys.argv[2])
 ev = doc["traceEvents"]
-xs = [e for e in ev if e["ph"] == "X"]
+xs = [e for e in ev if e["ph"] in "BE"]
 ms = [e for e in ev if e["ph"] == "M"]
 cs = [e for e in ev if e["ph"] == "C"]
-for e in xs:
-    if not all(k in e for k in ("name", "pid", "tid", "ts", "dur")) or e["dur"] <= 0 or e["ts"] < 0:
-        fail("bad X event %r" % e); break
+for e in ev:
+    if e["ph"] == "M": e = dict(e, ts=0)
+    if not all(k in e for k in ("name", "cat", "pid", "tid", "ts")) or e["ts"] < 0 or e["ts"] != int(e["ts"]):
+        fail("bad event (no cat, or ts not whole microseconds) %r" % e); break
+    if e["ph"] in "BE" and "args" in e: fail("slice with args (speedscope appends them to the name): %r" % e); break
 names = {e["name"] for e in ms}
 if not {"process_name", "thread_name"} <= names: fail("missing process/thread names: %s" % names)
-n = sum(e["args"]["samples"] for e in xs)
-print("chrome: %d slices over %d samples, %d counter events" % (len(xs), n, len(cs)))
-lanes = {}
-for e in sorted(xs, key=lambda e: e["ts"]):
+for e in ms:
+    if re.search(r"\((pid|tid) \d+\)", e["args"].get("name", "") if isinstance(e["args"].get("name"), str) else ""):
+        fail("lane name repeats the pid/tid: %r" % e["args"]["name"]); break
+# B/E properly nested per thread, in file order, time never going back
+stacks, last, depth = {}, {}, 0
+for e in xs:
     k = (e["pid"], e["tid"])
-    if k in lanes and e["ts"] < lanes[k] - 1e-3: fail("slices overlap on %s at %.3f" % (k, e["ts"])); break
-    lanes[k] = e["ts"] + e["dur"]
+    if e["ts"] < last.get(k, 0): fail("time goes back on %s at %d" % (k, e["ts"])); break
+    last[k] = e["ts"]
+    st = stacks.setdefault(k, [])
+    if e["ph"] == "B": st.append(e); depth = max(depth, len(st))
+    elif not st or st[-1]["name"] != e["name"]: fail("E %r does not close the open slice" % e["name"]); break
+    else:
+        b = st.pop()
+        if e["ts"] <= b["ts"]: fail("empty slice %r" % e); break
+if any(stacks.values()): fail("slices left open")
+print("chrome: %d slice events, depth %d, %d counter events" % (len(xs), depth, len(cs)))
+if depth < 3: fail("chrome trace slices are not nested (depth %d)" % depth)
 hot = [e for e in xs if e["name"] == "hot_a (split.py)"]
 if not hot: fail("no slice for hot_a")
 if not cs or "active threads" not in cs[0]["args"] or cs[0]["args"].get("online CPUs", 0) < 1:
@@ -248,10 +280,10 @@ print("merged trace lanes: %s" % [p["args"]["name"] for p in procs])
 if len(procs) != 2: fail("expected 2 process lanes, got %d" % len(procs))
 by = {}
 for e in ev:
-    if e["ph"] == "X": by.setdefault(e["pid"], []).append(e)
+    if e["ph"] in "BE": by.setdefault(e["pid"], []).append(e)
 if len(by) == 2:
     (a, ea), (b, eb) = sorted(by.items(), key=lambda kv: min(e["ts"] for e in kv[1]))
-    end_a = max(e["ts"] + e["dur"] for e in ea); start_b = min(e["ts"] for e in eb)
+    end_a = max(e["ts"] for e in ea); start_b = min(e["ts"] for e in eb)
     print("first run ends at %.0f us, second starts at %.0f us" % (end_a, start_b))
     if start_b < end_a: fail("the second recording does not follow the first on the shared clock")
 else: fail("expected slices in 2 lanes, got %d" % len(by))

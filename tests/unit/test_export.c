@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "analyze/analyze.h"
 #include "report/export_internal.h"
@@ -266,23 +267,24 @@ static void test_pstats_decode(void)
     CU_ASSERT_EQUAL(d.type, MV_DICT);
     CU_ASSERT_EQUAL(d.n, 5); /* main, spin, work, mm, rec */
     const double ms = 0.001;
-    struct mv *v = dict_get(&d, "prog", 0, "main");
+    /* Native functions with line information: (file, smallest line, name). */
+    struct mv *v = dict_get(&d, "/src/prog.c", 5, "main");
     check_stat(v, 8, 0, 8 * ms, 0);
-    v = dict_get(&d, "prog", 0, "spin");
+    v = dict_get(&d, "/src/prog.c", 20, "spin");
     check_stat(v, 4, 4 * ms, 4 * ms, 1);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 4, 4 * ms, 4 * ms, 0);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 4, 4 * ms, 4 * ms, 0);
     /* Python: keyed by file and the smallest line seen (10, not 12). */
     v = dict_get(&d, "/a/w.py", 10, "work");
     check_stat(v, 3, 1 * ms, 3 * ms, 1);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 3, 1 * ms, 3 * ms, 0);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 3, 1 * ms, 3 * ms, 0);
     v = dict_get(&d, "libtorch_cpu.so", 0, "at::_ops::mm::call");
     check_stat(v, 2, 2 * ms, 2 * ms, 1);
     check_stat(dict_get(&v->items[4], "/a/w.py", 10, "work"), 2, 2 * ms, 2 * ms, 0);
-    /* Recursion: total counted once per sample; the self-edge is a caller. */
+    /* Recursion: the sample counts once, on the outermost call's edge, so
+     * the caller edges add up to the function (no rec -> rec edge). */
     v = dict_get(&d, "prog", 0, "rec");
-    check_stat(v, 1, 1 * ms, 1 * ms, 2);
-    check_stat(dict_get(&v->items[4], "prog", 0, "rec"), 1, 1 * ms, 1 * ms, 0);
-    check_stat(dict_get(&v->items[4], "prog", 0, "main"), 1, 0, 1 * ms, 0);
+    check_stat(v, 1, 1 * ms, 1 * ms, 1);
+    check_stat(dict_get(&v->items[4], "/src/prog.c", 5, "main"), 1, 1 * ms, 1 * ms, 0);
     /* gprof2dot's rule: every caller is also a top-level key. */
     for (size_t k = 0; k < d.n; k++) {
         struct mv *callers = &d.items[2 * k + 1].items[4];
@@ -394,18 +396,31 @@ static void test_chrome_slices(void)
     char *buf = NULL;
     size_t len = 0;
     CAPTURE(buf, len, export_chrome_trace(out, ps, &o, 1));
-    /* Thread 0: spin x3, then work (innermost Python) x3 merging [work] and
-     * [mm, work], then rec after a gap; thread 1: spin x1. */
-    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"X\""), 4);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "{\"ph\":\"X\",\"name\":\"spin\",\"cat\":\"native\",\"pid\":100,\"tid\":100,"
-                                       "\"ts\":0.000,\"dur\":3000.000,\"args\":{\"samples\":3"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"name\":\"work (w.py)\",\"cat\":\"python\",\"pid\":100,\"tid\":100,"
-                                       "\"ts\":3000.000,\"dur\":3000.000,\"args\":{\"samples\":3"));
+    /* Thread 0: main > spin for 3 samples, main > work with mm below it for
+     * the last two, then off CPU (a 14 ms gap) and main > rec > rec; thread
+     * 1: main > spin. Whole microseconds, every slice opened is closed. */
+#define SLICE(ph, name, cat, tid, ts) \
+    "{\"ph\":\"" ph "\",\"name\":\"" name "\",\"cat\":\"" cat "\",\"pid\":100,\"tid\":" tid ",\"ts\":" ts "}"
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, SLICE("B", "main", "native", "100", "0") ",\n"
+                                       SLICE("B", "spin", "native", "100", "0") ",\n"
+                                       SLICE("E", "spin", "native", "100", "3000") ",\n"
+                                       SLICE("B", "work (w.py)", "python", "100", "3000") ",\n"
+                                       SLICE("B", "at::_ops::mm::call", "operator", "100", "4000") ",\n"
+                                       SLICE("E", "at::_ops::mm::call", "operator", "100", "6000") ",\n"
+                                       SLICE("E", "work (w.py)", "python", "100", "6000") ",\n"
+                                       SLICE("E", "main", "native", "100", "6000") ",\n"
+                                       SLICE("B", "main", "native", "100", "19000")));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, SLICE("B", "spin", "native", "101", "1000") ",\n"
+                                       SLICE("E", "spin", "native", "101", "2000")));
+#undef SLICE
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"B\""), 9);
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"E\""), 9);
+    CU_ASSERT_PTR_NULL(strstr(buf, "(pid "));
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"thread_name\""), 2);
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"process_name\""), 1);
     /* Two threads active in the first 10 ms bucket, one in the third. */
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":0.000,\"args\":{\"active threads\":2,\"online CPUs\":2}"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":20000.000,\"args\":{\"active threads\":1,\"online CPUs\":2}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":0,\"args\":{\"active threads\":2,\"online CPUs\":2}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"ts\":20000,\"args\":{\"active threads\":1,\"online CPUs\":2}"));
     free(buf);
 
     /* Two profiles with the same pid get two lanes. */
@@ -414,10 +429,80 @@ static void test_chrome_slices(void)
     struct export_options oo[2] = {{.online_cpus = 2}, {.online_cpus = 2}};
     CAPTURE(buf, len, export_chrome_trace(out, two, oo, 2));
     CU_ASSERT_EQUAL(count_of(buf, "\"name\":\"process_name\""), 2);
-    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"X\""), 8);
+    CU_ASSERT_EQUAL(count_of(buf, "\"ph\":\"B\""), 18);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"pid\":10000100"));
     free(buf);
     profile_free(q);
+    profile_free(p);
+}
+
+/* A slice of a name closed and one of that name opened at one timestamp:
+ * speedscope would take the begin first, so the opening waits 1 us. */
+static void test_chrome_same_name_reopened(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t m = profile_add_frame(p, "main", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t b = profile_add_frame(p, "b", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t l = profile_add_frame(p, "leaf", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t s1[] = {l, b, m}, s2[] = {l, m};
+    uint32_t k1 = profile_add_stack(p, s1, 3), k2 = profile_add_stack(p, s2, 2);
+    uint32_t t = profile_add_thread(p, 7, 7, "t");
+    profile_add_sample(p, 1000000, t, k1, 1);
+    profile_add_sample(p, 2000000, t, k2, 1);
+    const struct profile *ps[1] = {p};
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_chrome_trace(out, ps, NULL, 1));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "{\"ph\":\"E\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1000},\n"
+                                       "{\"ph\":\"E\",\"name\":\"b\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1000},\n"
+                                       "{\"ph\":\"B\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":1001},\n"
+                                       "{\"ph\":\"E\",\"name\":\"leaf\",\"cat\":\"native\",\"pid\":7,\"tid\":7,\"ts\":2000}"));
+    free(buf);
+    profile_free(p);
+}
+
+static void test_callgrind(void)
+{
+    struct profile *p = make_profile();
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_callgrind(out, p));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "positions: line\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "events: Samples Time_ns\n"));
+    /* spin's self cost on its line; main's call to it on main's line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "fl=/src/prog.c\nfn=spin\n20 4 4000000\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "cfi=/src/prog.c\ncfn=spin\ncalls=4 20\n5 4 4000000\n"));
+    /* recursion: one edge main -> rec, none rec -> rec */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "cfi=prog\ncfn=rec\ncalls=1 0\n5 1 1000000\n"));
+    CU_ASSERT_PTR_NULL(strstr(buf, "fn=rec\n0 1 1000000\ncfi"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "totals: 8 8000000\n"));
+    free(buf);
+    profile_free(p);
+}
+
+static void test_pprof_gzip(void)
+{
+    struct profile *p = make_profile();
+    char *buf = NULL;
+    size_t len = 0;
+    CAPTURE(buf, len, export_pprof(out, p));
+    CU_ASSERT_FATAL(len > 18);
+    CU_ASSERT((unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b); /* gzip */
+    unsigned char raw[65536];
+    z_stream z = {0};
+    CU_ASSERT_FATAL(inflateInit2(&z, 15 + 16) == Z_OK);
+    z.next_in = (unsigned char *)buf;
+    z.avail_in = (uInt)len;
+    z.next_out = raw;
+    z.avail_out = sizeof raw;
+    CU_ASSERT(inflate(&z, Z_FINISH) == Z_STREAM_END);
+    size_t n = sizeof raw - z.avail_out;
+    inflateEnd(&z);
+    /* the first string_table entry (field 6, length 0) is "" */
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "\x32\x00\x32\x07samples", 11));
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "nanoseconds", 11));
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, n, "work (w.py)", 11));
+    free(buf);
     profile_free(p);
 }
 
@@ -434,6 +519,15 @@ static void test_svg_and_html(void)
     CU_ASSERT_EQUAL(count_of(buf, "<g class=\"f\""), 6);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "<title>main\n8 samples, 0.008 s (100.00%)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "</svg>\n"));
+    /* A real size: 3 levels of 16 px plus the margins, so deep graphs scroll. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "width=\"1200\" height=\"144\""));
+    free(buf);
+    struct export_options fo = {.width = 600, .countname = "ms", .colors = "hot", .minwidth_pct = 20};
+    CAPTURE(buf, len, export_flamegraph(out, p, &fo, false));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "width=\"600\" height=\"144\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, ">8 ms ("));
+    /* --minwidth 20%: the rec boxes (1 of 8) are left out; main, spin, work, mm (2 of 8) stay */
+    CU_ASSERT_EQUAL(count_of(buf, "<g class=\"f\""), 4);
     free(buf);
     o.inverted = true;
     CAPTURE(buf, len, export_flamegraph(out, p, &o, true));
@@ -480,6 +574,9 @@ void register_export_tests(void)
     CU_add_test(s, "pstats: interpreter work is the Python function's own time", test_pstats_interpreter_work);
     CU_add_test(s, "speedscope: runs of equal stacks merged", test_speedscope_runs);
     CU_add_test(s, "chrome trace: slices, names, active threads, lanes", test_chrome_slices);
+    CU_add_test(s, "chrome trace: a name closed and reopened at once waits 1 us", test_chrome_same_name_reopened);
+    CU_add_test(s, "callgrind: self, calls, recursion counted once", test_callgrind);
+    CU_add_test(s, "pprof: gzipped profile.proto, string 0 empty", test_pprof_gzip);
     CU_add_test(s, "flame graph SVG and HTML page", test_svg_and_html);
     CU_add_test(s, "frame classes", test_classify);
 }
