@@ -277,7 +277,7 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
                  t->saw_libiomp ? "Intel libiomp5 " : "", t->saw_libgomp ? "GNU libgomp" : "");
     char swap[600] = "";
     if (t->openmp_runtime && strcmp(t->openmp_runtime, "keep") == 0)
-        snprintf(swap, sizeof swap, "; runtime kept as the workload has it (--openmp-runtime keep)");
+        snprintf(swap, sizeof swap, "; the workload's own runtime (record's default: nothing swapped)");
     else if (t->openmp_libomp)
         snprintf(swap, sizeof swap, "; record preloaded %s in place of GNU libgomp", t->openmp_libomp);
     else if (t->openmp_setup && strncmp(t->openmp_setup, "none-needed", 11) == 0)

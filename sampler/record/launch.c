@@ -559,6 +559,7 @@ static void print_record_summary(const struct record_options *o, const char *dir
     fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%s)\n",
             samples, lost, live ? (unsigned long long)live->threads : 0ull,
             live ? (unsigned long long)live->processes : 0ull, dir, size);
+    launch_openmp_print_summary(stderr); /* threading/OpenMP: says so when a runtime was swapped in */
     if (live && (o->delay_s > 0 || o->duration_s > 0)) {
         char until[48] = "the end";
         if (o->duration_s > 0)

@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_openmp.sh — the Threading section on omp_regions (many short parallel
-# regions), built with gcc (GNU libgomp: OMPT through the libomp swap) and
-# clang (LLVM libomp, when clang was there at build time):
+# regions), built with gcc (GNU libgomp) and clang (LLVM libomp, when clang was
+# there at build time). The gcc build is recorded with the explicit opt-in
+# --openmp-runtime auto: this test covers the OMPT path through a swapped-in
+# libomp (record's default keeps libgomp; test_gomp.sh covers that path):
 #   OMP_NUM_THREADS = CPUs      -> nothing flagged
 #   OMP_NUM_THREADS = 4 x CPUs  -> oversubscription flagged with the runqueue
 #                                  wait share and scale_step as the region opener
@@ -73,9 +75,18 @@ for v in $variants; do
     [ "$v" = llvm ] && bin=$LLVM
     for n in "$CPUS" "$OVER"; do
         log "== $v, OMP_NUM_THREADS=$n"
-        OMP_NUM_THREADS=$n record "$WORK/$v-$n" -- "$bin" --regions "$REGIONS"
+        opt=""
+        [ "$v" = gomp ] && opt="--openmp-runtime auto" # opt-in swap: this test checks the OMPT path
+        OMP_NUM_THREADS=$n record "$WORK/$v-$n" $opt -- "$bin" --regions "$REGIONS"
         [ "$RECORD_STATUS" -eq 0 ] || { fail "record $v $n exited $RECORD_STATUS"; continue; }
         ompt=1
+        if [ "$v" = gomp ] && grep -q '^openmp_libomp=' "$WORK/$v-$n/info" &&
+            ! grep -q 'OpenMP runtime swapped' "$RECORD_ERR"; then
+            fail "record swapped the runtime but its summary does not say so"
+        fi
+        if [ "$v" = llvm ] && grep -q 'OpenMP runtime swapped' "$RECORD_ERR"; then
+            fail "record says it swapped a runtime without being asked to"
+        fi
         if [ "$v" = gomp ] && ! grep -q '^openmp_libomp=' "$WORK/$v-$n/info"; then
             ompt=any
             log "note: no libomp found by record: gcc build checked with the OS-level view"

@@ -3,8 +3,10 @@
 # OMP_NUM_THREADS=8 on a smaller machine, running layer_norm on a large tensor
 # in a loop for ~3 s: the Threading section flags oversubscription and names
 # aten::native_layer_norm, called from the script's line, as the operator whose
-# regions were oversubscribed (worker samples charged to the opener's context
-# through the libomp swap and OMPT).
+# regions were oversubscribed (worker samples charged to the opener's context).
+# Recorded with the explicit opt-in --openmp-runtime auto: worker attribution
+# here comes from OMPT through a swapped-in libomp (record's default keeps
+# GNU libgomp).
 . "$(dirname "$0")/lib.sh"
 require_python3
 require_opprof
@@ -23,7 +25,7 @@ while time.time() - t0 < $SECONDS_OF_WORK:
     y = torch.nn.functional.layer_norm(x, (4096,), w, b)
 print("threads", torch.get_num_threads())
 PY
-OMP_NUM_THREADS=$THREADS record "$WORK/res" -- "$PY" "$WORK/ln.py"
+OMP_NUM_THREADS=$THREADS record "$WORK/res" --openmp-runtime auto -- "$PY" "$WORK/ln.py"
 [ "$RECORD_STATUS" -eq 0 ] || die "record exited $RECORD_STATUS"
 report_json "$WORK/res" "$WORK/thr.json" --threading || die "opprof report --threading failed"
 "$OPPROF" report "$WORK/res" --threading | sed 's/^/  /'
