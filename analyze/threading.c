@@ -285,7 +285,9 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
     else if (t->openmp_runtime)
         snprintf(swap, sizeof swap, "; no LLVM libomp found at record time (set OPPROF_LIBOMP)");
     if (s->has_ompt)
-        snprintf(s->view, sizeof s->view, "OMPT (%s) + OS schedstat%s%s", t->runtime_version ? t->runtime_version : "?",
+        snprintf(s->view, sizeof s->view, "%s (%s) + OS schedstat%s%s",
+                 t->runtime_version && strncmp(t->runtime_version, "GNU libgomp", 11) == 0 ? "OpenMP regions" : "OMPT",
+                 t->runtime_version ? t->runtime_version : "?",
                  rt, swap);
     else
         snprintf(s->view, sizeof s->view,

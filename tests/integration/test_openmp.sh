@@ -7,7 +7,8 @@
 #   OMP_NUM_THREADS = CPUs      -> nothing flagged
 #   OMP_NUM_THREADS = 4 x CPUs  -> oversubscription flagged with the runqueue
 #                                  wait share and scale_step as the region opener
-#   --no-omp-swap (libgomp)     -> OS-level view only, still flagged, and says so
+#   --no-omp-swap (libgomp)     -> the default keep: regions seen through the
+#                                  interposed GOMP_parallel (agent_gomp.c), still flagged
 #   two processes x CPUs each   -> flagged together (each alone is not)
 . "$(dirname "$0")/lib.sh"
 require_python3
@@ -97,10 +98,10 @@ for v in $variants; do
     done
 done
 
-log "== gomp, OMP_NUM_THREADS=$OVER, --no-omp-swap (libgomp, no OMPT)"
+log "== gomp, OMP_NUM_THREADS=$OVER, --no-omp-swap (libgomp kept: regions through GOMP_parallel interposition)"
 OMP_NUM_THREADS=$OVER record "$WORK/keep" --no-omp-swap -- "$GOMP" --regions "$REGIONS"
 grep -q '^openmp_runtime=keep' "$WORK/keep/info" || fail "info file does not say openmp_runtime=keep"
-check "$WORK/keep" 1 0 1
+check "$WORK/keep" 1 1 1
 
 log "== two processes, OMP_NUM_THREADS=$CPUS each"
 OMP_NUM_THREADS=$CPUS record "$WORK/two" -- sh -c "'$GOMP' --regions $REGIONS & '$GOMP' --regions $REGIONS; wait"
