@@ -370,7 +370,14 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
             if (from) {
                 run += (double)dr, wait += (double)dw;
                 pid_load[pi] += (double)(dr + dw);
-                spread(b, nb, t0, bns, from, k->time_ns, (double)(dr + dw),
+                /* The kernel adds a runqueue wait to schedstat only when it
+                 * ends (at the switch-in), so on a loaded machine one period
+                 * can report waits that began periods earlier: 4.33 runnable
+                 * over 1 thread. A thread is runnable at most the whole
+                 * period: cap its share of the timeline there (the run and
+                 * wait totals above keep every nanosecond). */
+                double amount = (double)(dr + dw), span = (double)(k->time_ns - from);
+                spread(b, nb, t0, bns, from, k->time_ns, amount < span ? amount : span,
                        offsetof(struct threading_bucket, runnable));
             }
         }
