@@ -8,6 +8,10 @@
 #   gaps       balanced regions separated by serial gaps on the opener while
 #              the worker spins in libgomp (nominal: bodies 50 %, serial 25 %,
 #              runtime 25 %)
+#   hashed     imbalance, linked against libgomp copied under a pip wheel's
+#              kind of name (libgomp-3c8a9d1e.so.1)
+#   late       imbalance, from a library that a program without OpenMP
+#              dlopens after start-up, RTLD_LOCAL (as import torch)
 # Each case checks (a) the workload's own /proc/self/maps names the same
 # OpenMP runtime with and without opprof, (b) the body and runtime shares
 # within 5 pp of the split the workload measured itself (its CPU time in
@@ -68,12 +72,19 @@ if d.get("regions", 0) < 10:
 ' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3"
 }
 
-for mode in imbalance gaps; do
-    log "== $mode: bare"
-    "$BIN" $mode "$SECONDS_OF_WORK" >/dev/null 2>"$WORK/$mode.bare.err" || fail "bare $mode run failed"
-    log "== $mode: recorded"
-    record "$WORK/$mode" -- "$BIN" $mode "$SECONDS_OF_WORK"
-    [ "$RECORD_STATUS" -eq 0 ] || { fail "record $mode exited $RECORD_STATUS"; continue; }
-    if [ $mode = imbalance ]; then check $mode 67 33; else check $mode 50 25; fi
+BINDIR="$OPPROF_BUILDDIR/tests/workloads"
+for case in imbalance gaps hashed late; do
+    case $case in
+    imbalance | gaps) set -- "$BIN" $case ;;
+    hashed) set -- "$BINDIR/bin/omp_hashed" imbalance ;;
+    late) set -- "$BINDIR/omp_late" "$BINDIR/bin/libimbalance_omp.so" imbalance ;;
+    esac
+    [ -x "$1" ] || { fail "$case: workload $1 not built"; continue; }
+    log "== $case: bare"
+    "$@" "$SECONDS_OF_WORK" >/dev/null 2>"$WORK/$case.bare.err" || fail "bare $case run failed"
+    log "== $case: recorded"
+    record "$WORK/$case" -- "$@" "$SECONDS_OF_WORK"
+    [ "$RECORD_STATUS" -eq 0 ] || { fail "record $case exited $RECORD_STATUS"; continue; }
+    if [ $case = gaps ]; then check $case 50 25; else check $case 67 33; fi
 done
 finish

@@ -12,11 +12,22 @@
  *                                    worker waits in libgomp: bodies 50 %,
  *                                    serial 25 %, runtime 25 %.
  *
+ *
+ * Also built as omp_hashed (linked against libgomp copied under a pip-wheel
+ * style name, libgomp-3c8a9d1e.so.1) and libimbalance_omp.so (dlopen'ed late
+ * by omp_late.c): see tests/workloads/Makefile.inc.
+ *
  * Work is measured in CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID)
  * so the split holds on a loaded machine. Before exiting it prints its own
  * /proc/self/maps lines naming an OpenMP runtime to stderr, so a test can
  * check the program ran with the same runtime with and without opprof.
  */
+#ifdef OMP_AS_LIBRARY
+/* Built as a library that omp_late dlopens after start-up (RTLD_LOCAL, as
+ * Python imports torch): the same program, entered by name. */
+#define main omp_imbalance_main
+int omp_imbalance_main(int argc, char **argv);
+#endif
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +47,7 @@ static unsigned long long thread_cpu_ns(void)
 }
 
 /* Burns ns of this thread's CPU time; noinline so samples name it. */
-static unsigned long long spin_for(unsigned long long ns)
+static unsigned long long burn_cpu(unsigned long long ns)
 {
     unsigned long long start = thread_cpu_ns(), now;
     double x = 1.0;
@@ -49,11 +60,11 @@ static unsigned long long spin_for(unsigned long long ns)
 
 __attribute__((noinline)) static void body_work(unsigned long long ns)
 {
-    unsigned long long used = spin_for(ns);
+    unsigned long long used = burn_cpu(ns);
     __atomic_fetch_add(&body_cpu_ns, used, __ATOMIC_RELAXED);
 }
 
-__attribute__((noinline)) static void serial_work(unsigned long long ns) { serial_cpu_ns += spin_for(ns); }
+__attribute__((noinline)) static void serial_work(unsigned long long ns) { serial_cpu_ns += burn_cpu(ns); }
 
 static void print_runtime_maps(void)
 {
@@ -61,7 +72,9 @@ static void print_runtime_maps(void)
     char line[512];
     while (f && fgets(line, sizeof line, f)) {
         char *path = strchr(line, '/');
-        if (path && (strstr(path, "libgomp") || strstr(path, "libomp") || strstr(path, "libiomp")) &&
+        const char *base = path ? strrchr(path, '/') + 1 : "";
+        /* libgomp*, libomp.so*, libiomp*: the runtimes, by file name */
+        if (path && (!strncmp(base, "libgomp", 7) || !strncmp(base, "libomp.", 7) || !strncmp(base, "libiomp", 7)) &&
             strstr(line, " r-xp ")) /* one line per runtime: its code */
             fprintf(stderr, "omp-runtime-map: %s", path);
     }
