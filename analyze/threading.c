@@ -30,6 +30,7 @@
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
 
+#define RUNTIME_WAIT_FINDING 0.25 /* runtime wait share of samples that gets a finding */
 #define OVERSUB_RATIO 1.2      /* runnable / usable CPUs above this: oversubscribed bucket */
 #define NEAR_NS 50000000ull    /* approximate attribution window */
 
@@ -277,7 +278,7 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
                  t->saw_libiomp ? "Intel libiomp5 " : "", t->saw_libgomp ? "GNU libgomp" : "");
     char swap[600] = "";
     if (t->openmp_runtime && strcmp(t->openmp_runtime, "keep") == 0)
-        snprintf(swap, sizeof swap, "; runtime kept as the workload has it (--openmp-runtime keep)");
+        snprintf(swap, sizeof swap, "; the workload's own runtime (record's default: nothing swapped)");
     else if (t->openmp_libomp)
         snprintf(swap, sizeof swap, "; record preloaded %s in place of GNU libgomp", t->openmp_libomp);
     else if (t->openmp_setup && strncmp(t->openmp_setup, "none-needed", 11) == 0)
@@ -285,7 +286,9 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
     else if (t->openmp_runtime)
         snprintf(swap, sizeof swap, "; no LLVM libomp found at record time (set OPPROF_LIBOMP)");
     if (s->has_ompt)
-        snprintf(s->view, sizeof s->view, "OMPT (%s) + OS schedstat%s%s", t->runtime_version ? t->runtime_version : "?",
+        snprintf(s->view, sizeof s->view, "%s (%s) + OS schedstat%s%s",
+                 t->runtime_version && strncmp(t->runtime_version, "GNU libgomp", 11) == 0 ? "OpenMP regions" : "OMPT",
+                 t->runtime_version ? t->runtime_version : "?",
                  rt, swap);
     else
         snprintf(s->view, sizeof s->view,
@@ -368,7 +371,16 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
             if (from) {
                 run += (double)dr, wait += (double)dw;
                 pid_load[pi] += (double)(dr + dw);
-                spread(b, nb, t0, bns, from, k->time_ns, (double)(dr + dw),
+                /* The kernel adds a runqueue wait to schedstat only when it
+                 * ends (at the switch-in), so on a loaded machine one period
+                 * can report waits that began periods earlier (4.33
+                 * runnable over 1 thread when spread over this period
+                 * alone). A thread is runnable at most all the time: what
+                 * exceeds the period is spread back over the time just
+                 * before it, where that wait happened. */
+                uint64_t amount = dr + dw, span = k->time_ns - from;
+                uint64_t start = amount > span ? (k->time_ns - t0 > amount ? k->time_ns - amount : t0) : from;
+                spread(b, nb, t0, bns, start, k->time_ns, (double)amount,
                        offsetof(struct threading_bucket, runnable));
             }
         }
@@ -394,6 +406,12 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
         }
     }
     free(last), free(pids), free(prev_time);
+    /* Where spread-back waits overlap a thread's earlier periods, a bucket
+     * could still count a thread more than once: no more runnable threads
+     * than threads sampled. */
+    for (size_t i = 0; i < nb; i++)
+        if (s->nthreads && b[i].runnable > (double)s->nthreads)
+            b[i].runnable = (double)s->nthreads;
     s->run_s = run / 1e9, s->wait_s = wait / 1e9;
     s->wait_share = run + wait > 0 ? wait / (run + wait) : 0;
     return 0;
@@ -453,8 +471,36 @@ static void bucket_stats(struct threading_summary *s, const struct threading_buc
     s->regions_per_s = span_s > 0 ? (double)s->regions / span_s : 0;
 }
 
-/* Step 6: the findings (oversubscription, nested parallelism), each quoting
- * the figures it rests on. */
+/* Large OpenMP runtime wait (team threads outside region bodies): which kind
+ * and where, so the fix can be chosen. Only with region data, where the
+ * share is measured rather than guessed from symbol names. */
+static void runtime_wait_finding(struct threading_summary *s)
+{
+    if (!s->has_ompt || s->spin_share < RUNTIME_WAIT_FINDING || s->oversubscribed)
+        return; /* oversubscription has its own finding and fix */
+    char where[400] = "";
+    if (s->nops && snprintf(where, sizeof where, " Regions mostly from %s%s%s.", s->ops[0].name,
+                            s->ops[0].python[0] ? " called from " : "", s->ops[0].python) < 0)
+        where[0] = '\0';
+    const char *why;
+    if (s->regions_per_s > 1000 && s->region_avg_us < 50)
+        why = "regions are short (grains too small): fork/join and barriers cost as much as the work. Fix: "
+              "give each region more work (fewer, larger parallel loops), or fewer threads for small inputs.";
+    else if (s->imbalance > 0.3)
+        why = "the team waits at the closing barrier (imbalance: team time in regions not in bodies). Fix: "
+              "even out the work per thread (schedule(dynamic) or smaller chunks).";
+    else
+        why = "threads spin between regions while the opener runs serial code. Fix: OMP_WAIT_POLICY=passive "
+              "(or GOMP_SPINCOUNT / KMP_BLOCKTIME lower) to free the CPUs, or parallelize the serial part.";
+    char text[768];
+    snprintf(text, sizeof text, "OpenMP runtime wait: %.1f%% of samples were in the runtime (team threads outside region bodies) "
+                                "(imbalance %.0f%%, %.0f regions/s of %.0f us): %s%s",
+             100 * s->spin_share, 100 * s->imbalance, s->regions_per_s, s->region_avg_us, why, where);
+    add_finding(s, text);
+}
+
+/* Step 6: the findings (oversubscription, nested parallelism, runtime wait),
+ * each quoting the figures it rests on. */
 static void threading_findings(struct threading_summary *s)
 {
     char text[768];
@@ -492,6 +538,7 @@ static void threading_findings(struct threading_summary *s)
                      100 * s->wait_share, who, u, u);
         add_finding(s, text);
     }
+    runtime_wait_finding(s);
     /* Waiting without oversubscribing: the CPUs were busy with other work. */
     s->external_contention = !s->oversubscribed && s->wait_share > 0.15 && s->oversub_avg <= 1.25;
     if (s->nested > 0) {

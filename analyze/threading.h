@@ -53,6 +53,10 @@ struct prof_threading {
     bool saw_libgomp, saw_libomp, saw_libiomp; /* runtimes mapped in some process */
     uint64_t attributed_exact, attributed_near, unattributed; /* set by threading_attribute */
 };
+/* prof_sample.omp_region of a team thread sampled outside any region body
+ * (GNU libgomp path: the SAMPLE tail's bit 63, docs/format.md): runtime time,
+ * spin/barrier/fork/join/idle wait, known without trusting runtime symbols. */
+#define THREADING_OUTSIDE_BODY UINT32_MAX
 struct prof_threading *threading_get(struct profile *p); /* creates it on first use */
 void threading_free(struct prof_threading *t);
 /* An openmp_* key of the info file. 0, or -1 with errno ENOMEM. */

@@ -294,7 +294,9 @@ static int stream_end(struct stream_load *sl, void *state)
     size_t n;
     const struct stream_sample *ss = stream_samples(sl, &n);
     for (size_t i = 0; i < n; i++)
-        if (ss[i].omp_region)
+        if (ss[i].omp_region >> 63) /* a team thread in the runtime, not in a body */
+            p->samples[ss[i].index].omp_region = THREADING_OUTSIDE_BODY;
+        else if (ss[i].omp_region)
             p->samples[ss[i].index].omp_region =
                 threading_region_lookup(p, ts->first_region, &ts->nsorted, pid, ss[i].omp_region);
     for (size_t i = 0; i < ts->nctx; i++) {

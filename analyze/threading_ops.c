@@ -120,7 +120,7 @@ static void region_namer_build(const struct profile *p, struct region_namer *m)
     char name[160], py[160];
     for (size_t i = 0; i < p->nsamples; i++) {
         uint64_t id = p->samples[i].omp_region;
-        if (!id)
+        if (!id || id == THREADING_OUTSIDE_BODY)
             continue;
         size_t h = region_slot(m, id);
         if (m->ids[h])
@@ -148,13 +148,16 @@ void threading_samples_by_op(const struct profile *p, struct threading_summary *
         const struct prof_stack *st = &p->stacks[sm->stack];
         if (st->nframes) {
             const struct prof_frame *leaf = &p->frames[st->frames[0]];
-            bool spin = threading_is_omp_runtime(leaf->module) && threading_is_spin_name(leaf->name);
+            /* Known exactly where the agent marked the thread as outside a
+             * body (libgomp path); else judged by the runtime's symbols. */
+            bool spin = sm->omp_region == THREADING_OUTSIDE_BODY ||
+                        (threading_is_omp_runtime(leaf->module) && threading_is_spin_name(leaf->name));
             if (!spin && st->nframes > 1 && strstr(leaf->name, "sched_yield"))
                 spin = threading_is_omp_runtime(p->frames[st->frames[1]].module);
             if (spin)
                 s->spin_samples += sm->weight;
         }
-        if (!sm->omp_region || !ops)
+        if (!sm->omp_region || sm->omp_region == THREADING_OUTSIDE_BODY || !ops)
             continue;
         s->region_samples += sm->weight;
         char name[160], py[160];

@@ -63,7 +63,8 @@ static void print_text(FILE *out, const struct threading_summary *s)
                 (unsigned long long)s->attributed_exact, (unsigned long long)s->attributed_near,
                 (unsigned long long)s->unattributed);
     }
-    fprintf(out, "  runtime spin  %.1f%% of samples in OpenMP runtime wait/spin functions (%llu samples)\n",
+    fprintf(out, "  runtime spin/wait %.1f%% of samples in the OpenMP runtime: team threads outside region bodies, "
+                 "or runtime wait/spin functions (%llu samples)\n",
             100 * s->spin_share, (unsigned long long)s->spin_samples);
     if (s->nops) {
         fprintf(out, "  in regions    %llu samples; by operator (or opening function):\n",

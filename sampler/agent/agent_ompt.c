@@ -37,7 +37,11 @@ __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 
 #ifdef HAVE_OMP_TOOLS_H
 #include <omp-tools.h>
+#endif
 
+/* The rings, region table and writer side below serve two sources: the OMPT
+ * callbacks (LLVM libomp, Intel libiomp5) and the interposed GOMP_* entry
+ * points of GNU libgomp (agent_gomp.c, through the omp_rec_* functions). */
 #define ID_BITS 40
 #define ID_MASK ((1ull << ID_BITS) - 1)
 #define RING_SIZE 4096u           /* events per thread between two drains */
@@ -166,22 +170,79 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     agent_queue_commit(slot);
 }
 
+/* ---- shared recording entry points (OMPT callbacks and agent_gomp.c) ---- */
+
+/* A new region opened by this thread: id, BEGIN event, opener context. */
+static uint64_t region_begin(unsigned requested)
+{
+    uint64_t id = atomic_fetch_add_explicit(&next_region_id, 1, memory_order_relaxed) + 1;
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return id;
+    uint64_t now = agent_now_ns();
+    push(s, EV_BEGIN, now, id, agent_omp_region & ~AGENT_OMP_OUTSIDE_BODY, requested);
+    if (now - s->last_capture_ns >= context_interval_ns) {
+        s->last_capture_ns = now;
+        capture_context(s, id, now);
+    }
+    return id;
+}
+
+static void body_end(struct omp_thread_state *s, uint64_t now);
+
+/* GNU libgomp has no OMPT: agent_gomp.c reports what the callbacks would. */
+void omp_rec_gomp_activate(void)
+{
+    int was = 0;
+    if (!atomic_compare_exchange_strong(&tool_active, &was, 1))
+        return; /* already on (an OMPT runtime, or another thread was first) */
+    const char *ctx = getenv(OPR_ENV_OMP_CONTEXT);
+    if (ctx && ctx[0])
+        context_interval_ns = strtoull(ctx, NULL, 10);
+    runtime_omp_version = 0;
+    strcpy(runtime_version, "GNU libgomp (GOMP_* entry points interposed)");
+}
+
+uint64_t omp_rec_region_begin(unsigned requested) { return region_begin(requested); }
+
+void omp_rec_region_end(uint64_t id, unsigned actual)
+{
+    struct omp_thread_state *s = thread_state();
+    if (s)
+        push(s, EV_END, agent_now_ns(), id, 0, actual);
+}
+
+/* Returns 1 the first time this thread is seen (the caller then arranges
+ * omp_rec_thread_end at its exit). */
+int omp_rec_body_begin(void)
+{
+    int first = my_state == NULL;
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return 0;
+    if (first)
+        atomic_fetch_add(&alive_threads, 1);
+    uint64_t now = agent_now_ns();
+    body_end(s, now); /* a nested region pauses the enclosing body */
+    atomic_store_explicit(&s->body_begin_ns, now, memory_order_relaxed);
+    return first;
+}
+
+void omp_rec_body_end(void)
+{
+    struct omp_thread_state *s = my_state;
+    if (s)
+        body_end(s, agent_now_ns());
+}
+
+#ifdef HAVE_OMP_TOOLS_H
 static void on_parallel_begin(ompt_data_t *encountering_task_data, const ompt_frame_t *frame,
                               ompt_data_t *parallel_data, unsigned int requested, int flags,
                               const void *codeptr_ra)
 {
     (void)encountering_task_data, (void)frame, (void)flags, (void)codeptr_ra;
-    uint64_t id = atomic_fetch_add_explicit(&next_region_id, 1, memory_order_relaxed) + 1;
+    uint64_t id = region_begin(requested);
     __atomic_store_n(&parallel_data->value, id & ID_MASK, __ATOMIC_RELAXED);
-    struct omp_thread_state *s = thread_state();
-    if (!s)
-        return;
-    uint64_t now = agent_now_ns();
-    push(s, EV_BEGIN, now, id, agent_omp_region, requested);
-    if (now - s->last_capture_ns >= context_interval_ns) {
-        s->last_capture_ns = now;
-        capture_context(s, id, now);
-    }
 }
 
 static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encountering_task_data, int flags,
@@ -253,6 +314,12 @@ static void on_thread_begin(ompt_thread_t type, ompt_data_t *thread_data)
 static void on_thread_end(ompt_data_t *thread_data)
 {
     (void)thread_data;
+    omp_rec_thread_end();
+}
+#endif /* HAVE_OMP_TOOLS_H */
+
+void omp_rec_thread_end(void)
+{
     struct omp_thread_state *s = my_state;
     atomic_fetch_sub(&alive_threads, 1);
     if (s) {
@@ -262,6 +329,7 @@ static void on_thread_end(ompt_data_t *thread_data)
     }
 }
 
+#ifdef HAVE_OMP_TOOLS_H
 static int tool_initialize(ompt_function_lookup_t lookup, int initial_device_num, ompt_data_t *tool_data)
 {
     (void)initial_device_num, (void)tool_data;
@@ -305,6 +373,7 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
     }
     return &result;
 }
+#endif /* HAVE_OMP_TOOLS_H */
 
 /* ---- writer side ------------------------------------------------------ */
 
@@ -328,6 +397,8 @@ static struct region_entry *region_slot(uint64_t id)
 
 void ompt_writer_note_sample_region(uint64_t id, agent_emit_fn emit)
 {
+    if (id & AGENT_OMP_OUTSIDE_BODY)
+        return; /* a team thread in the runtime, not in a region body */
     struct region_entry *e = region_slot(id);
     if (!e)
         return;
@@ -441,11 +512,3 @@ void ompt_atfork_child(void)
     info_emitted = false;
 }
 
-#else /* !HAVE_OMP_TOOLS_H: built without OMPT (configure warned) */
-
-int ompt_tool_active(void) { return 0; }
-void ompt_writer_note_sample_region(uint64_t id, agent_emit_fn emit) { (void)id, (void)emit; }
-void ompt_writer_drain(agent_emit_fn emit, bool final) { (void)emit, (void)final; }
-void ompt_atfork_child(void) {}
-
-#endif

@@ -33,6 +33,22 @@ typedef void (*agent_emit_fn)(uint32_t type, const void *body, size_t body_len, 
 /* Current parallel region id of this thread (0: none). Read by the handler. */
 extern __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 
+/* High bit of agent_omp_region (and so of a SAMPLE's omp_region tail): the
+ * thread is a member of an OpenMP team but outside any region body, i.e. in
+ * the runtime (spin, barrier, fork/join, idle wait). The low bits keep the
+ * last region it served. Set only by the GNU libgomp path (agent_gomp.c),
+ * where no runtime symbol can be trusted to say so (libgomp is stripped). */
+#define AGENT_OMP_OUTSIDE_BODY (1ull << 63)
+
+/* Recording entry points shared by the OMPT callbacks and agent_gomp.c (hot
+ * path, workload threads; no locks, no malloc after a thread's first call). */
+OMPT_HIDDEN void omp_rec_gomp_activate(void);              /* libgomp seen: start the writer side */
+OMPT_HIDDEN uint64_t omp_rec_region_begin(unsigned requested); /* opener: new id, BEGIN, context */
+OMPT_HIDDEN void omp_rec_region_end(uint64_t id, unsigned actual);
+OMPT_HIDDEN int omp_rec_body_begin(void); /* 1: first time this thread is seen */
+OMPT_HIDDEN void omp_rec_body_end(void);
+OMPT_HIDDEN void omp_rec_thread_end(void);
+
 /* Writer thread, writer lock held. */
 OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);
 OMPT_HIDDEN void ompt_writer_drain(agent_emit_fn emit, bool final);

@@ -602,6 +602,7 @@ static void print_record_summary(const struct record_options *o, const char *dir
     if (disk_full)
         fprintf(stderr, "opprof record: %s filled up: %llu samples could not be written (counted as lost); "
                         "free some space or use --max-size\n", dir, disk_full);
+    launch_openmp_print_summary(stderr); /* threading/OpenMP: says so when a runtime was swapped in */
     if (live && (o->delay_s > 0 || o->duration_s > 0)) {
         char until[48] = "the end";
         if (o->duration_s > 0)

@@ -26,8 +26,9 @@ struct record_options {
     /* -c N: one sample every N events of the first -e event (the sampling
      * leader) instead of the CPU-time timer (0: the timer) */
     uint64_t sample_count;
-    /* threading/OpenMP: NULL or "auto" (preload an LLVM libomp found on this
-     * machine so GNU libgomp programs get OMPT), "keep" (never), or a path */
+    /* threading/OpenMP: NULL or "keep" (default: the workload's own runtime),
+     * "auto" (opt-in: preload an LLVM libomp found on this machine in place of
+     * GNU libgomp), or the path of a libomp to preload (opt-in) */
     const char *openmp_runtime;
     /* Collection limits: sample only from delay_s after the start for
      * duration_s seconds (0: unset); stop recording samples once the result

@@ -11,9 +11,11 @@
 
 /* launch_openmp.c: the OpenMP runtime the workload gets. Choose once before
  * the info file is first written; write_info adds the openmp_* keys; the
- * child calls setup_env before exec (OMP_TOOL_LIBRARIES, libomp preload). */
+ * child calls setup_env before exec (OMP_TOOL_LIBRARIES, opt-in libomp preload). */
 void launch_openmp_choose(const struct record_options *o);
 void launch_openmp_write_info(FILE *f);
+/* record's closing summary: one line when a runtime was swapped in */
+void launch_openmp_print_summary(FILE *f);
 void launch_openmp_setup_env(const char *agent);
 
 #endif

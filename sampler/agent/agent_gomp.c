@@ -1,0 +1,394 @@
+/*
+ * sampler/agent/agent_gomp.c — GNU libgomp seen from inside, without OMPT and
+ * without replacing it.
+ *
+ * libgomp has no OMPT, and swapping in LLVM libomp runs another program
+ * (docs/guide.md, "Threads and OpenMP"). Instead the agent defines libgomp's
+ * region entry points unversioned: the dynamic linker binds a program's
+ * versioned references (GOMP_parallel@GOMP_4.0, from gcc -fopenmp code and
+ * libtorch_cpu) to the first definition in the global scope, the preloaded
+ * agent's (checked: 50 of 50 and 20 of 20 regions). Each wrapper forwards to
+ * the runtime's own function with a trampoline around the outlined function,
+ * so every team thread's region-body begin and end, the team size, the
+ * region id and the opener's calling context are known exactly, while
+ * libgomp creates, schedules and parks its threads as it always does.
+ *
+ * What is recorded goes through the same rings as the OMPT callbacks
+ * (agent_ompt.c: omp_rec_*), so the stream carries the same OMP_REGION /
+ * OMP_CONTEXT / OMP_TICK records and sample tails. A team thread outside a
+ * body has AGENT_OMP_OUTSIDE_BODY set in agent_omp_region: its samples are
+ * runtime time (spin, barrier, fork/join, idle wait), whatever libgomp's
+ * (stripped) symbols say.
+ *
+ * HOT PATH (not signal context): one id, two ring pushes per region for the
+ * opener and two clock reads per team thread; the per-region struct lives on
+ * the opener's stack (GOMP_parallel returns only after the region ended) or,
+ * for the old GOMP_parallel_start/_end pair, in a small per-thread array.
+ * No malloc, no lock after the first call (dlsym resolves each entry once).
+ *
+ * A program that never calls GOMP_* sees nothing: no thread, no allocation.
+ * Under the opt-in libomp swap the real GOMP_* are libomp's, whose OMPT
+ * callbacks record the regions: the wrappers then only forward.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sampler/agent/agent.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define START_DEPTH 8 /* nested GOMP_parallel_start levels tracked per thread */
+
+typedef void (*gomp_fn)(void *);
+
+/* libgomp's entry points as gcc calls them (libgomp/libgomp_g.h). */
+EXPORT void GOMP_parallel(gomp_fn fn, void *data, unsigned num_threads, unsigned flags);
+EXPORT unsigned GOMP_parallel_reductions(gomp_fn fn, void *data, unsigned num_threads, unsigned flags);
+EXPORT void GOMP_parallel_sections(gomp_fn fn, void *data, unsigned num_threads, unsigned count, unsigned flags);
+#define DECL_CHUNK(name)                                                                                           \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, long chunk,   \
+                     unsigned flags);
+#define DECL_RUNTIME(name)                                                                                         \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, unsigned flags);
+#define DECL_CHUNK_START(name)                                                                                     \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, long chunk);
+DECL_CHUNK(GOMP_parallel_loop_static)
+DECL_CHUNK(GOMP_parallel_loop_dynamic)
+DECL_CHUNK(GOMP_parallel_loop_guided)
+DECL_CHUNK(GOMP_parallel_loop_nonmonotonic_dynamic)
+DECL_CHUNK(GOMP_parallel_loop_nonmonotonic_guided)
+DECL_RUNTIME(GOMP_parallel_loop_runtime)
+DECL_RUNTIME(GOMP_parallel_loop_nonmonotonic_runtime)
+DECL_RUNTIME(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
+EXPORT void GOMP_parallel_end(void);
+EXPORT void GOMP_parallel_start(gomp_fn fn, void *data, unsigned num_threads);
+EXPORT void GOMP_parallel_sections_start(gomp_fn fn, void *data, unsigned num_threads, unsigned count);
+DECL_CHUNK_START(GOMP_parallel_loop_static_start)
+DECL_CHUNK_START(GOMP_parallel_loop_dynamic_start)
+DECL_CHUNK_START(GOMP_parallel_loop_guided_start)
+EXPORT void GOMP_parallel_loop_runtime_start(gomp_fn fn, void *data, unsigned num_threads, long start, long end,
+                                             long incr);
+
+/* One region as the trampoline sees it. */
+struct gomp_region {
+    gomp_fn fn;
+    void *data;
+    uint64_t id;
+    uint64_t saved; /* the opener's agent_omp_region before the region */
+    _Atomic unsigned arrived; /* team threads that entered the body */
+};
+
+/* ---- finding the runtime's own functions ---------------------------------- */
+
+static _Atomic int record_mode; /* 0 unknown, 1 record (GNU libgomp under opprof), 2 forward only */
+
+struct find_arg {
+    const char *sym;
+    void *found;
+};
+
+/* A runtime dlopen'ed RTLD_LOCAL (Python extension modules: import torch) is
+ * not in the global scope RTLD_NEXT searches: look through every loaded
+ * object whose name says OpenMP runtime (libgomp-<hash>.so.1 included). */
+static int find_in_object(struct dl_phdr_info *info, size_t size, void *argp)
+{
+    (void)size;
+    struct find_arg *a = argp;
+    const char *n = info->dlpi_name;
+    if (!n || !(strstr(n, "libgomp") || strstr(n, "libomp") || strstr(n, "libiomp")))
+        return 0;
+    void *h = dlopen(n, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    a->found = dlsym(h, a->sym);
+    dlclose(h); /* NOLOAD took a reference: give it back */
+    return a->found != NULL;
+}
+
+static bool is_own(void *f)
+{
+    Dl_info mine, theirs;
+    return dladdr((void *)is_own, &mine) && dladdr(f, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+}
+
+static void *resolve(const char *sym, void *_Atomic *cache)
+{
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    if (f)
+        return f;
+    f = dlsym(RTLD_NEXT, sym);
+    if (!f || is_own(f)) {
+        struct find_arg a = {sym, NULL};
+        dl_iterate_phdr(find_in_object, &a);
+        f = a.found && !is_own(a.found) ? a.found : NULL;
+    }
+    if (!f) {
+        /* Only reachable when the program calls GOMP_* and no runtime defines
+         * it: the program could not have run without opprof either. */
+        static const char msg[] = "opprof agent: a GOMP_* function was called but no loaded OpenMP runtime "
+                                  "defines it\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        abort();
+    }
+    if (atomic_load(&record_mode) == 0) {
+        /* Record only for GNU libgomp under opprof record: libomp and
+         * libiomp5 report through OMPT (double records otherwise). */
+        Dl_info di;
+        const char *dir = getenv(OPR_ENV_DIR);
+        bool gomp = dladdr(f, &di) && di.dli_fname && strstr(di.dli_fname, "libgomp");
+        int mode = gomp && dir && dir[0] ? 1 : 2;
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&record_mode, &zero, mode) && mode == 1)
+            omp_rec_gomp_activate();
+    }
+    atomic_store_explicit(cache, f, memory_order_release);
+    return f;
+}
+
+#define REAL(type, name)                                                                                           \
+    static void *_Atomic real_##name;                                                                             \
+    __typeof__(type) f_##name = (__typeof__(type))resolve(#name, &real_##name)
+
+static bool recording(void) { return atomic_load_explicit(&record_mode, memory_order_relaxed) == 1; }
+
+/* ---- team threads ------------------------------------------------------------ */
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *v)
+{
+    (void)v;
+    omp_rec_thread_end();
+}
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
+
+/* Runs the outlined function for every team thread, the opener included. */
+static void trampoline(void *arg)
+{
+    struct gomp_region *r = arg;
+    uint64_t saved = agent_omp_region;
+    atomic_fetch_add_explicit(&r->arrived, 1, memory_order_relaxed);
+    if (omp_rec_body_begin()) {
+        /* First region of this thread: its state is given back at its exit. */
+        pthread_once(&exit_once, make_exit_key);
+        pthread_setspecific(exit_key, (void *)1);
+    }
+    agent_omp_region = r->id;
+    r->fn(r->data);
+    omp_rec_body_end();
+    /* A worker goes back to waiting in the runtime: mark it so; the opener
+     * (and a nested opener) gets back what it had. */
+    agent_omp_region = saved ? saved : (AGENT_OMP_OUTSIDE_BODY | r->id);
+}
+
+static unsigned requested_team(unsigned num_threads)
+{
+    if (num_threads)
+        return num_threads;
+    REAL(int (*)(void), omp_get_max_threads);
+    int n = f_omp_get_max_threads();
+    return n > 0 ? (unsigned)n : 0;
+}
+
+/* The opener, before handing the region to the runtime. */
+static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned num_threads, unsigned arrived)
+{
+    r->fn = fn;
+    r->data = data;
+    atomic_store_explicit(&r->arrived, arrived, memory_order_relaxed);
+    r->id = omp_rec_region_begin(requested_team(num_threads));
+    r->saved = agent_omp_region;
+    /* Fork and join are runtime time for the opener too. */
+    agent_omp_region = AGENT_OMP_OUTSIDE_BODY | r->id;
+}
+
+static void close_region(struct gomp_region *r)
+{
+    omp_rec_region_end(r->id, atomic_load_explicit(&r->arrived, memory_order_relaxed));
+    agent_omp_region = r->saved;
+}
+
+/* ---- GOMP 4.0+ combined entry points: return after the region ended -------- */
+
+EXPORT void GOMP_parallel(gomp_fn fn, void *data, unsigned num_threads, unsigned flags)
+{
+    REAL(void (*)(gomp_fn, void *, unsigned, unsigned), GOMP_parallel);
+    if (!recording()) {
+        f_GOMP_parallel(fn, data, num_threads, flags);
+        return;
+    }
+    struct gomp_region r;
+    open_region(&r, fn, data, num_threads, 0);
+    f_GOMP_parallel(trampoline, &r, num_threads, flags);
+    close_region(&r);
+}
+
+EXPORT unsigned GOMP_parallel_reductions(gomp_fn fn, void *data, unsigned num_threads, unsigned flags)
+{
+    REAL(unsigned (*)(gomp_fn, void *, unsigned, unsigned), GOMP_parallel_reductions);
+    if (!recording())
+        return f_GOMP_parallel_reductions(fn, data, num_threads, flags);
+    struct gomp_region r;
+    open_region(&r, fn, data, num_threads, 0);
+    unsigned ret = f_GOMP_parallel_reductions(trampoline, &r, num_threads, flags);
+    close_region(&r);
+    return ret;
+}
+
+EXPORT void GOMP_parallel_sections(gomp_fn fn, void *data, unsigned num_threads, unsigned count, unsigned flags)
+{
+    REAL(void (*)(gomp_fn, void *, unsigned, unsigned, unsigned), GOMP_parallel_sections);
+    if (!recording()) {
+        f_GOMP_parallel_sections(fn, data, num_threads, count, flags);
+        return;
+    }
+    struct gomp_region r;
+    open_region(&r, fn, data, num_threads, 0);
+    f_GOMP_parallel_sections(trampoline, &r, num_threads, count, flags);
+    close_region(&r);
+}
+
+/* GOMP_parallel_loop_{static,dynamic,guided,nonmonotonic_*}: with a chunk size. */
+#define LOOP_CHUNK(name)                                                                                           \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, long chunk,   \
+                     unsigned flags)                                                                             \
+    {                                                                                                            \
+        REAL(void (*)(gomp_fn, void *, unsigned, long, long, long, long, unsigned), name);                        \
+        if (!recording()) {                                                                                      \
+            f_##name(fn, data, num_threads, start, end, incr, chunk, flags);                                     \
+            return;                                                                                              \
+        }                                                                                                        \
+        struct gomp_region r;                                                                                    \
+        open_region(&r, fn, data, num_threads, 0);                                                               \
+        f_##name(trampoline, &r, num_threads, start, end, incr, chunk, flags);                                   \
+        close_region(&r);                                                                                        \
+    }
+/* GOMP_parallel_loop_*runtime: the schedule comes from OMP_SCHEDULE, no chunk. */
+#define LOOP_RUNTIME(name)                                                                                         \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, unsigned flags) \
+    {                                                                                                            \
+        REAL(void (*)(gomp_fn, void *, unsigned, long, long, long, unsigned), name);                              \
+        if (!recording()) {                                                                                      \
+            f_##name(fn, data, num_threads, start, end, incr, flags);                                            \
+            return;                                                                                              \
+        }                                                                                                        \
+        struct gomp_region r;                                                                                    \
+        open_region(&r, fn, data, num_threads, 0);                                                               \
+        f_##name(trampoline, &r, num_threads, start, end, incr, flags);                                          \
+        close_region(&r);                                                                                        \
+    }
+
+LOOP_CHUNK(GOMP_parallel_loop_static)
+LOOP_CHUNK(GOMP_parallel_loop_dynamic)
+LOOP_CHUNK(GOMP_parallel_loop_guided)
+LOOP_CHUNK(GOMP_parallel_loop_nonmonotonic_dynamic)
+LOOP_CHUNK(GOMP_parallel_loop_nonmonotonic_guided)
+LOOP_RUNTIME(GOMP_parallel_loop_runtime)
+LOOP_RUNTIME(GOMP_parallel_loop_nonmonotonic_runtime)
+LOOP_RUNTIME(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
+
+/* ---- GOMP 1.0 pairs: *_start returns at once, the opener then calls fn
+ * itself and closes with GOMP_parallel_end (code from older gcc). ---------- */
+
+static __thread struct gomp_region start_regions[START_DEPTH];
+static __thread unsigned start_depth; /* may exceed START_DEPTH: those are forwarded untracked */
+
+/* The slot for a new *_start region, NULL when nested too deep to track. */
+static struct gomp_region *start_slot(void)
+{
+    unsigned d = start_depth++;
+    return recording() && d < START_DEPTH ? &start_regions[d] : NULL;
+}
+
+/* After *_start returned: the opener's own body begins. */
+static void start_body(struct gomp_region *r)
+{
+    if (!r)
+        return;
+    omp_rec_body_begin();
+    agent_omp_region = r->id;
+}
+
+EXPORT void GOMP_parallel_end(void)
+{
+    REAL(void (*)(void), GOMP_parallel_end);
+    unsigned d = start_depth ? --start_depth : 0;
+    struct gomp_region *r = recording() && d < START_DEPTH && start_regions[d].fn ? &start_regions[d] : NULL;
+    if (r) {
+        omp_rec_body_end();
+        agent_omp_region = AGENT_OMP_OUTSIDE_BODY | r->id; /* the join */
+    }
+    f_GOMP_parallel_end();
+    if (r) {
+        close_region(r);
+        r->fn = NULL;
+    }
+}
+
+EXPORT void GOMP_parallel_start(gomp_fn fn, void *data, unsigned num_threads)
+{
+    REAL(void (*)(gomp_fn, void *, unsigned), GOMP_parallel_start);
+    struct gomp_region *r = start_slot();
+    if (!r) {
+        f_GOMP_parallel_start(fn, data, num_threads);
+        return;
+    }
+    open_region(r, fn, data, num_threads, 1); /* the opener runs fn itself */
+    f_GOMP_parallel_start(trampoline, r, num_threads);
+    start_body(r);
+}
+
+EXPORT void GOMP_parallel_sections_start(gomp_fn fn, void *data, unsigned num_threads, unsigned count)
+{
+    REAL(void (*)(gomp_fn, void *, unsigned, unsigned), GOMP_parallel_sections_start);
+    struct gomp_region *r = start_slot();
+    if (!r) {
+        f_GOMP_parallel_sections_start(fn, data, num_threads, count);
+        return;
+    }
+    open_region(r, fn, data, num_threads, 1);
+    f_GOMP_parallel_sections_start(trampoline, r, num_threads, count);
+    start_body(r);
+}
+
+#define LOOP_CHUNK_START(name)                                                                                     \
+    EXPORT void name(gomp_fn fn, void *data, unsigned num_threads, long start, long end, long incr, long chunk)   \
+    {                                                                                                            \
+        REAL(void (*)(gomp_fn, void *, unsigned, long, long, long, long), name);                                  \
+        struct gomp_region *r = start_slot();                                                                    \
+        if (!r) {                                                                                                \
+            f_##name(fn, data, num_threads, start, end, incr, chunk);                                            \
+            return;                                                                                              \
+        }                                                                                                        \
+        open_region(r, fn, data, num_threads, 1);                                                                \
+        f_##name(trampoline, r, num_threads, start, end, incr, chunk);                                           \
+        start_body(r);                                                                                           \
+    }
+
+LOOP_CHUNK_START(GOMP_parallel_loop_static_start)
+LOOP_CHUNK_START(GOMP_parallel_loop_dynamic_start)
+LOOP_CHUNK_START(GOMP_parallel_loop_guided_start)
+
+EXPORT void GOMP_parallel_loop_runtime_start(gomp_fn fn, void *data, unsigned num_threads, long start, long end,
+                                             long incr)
+{
+    REAL(void (*)(gomp_fn, void *, unsigned, long, long, long), GOMP_parallel_loop_runtime_start);
+    struct gomp_region *r = start_slot();
+    if (!r) {
+        f_GOMP_parallel_loop_runtime_start(fn, data, num_threads, start, end, incr);
+        return;
+    }
+    open_region(r, fn, data, num_threads, 1);
+    f_GOMP_parallel_loop_runtime_start(trampoline, r, num_threads, start, end, incr);
+    start_body(r);
+}

@@ -1,0 +1,90 @@
+#!/bin/sh
+# test_gomp.sh — GNU libgomp seen from inside (sampler/agent/agent_gomp.c):
+# record keeps the program's own libgomp and the agent's interposed
+# GOMP_parallel* entry points give region bodies, team sizes and openers.
+# omp_imbalance (gcc -fopenmp), OMP_NUM_THREADS=2, OMP_WAIT_POLICY=active:
+#   imbalance  thread 0 does 3x the work of thread 1 (nominal truth: bodies
+#              67 %, runtime wait 33 %)
+#   gaps       balanced regions separated by serial gaps on the opener while
+#              the worker spins in libgomp (nominal: bodies 50 %, serial 25 %,
+#              runtime 25 %)
+#   hashed     imbalance, linked against libgomp copied under a pip wheel's
+#              kind of name (libgomp-3c8a9d1e.so.1)
+#   late       imbalance, from a library that a program without OpenMP
+#              dlopens after start-up, RTLD_LOCAL (as import torch)
+# Each case checks (a) the workload's own /proc/self/maps names the same
+# OpenMP runtime with and without opprof, (b) the body and runtime shares
+# within 5 pp of the split the workload measured itself (its CPU time in
+# bodies, serial code and the rest; on a loaded machine the waiting thread
+# spins longer than the nominal split, which is logged beside), (c) >= 95 %
+# of worker samples in regions charged to the opener exactly.
+. "$(dirname "$0")/lib.sh"
+require_python3
+require_opprof
+BIN="$OPPROF_BUILDDIR/tests/workloads/omp_imbalance"
+[ -x "$BIN" ] || skip "workload not built ($BIN missing; run make check)"
+make_workdir
+export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=active
+TOL=5
+
+# check NAME NOMINAL_BODY NOMINAL_RUNTIME: the recording $WORK/NAME against
+# the bare run's maps and the recorded run's own truth line.
+check() {
+    _n=$1
+    grep '^omp-runtime-map:' "$WORK/$_n.bare.err" | sort >"$WORK/$_n.maps.bare"
+    grep '^omp-runtime-map:' "$RECORD_ERR" | sort >"$WORK/$_n.maps.rec"
+    if ! [ -s "$WORK/$_n.maps.bare" ] || ! cmp -s "$WORK/$_n.maps.bare" "$WORK/$_n.maps.rec"; then
+        fail "$_n: OpenMP runtime differs under opprof: bare [$(cat "$WORK/$_n.maps.bare")] recorded [$(cat "$WORK/$_n.maps.rec")]"
+    else
+        log "  (a) same runtime with and without opprof: $(cat "$WORK/$_n.maps.rec")"
+    fi
+    grep -q 'OpenMP runtime swapped' "$RECORD_ERR" && fail "$_n: record swapped the runtime by default"
+    truth=$(grep '^omp-truth:' "$RECORD_ERR")
+    report_json "$WORK/$_n" "$WORK/$_n.json" --threading || { fail "report on $_n failed"; return; }
+    "$OPPROF" report "$WORK/$_n" --threading | sed 's/^/  /'
+    pycheck '
+d = load(sys.argv[1]).get("threading", {})
+truth = dict(zip(sys.argv[2].split()[1::2], map(float, sys.argv[2].split()[2::2])))
+tol, nb, nr = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+# samples of the whole run: the JSON gives the runtime share and its count
+total = d.get("spin_samples", 0) / d["spin_share"] if d.get("spin_share") else 0
+if not total or not d.get("has_ompt"):
+    fail("no OpenMP region data from libgomp (view: %s)" % d.get("view"))
+    sys.exit(1)
+body = 100.0 * d.get("region_samples", 0) / total
+rt = 100.0 * d.get("spin_share", 0)
+tb, tr = 100 * truth.get("body", -1), 100 * truth.get("runtime", -1)
+print("  (b) bodies %.1f%% (run truth %.1f%%, nominal %.0f%%), runtime %.1f%% (run truth %.1f%%, nominal %.0f%%)" % (
+    body, tb, nb, rt, tr, nr))
+if abs(body - tb) > tol:
+    fail("bodies %.1f%% not within %g pp of %.1f%%" % (body, tol, tb))
+if abs(rt - tr) > tol:
+    fail("runtime wait %.1f%% not within %g pp of %.1f%%" % (rt, tol, tr))
+if abs(tb - nb) > tol:
+    print("  note: the run itself was %.1f pp off the nominal split (a loaded machine)" % (tb - nb))
+ex, near, un = d.get("attributed_exact", 0), d.get("attributed_near", 0), d.get("unattributed", 0)
+n = ex + near + un
+print("  (c) worker samples charged exactly: %d of %d" % (ex, n))
+if n == 0 or ex < 0.95 * n:
+    fail("exact attribution %d of %d worker samples (< 95 %%)" % (ex, n))
+if d.get("regions", 0) < 10:
+    fail("only %s regions counted" % d.get("regions"))
+' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3"
+}
+
+BINDIR="$OPPROF_BUILDDIR/tests/workloads"
+for case in imbalance gaps hashed late; do
+    case $case in
+    imbalance | gaps) set -- "$BIN" $case ;;
+    hashed) set -- "$BINDIR/bin/omp_hashed" imbalance ;;
+    late) set -- "$BINDIR/omp_late" "$BINDIR/bin/libimbalance_omp.so" imbalance ;;
+    esac
+    [ -x "$1" ] || { fail "$case: workload $1 not built"; continue; }
+    log "== $case: bare"
+    "$@" "$SECONDS_OF_WORK" >/dev/null 2>"$WORK/$case.bare.err" || fail "bare $case run failed"
+    log "== $case: recorded"
+    record "$WORK/$case" -- "$@" "$SECONDS_OF_WORK"
+    [ "$RECORD_STATUS" -eq 0 ] || { fail "record $case exited $RECORD_STATUS"; continue; }
+    if [ $case = gaps ]; then check $case 50 25; else check $case 67 33; fi
+done
+finish
