@@ -79,7 +79,7 @@ d = load(sys.argv[1])
 names = {e["pid"]: e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
 slices = {}
 for e in d["traceEvents"]:
-    if e["ph"] == "X":
+    if e["ph"] in ("X", "B"): # call stacks are nested B/E slices since the exports work
         slices[e["pid"]] = slices.get(e["pid"], 0) + 1
 print("chrome trace lanes: " + ", ".join("%s: %d slices" % (names.get(p), n) for p, n in slices.items()))
 for r in (0, 1):
