@@ -67,11 +67,12 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
 /* threading_ops.c, for threading.c: a frame of an OpenMP runtime or of the
  * agent; the region samples of s counted per operator and Python line (with
  * those in buckets of b where more than oversub_runnable threads were
- * runnable; 0: none flagged) and the runtime's spin samples. */
+ * runnable; 0: none flagged) and the runtime's spin samples. 0, or -1 with
+ * errno ENOMEM. */
 bool threading_is_runtime_or_agent(const struct prof_frame *f);
 bool threading_is_spin_name(const char *name); /* wait/yield/spin/futex... (threading_ops.c) */
-void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
-                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
+int threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
+                            size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
 
 /* ---- reading one stream (profile_stream.c) ----------------------------------
  * The loader reads each stream file through format/'s reader. It handles the

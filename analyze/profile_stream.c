@@ -201,8 +201,7 @@ static int on_map(void *ctx, void *arg, const struct opr_record *rec)
     }
     /* Which OpenMP runtime the process loaded: threading's, but read off
      * the one MAP decoder rather than a second one. */
-    threading_note_module(sl->p, mpath);
-    return 0;
+    return threading_note_module(sl->p, mpath);
 }
 
 static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
