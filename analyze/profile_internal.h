@@ -15,20 +15,6 @@
 #include "format/format.h"
 #include "util/util.h"
 
-/* profile_load.c's (stack, Python stack) map, until the loader moves to
- * util/util.h's hashmap like the indexes below. */
-struct hash_slot {
-    uint64_t hash;
-    uint32_t value;
-    uint32_t used;
-};
-
-/* Open addressing from a 64-bit hash to an index; equality decided by the caller. */
-struct hash_index {
-    struct hash_slot *slots;
-    size_t cap, count;
-};
-
 struct profile_priv {
     char **strings;
     size_t nstrings, strings_cap;
