@@ -114,19 +114,30 @@ static void resolve(void)
     real_posix_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
     real_aligned_alloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
     real_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+    resolving = 0;
+}
+
+/* The settings are read in a constructor, not at the first malloc: under
+ * ASan the first one comes from ASan's own start-up, before getenv works.
+ * Nothing is counted or failed before (armed): the executable's code has
+ * not run yet then. */
+static int armed;
+
+__attribute__((constructor)) static void read_settings(void)
+{
     const char *s = getenv("OPPROF_TEST_FAIL_ALLOC_AFTER");
     if (s && *s)
         fail_after = strtol(s, NULL, 10);
     s = getenv("OPPROF_TEST_FAIL_ALLOC_SCOPE");
     exe_only = s && strcmp(s, "exe") == 0;
-    resolving = 0;
+    armed = 1;
 }
 
 /* Whether this call (made from caller) is to fail: counts every call that
  * counted() keeps once resolved. */
 static int should_fail(const void *caller)
 {
-    if (!counted(caller))
+    if (!armed || !counted(caller))
         return 0;
     long n = atomic_fetch_add(&calls, 1);
     if (fail_after >= 0 && n >= fail_after) {
