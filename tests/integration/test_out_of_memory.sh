@@ -11,15 +11,18 @@
 # only calls made by opprof's own code (OPPROF_TEST_FAIL_ALLOC_SCOPE=exe):
 # libdw exits or aborts by itself on out of memory, which is elfutils'
 # policy, not opprof's. A first run without failures measures the number of
-# calls a full run makes (COUNT); N then goes over 0..COUNT+2, every value
-# when COUNT is small, else in steps that keep the test under ~60 s.
+# calls a full run makes (COUNT, ~200 for report, ~160 for export); N then
+# goes over 0..COUNT+2, every value up to 400 calls, else in steps that keep
+# the test under ~60 s.
 #
-# ASan build (--enable-sanitizers): ASan replaces malloc and must come first
-# in the library list, so the shim is preloaded with ASan's
-# verify_asan_link_order=0 and forwards to ASan's allocator (dlsym
-# RTLD_NEXT); ASan then also checks the failure paths for memory errors
-# (fewer N, as each run is slower). When that combination does not run here (a probe without failures
-# must succeed), the sweep is SKIPPED with that reason.
+# ASan build (--enable-sanitizers): the sweep RUNS there too, with ASan's own
+# allocator. ASan replaces malloc and must come first in the library list,
+# so the shim is preloaded with ASAN_OPTIONS verify_asan_link_order=0 (and
+# allocator_may_return_null=1) and forwards to ASan's malloc (dlsym
+# RTLD_NEXT); ASan then also checks every failure path for memory errors.
+# N steps by COUNT/150 + 1 there (each run is slower). Only when that
+# combination does not run on a machine (the probe without failures must
+# succeed) is the test SKIPPED, with that reason.
 . "$(dirname "$0")/lib.sh"
 require_all
 make_workdir
