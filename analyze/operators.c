@@ -247,10 +247,12 @@ int op_index_build(const struct profile *p, struct op_index *ix)
         ix->any_op = true;
     }
     struct hotspot_table t;
-    if (hs_builder_finish(&names, p, 0, &t) != 0) {
-        memset(&names, 0, sizeof names);
+    int finished = hs_builder_finish(&names, p, 0, &t);
+    /* Either way the builder is spent: its rows are t's now, or freed. A
+     * later hs_builder_abort (oom below) must not free them a second time. */
+    memset(&names, 0, sizeof names);
+    if (finished != 0)
         goto oom;
-    }
     /* Keep the interned names; the rest of the rows is not needed. */
     ix->names = calloc(t.nrows + 1, sizeof *ix->names);
     if (!ix->names) {

@@ -15,20 +15,6 @@
 #include "format/format.h"
 #include "util/util.h"
 
-/* profile_load.c's (stack, Python stack) map, until the loader moves to
- * util/util.h's hashmap like the indexes below. */
-struct hash_slot {
-    uint64_t hash;
-    uint32_t value;
-    uint32_t used;
-};
-
-/* Open addressing from a 64-bit hash to an index; equality decided by the caller. */
-struct hash_index {
-    struct hash_slot *slots;
-    size_t cap, count;
-};
-
 struct profile_priv {
     char **strings;
     size_t nstrings, strings_cap;
@@ -48,6 +34,11 @@ int profile_load_info(struct profile *p, const char *dir, char *err, size_t errl
  * errno ENOMEM when out of memory, array and *cap then unchanged and still
  * the caller's. Never aborts (util/util.h). */
 void *profile_grow(void *array, size_t *cap, size_t need, size_t elem) __attribute__((warn_unused_result));
+/* profile_grow in place: arrayp is the address of the caller's array pointer
+ * (any element type). 0, or -1 with errno ENOMEM leaving *arrayp and *cap as
+ * they were — so a call site is one checked line and cannot lose its array
+ * by assigning NULL over it. */
+int profile_grow_to(void *arrayp, size_t *cap, size_t need, size_t elem) __attribute__((warn_unused_result));
 /* Appends a copy of text to p->warnings; -1 on out of memory. */
 int profile_add_warning(struct profile *p, const char *text);
 /* profile_load.c: a loader warning, printf-style (cut at 1 KB). */
@@ -62,11 +53,12 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
 /* threading_ops.c, for threading.c: a frame of an OpenMP runtime or of the
  * agent; the region samples of s counted per operator and Python line (with
  * those in buckets of b where more than oversub_runnable threads were
- * runnable; 0: none flagged) and the runtime's spin samples. */
+ * runnable; 0: none flagged) and the runtime's spin samples. 0, or -1 with
+ * errno ENOMEM. */
 bool threading_is_runtime_or_agent(const struct prof_frame *f);
 bool threading_is_spin_name(const char *name); /* wait/yield/spin/futex... (threading_ops.c) */
-void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
-                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
+int threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
+                            size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
 
 /* ---- reading one stream (profile_stream.c) ----------------------------------
  * The loader reads each stream file through format/'s reader. It handles the
@@ -109,10 +101,12 @@ const struct stream_sample *stream_samples(const struct stream_load *sl, size_t 
 /* After all records: whether an END record was read, and its latest time. */
 bool stream_ended(const struct stream_load *sl, uint64_t *end_ns);
 /* After all records: the profile stack of a STACK id with its Python stack
- * spliced in (py_plus1 0: none); UINT32_MAX when the stream has no such stack. */
+ * spliced in (py_plus1 0: none); UINT32_MAX with errno 0 when the stream has
+ * no such stack, UINT32_MAX with errno ENOMEM when out of memory. */
 uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_t py_plus1);
 /* After all records: a profile stack of the Python frames of PYSTACK
- * py_plus1 - 1 only; UINT32_MAX when there is none. */
+ * py_plus1 - 1 only; UINT32_MAX with errno 0 when there is none, with errno
+ * ENOMEM when out of memory. */
 uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1);
 
 /* A feature's part in reading streams. state is state_size zeroed bytes per

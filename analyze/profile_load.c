@@ -31,7 +31,9 @@ void profile_warnf(struct profile *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    profile_add_warning(p, buf);
+    /* A warning is an optional note (util/util.h): when memory runs out it
+     * is dropped, and whatever allocation fails next fails the load. */
+    (void)profile_add_warning(p, buf);
 }
 
 struct stream_name {
@@ -59,7 +61,8 @@ static void symbolizer_problem(const char *path, const char *problem, void *arg)
 }
 
 /* The stream files of dir (proc-<pid>-<gen>.raw), by pid then generation, so
- * that the last image of a pid speaks last. 0, or -1 with err. */
+ * that the last image of a pid speaks last. 0, or -1 with err (errno ENOMEM
+ * and err "out of memory" when memory ran out). */
 static int list_streams(const char *dir, struct stream_name **out, size_t *nout, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
@@ -75,7 +78,13 @@ static int list_streams(const char *dir, struct stream_name **out, size_t *nout,
         char tail[8];
         if (sscanf(e->d_name, "proc-%u-%u.ra%1s", &pid, &gen, tail) == 3 && strcmp(tail, "w") == 0 &&
             strlen(e->d_name) < sizeof names[0].name) {
-            names = profile_grow(names, &names_cap, nnames + 1, sizeof *names);
+            if (profile_grow_to(&names, &names_cap, nnames + 1, sizeof *names) != 0) {
+                closedir(d);
+                free(names);
+                snprintf(err, errlen, "%s: out of memory while listing its streams", dir);
+                errno = ENOMEM;
+                return -1;
+            }
             snprintf(names[nnames].name, sizeof names[0].name, "%s", e->d_name);
             names[nnames].pid = pid;
             names[nnames].gen = gen;
@@ -123,6 +132,13 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
         return -1;
     }
     struct symbolizer *sym = symbolizer_new(dir);
+    if (!sym) {
+        free(names);
+        profile_free(p);
+        snprintf(err, errlen, "%s: out of memory while reading its streams", dir);
+        errno = ENOMEM;
+        return -1;
+    }
     uint32_t *scratch = NULL;
     size_t scratch_cap = 0;
     size_t usable = 0;
@@ -188,8 +204,16 @@ int profile_prepare(struct profile *p)
 
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
 {
-    if (profile_read(dir, out, err, errlen) != 0)
+    if (profile_read(dir, out, err, errlen) != 0) {
+        /* The cli tells out of memory (exit 2, one line) from a bad result
+         * by errno, and the user by err: say it wherever it happened (the
+         * info file, a stream, a feature). */
+        if (errno == ENOMEM && !strstr(err, "out of memory")) {
+            snprintf(err, errlen, "%s: out of memory while reading it", dir);
+            errno = ENOMEM;
+        }
         return -1;
+    }
     if (profile_prepare(*out) != 0) {
         snprintf(err, errlen, "%s: out of memory while charging OpenMP worker samples to their openers", dir);
         profile_free(*out);

@@ -86,6 +86,19 @@ nomem:
     return NULL;
 }
 
+int profile_grow_to(void *arrayp, size_t *cap, size_t need, size_t elem)
+{
+    /* memcpy, not a void ** cast: arrayp points at a T *, which C does not
+     * let us access through a void * lvalue. */
+    void *array;
+    memcpy(&array, arrayp, sizeof array);
+    void *n = profile_grow(array, cap, need, elem);
+    if (!n)
+        return -1;
+    memcpy(arrayp, &n, sizeof n);
+    return 0;
+}
+
 /* ---- builders --------------------------------------------------------------- */
 
 struct frame_key {

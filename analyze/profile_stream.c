@@ -68,7 +68,7 @@ struct stream_load {
     size_t npycodes, pycodes_cap;
     struct raw_pystack *pystacks;
     size_t npystacks, pystacks_cap;
-    struct hash_index mixed;    /* (stack id, pystack id + 1) -> profile stack */
+    struct hashmap mixed;       /* stack id << 32 | pystack id + 1 -> profile stack (u64 keys) */
     struct stream_sample *samples;
     size_t nsamples, samples_cap;
     bool last_sample_kept;      /* the last SAMPLE record had a known stack */
@@ -113,13 +113,15 @@ bool stream_ended(const struct stream_load *sl, uint64_t *end_ns)
     return sl->ended;
 }
 
+/* The process pid of p, added when new; NULL with errno ENOMEM. */
 static struct prof_process *process_for(struct profile *p, uint32_t pid)
 {
     for (size_t i = 0; i < p->nprocesses; i++)
         if (p->processes[i].pid == pid)
             return &p->processes[i];
     struct profile_priv *pv = p->priv;
-    p->processes = profile_grow(p->processes, &pv->processes_cap, p->nprocesses + 1, sizeof *p->processes);
+    if (profile_grow_to(&p->processes, &pv->processes_cap, p->nprocesses + 1, sizeof *p->processes) != 0)
+        return NULL;
     struct prof_process *pr = &p->processes[p->nprocesses++];
     memset(pr, 0, sizeof *pr);
     pr->pid = pid;
@@ -127,7 +129,7 @@ static struct prof_process *process_for(struct profile *p, uint32_t pid)
 }
 
 /* The stream's process: looked up each time, as a later stream may move
- * p->processes. */
+ * p->processes. NULL with errno ENOMEM. */
 static struct prof_process *stream_process(struct stream_load *sl) { return process_for(sl->p, sl->pid); }
 
 /* len bytes of NUL-separated strings as one string joined by spaces. */
@@ -164,6 +166,8 @@ static int on_process(void *ctx, void *arg, const struct opr_record *rec)
     if ((size_t)pr.exe_len + pr.cmdline_len > rec->len - sizeof pr)
         return 0;
     struct prof_process *proc = stream_process(sl);
+    if (!proc)
+        return -1;
     free(proc->exe);
     free(proc->cmdline);
     proc->exe = join_argv(rec->body + sizeof pr, pr.exe_len);
@@ -188,12 +192,17 @@ static int on_map(void *ctx, void *arg, const struct opr_record *rec)
     size_t n = m.path_len < sizeof mpath - 1 ? m.path_len : sizeof mpath - 1;
     memcpy(mpath, rec->body + sizeof m, n);
     mpath[n] = '\0';
-    symbolizer_add_mapping(sl->sym, sl->asid, m.start, m.end, m.pgoff, mpath, m.build_id_len ? m.build_id : NULL,
-                           m.build_id_len);
+    /* It fails for an empty range (skipped, like any malformed body) and
+     * otherwise only when out of memory. */
+    if (symbolizer_add_mapping(sl->sym, sl->asid, m.start, m.end, m.pgoff, mpath,
+                               m.build_id_len ? m.build_id : NULL, m.build_id_len) != 0 &&
+        m.end > m.start) {
+        errno = ENOMEM;
+        return -1;
+    }
     /* Which OpenMP runtime the process loaded: threading's, but read off
      * the one MAP decoder rather than a second one. */
-    threading_note_module(sl->p, mpath);
-    return 0;
+    return threading_note_module(sl->p, mpath);
 }
 
 static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
@@ -203,8 +212,7 @@ static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_thread t;
     memcpy(&t, rec->body, sizeof t);
     t.name[sizeof t.name - 1] = '\0';
-    profile_add_thread(sl->p, sl->pid, t.tid, t.name);
-    return 0;
+    return profile_add_thread(sl->p, sl->pid, t.tid, t.name) == UINT32_MAX ? -1 : 0;
 }
 
 /*
@@ -232,7 +240,8 @@ static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
     }
     if (s.stack_id >= sl->nstacks) {
         size_t need = (size_t)s.stack_id + 1;
-        sl->stacks = profile_grow(sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks);
+        if (profile_grow_to(&sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks) != 0)
+            return -1;
         for (size_t i = sl->nstacks; i < need; i++)
             sl->stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
         sl->nstacks = need;
@@ -252,20 +261,28 @@ static int on_pycode(void *ctx, void *arg, const struct opr_record *rec)
         return 0;
     if (c.code_id >= sl->npycodes) {
         size_t need = (size_t)c.code_id + 1;
-        sl->pycodes = profile_grow(sl->pycodes, &sl->pycodes_cap, need, sizeof *sl->pycodes);
+        if (profile_grow_to(&sl->pycodes, &sl->pycodes_cap, need, sizeof *sl->pycodes) != 0)
+            return -1;
         memset(sl->pycodes + sl->npycodes, 0, (need - sl->npycodes) * sizeof *sl->pycodes);
         sl->npycodes = need;
     }
     char *fname = join_argv(rec->body + sizeof c, c.filename_len);
     char *qname = join_argv(rec->body + sizeof c + c.filename_len, c.qualname_len);
+    int rc = -1;
     if (fname && qname) {
-        sl->pycodes[c.code_id].filename = profile_intern(sl->p, fname);
-        sl->pycodes[c.code_id].basename = profile_intern(sl->p, path_basename(fname));
-        sl->pycodes[c.code_id].qualname = profile_intern(sl->p, qname);
+        struct raw_pycode rc_code = {profile_intern(sl->p, qname), profile_intern(sl->p, fname),
+                                     profile_intern(sl->p, path_basename(fname))};
+        /* All three or none: a half-set code would show as a frame with no file. */
+        if (rc_code.qualname && rc_code.filename && rc_code.basename) {
+            sl->pycodes[c.code_id] = rc_code;
+            rc = 0;
+        }
     }
     free(fname);
     free(qname);
-    return 0;
+    if (rc != 0)
+        errno = ENOMEM;
+    return rc;
 }
 
 static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
@@ -280,7 +297,8 @@ static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
         return 0;
     if (ps.py_stack_id >= sl->npystacks) {
         size_t need = (size_t)ps.py_stack_id + 1;
-        sl->pystacks = profile_grow(sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks);
+        if (profile_grow_to(&sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks) != 0)
+            return -1;
         memset(sl->pystacks + sl->npystacks, 0, (need - sl->npystacks) * sizeof *sl->pystacks);
         sl->npystacks = need;
     }
@@ -305,10 +323,13 @@ static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
         sl->last_sample_kept = false; /* its counter values go with it */
         return 0;
     }
-    sl->samples = profile_grow(sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples);
+    uint32_t thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL);
+    if (thread == UINT32_MAX ||
+        profile_grow_to(&sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples) != 0)
+        return -1;
     struct stream_sample *ss = &sl->samples[sl->nsamples++];
     *ss = (struct stream_sample){.s = s,
-                                 .thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL),
+                                 .thread = thread,
                                  .py_stack_plus1 = spy.py_stack_id_plus1,
                                  .index = SIZE_MAX};
     if (rec->len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
@@ -372,6 +393,8 @@ static int on_note(void *ctx, void *arg, const struct opr_record *rec)
     if (n.text_len > rec->len - sizeof n)
         return 0;
     struct prof_process *proc = stream_process(sl);
+    if (!proc)
+        return -1;
     char *text = join_argv(rec->body + sizeof n, n.text_len);
     char **notes = text ? realloc(proc->notes, (proc->nnotes + 1) * sizeof *proc->notes) : NULL;
     if (!notes) {
@@ -404,13 +427,15 @@ static const struct {
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global
- * as the native-only profile stack). */
+ * as the native-only profile stack). UINT32_MAX with errno ENOMEM when out
+ * of memory (rs->global then stays unresolved). */
 static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream_load *st,
                                struct raw_stack *rs, uint32_t **scratch, size_t *scratch_cap)
 {
     if (rs->global != UINT32_MAX)
         return rs->global;
-    *scratch = profile_grow(*scratch, scratch_cap, rs->nframes + 1, sizeof **scratch);
+    if (profile_grow_to(scratch, scratch_cap, rs->nframes + 1, sizeof **scratch) != 0)
+        return UINT32_MAX;
     for (uint32_t i = 0; i < rs->nframes; i++) {
         uint64_t pc;
         memcpy(&pc, &rs->pcs[i], sizeof pc);
@@ -435,6 +460,8 @@ static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct
         }
         size_t before = p->nframes;
         (*scratch)[i] = profile_add_frame(p, name, module, f.source_file, f.line, kind);
+        if ((*scratch)[i] == UINT32_MAX)
+            return UINT32_MAX;
         if (p->nframes > before && kind == FRAME_UNKNOWN)
             p->unknown_frames++;
     }
@@ -449,21 +476,19 @@ static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, 
                                      size_t *scratch_cap)
 {
     uint32_t native = resolve_native(p, sym, st, &st->stacks[stack_id], scratch, scratch_cap);
+    if (native == UINT32_MAX)
+        return UINT32_MAX;
     if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
         return native;
     uint64_t key = ((uint64_t)stack_id << 32) | py_plus1;
-    uint64_t h = key * 0x9e3779b97f4a7c15ull;
-    for (size_t j = 0; st->mixed.cap; j++) {
-        size_t slot = (h + j) & (st->mixed.cap - 1);
-        if (!st->mixed.slots[slot].used)
-            break;
-        if (st->mixed.slots[slot].hash == key)
-            return st->mixed.slots[slot].value;
-    }
+    uint64_t found;
+    if (hashmap_find_u64(&st->mixed, key, &found))
+        return (uint32_t)found;
     const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
     const struct prof_stack *ns = &p->stacks[native];
     size_t need = ns->nframes + ps->nframes * 2 + 2;
-    *scratch = profile_grow(*scratch, scratch_cap, need, sizeof **scratch);
+    if (profile_grow_to(scratch, scratch_cap, need, sizeof **scratch) != 0)
+        return UINT32_MAX;
     uint32_t *pyframes = *scratch + ns->nframes + ps->nframes;
     bool entry[OPR_MAX_PYFRAMES];
     for (uint32_t i = 0; i < ps->nframes; i++) {
@@ -474,33 +499,14 @@ static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, 
             pyframes[i] = profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON);
         else
             pyframes[i] = profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+        if (pyframes[i] == UINT32_MAX)
+            return UINT32_MAX;
         entry[i] = (f.flags & OPR_PYFRAME_ENTRY) != 0;
     }
     size_t n = splice_stacks(p->frames, ns->frames, ns->nframes, pyframes, entry, ps->nframes, *scratch);
     uint32_t merged = profile_add_stack(p, *scratch, (uint32_t)n);
-    /* Open addressing keyed by the exact key (stored in .hash). */
-    if ((st->mixed.count + 1) * 2 > st->mixed.cap) {
-        size_t cap = st->mixed.cap ? st->mixed.cap * 2 : 256;
-        struct hash_slot *slots = calloc(cap, sizeof *slots);
-        if (!slots)
-            return merged;
-        for (size_t i = 0; i < st->mixed.cap; i++) {
-            if (!st->mixed.slots[i].used)
-                continue;
-            size_t j = (st->mixed.slots[i].hash * 0x9e3779b97f4a7c15ull) & (cap - 1);
-            while (slots[j].used)
-                j = (j + 1) & (cap - 1);
-            slots[j] = st->mixed.slots[i];
-        }
-        free(st->mixed.slots);
-        st->mixed.slots = slots;
-        st->mixed.cap = cap;
-    }
-    size_t j = h & (st->mixed.cap - 1);
-    while (st->mixed.slots[j].used)
-        j = (j + 1) & (st->mixed.cap - 1);
-    st->mixed.slots[j] = (struct hash_slot){key, merged, 1};
-    st->mixed.count++;
+    if (merged == UINT32_MAX || hashmap_find_or_add_u64(&st->mixed, key, merged, NULL) < 0)
+        return UINT32_MAX;
     return merged;
 }
 
@@ -512,7 +518,8 @@ static uint32_t resolve_python_only(struct profile *p, struct stream_load *st, u
     if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
         return UINT32_MAX;
     const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
-    *scratch = profile_grow(*scratch, scratch_cap, ps->nframes + 1, sizeof **scratch);
+    if (profile_grow_to(scratch, scratch_cap, ps->nframes + 1, sizeof **scratch) != 0)
+        return UINT32_MAX;
     for (uint32_t i = 0; i < ps->nframes; i++) {
         struct opr_pyframe f;
         memcpy(&f, &ps->frames[i], sizeof f);
@@ -520,12 +527,15 @@ static uint32_t resolve_python_only(struct profile *p, struct stream_load *st, u
         (*scratch)[i] = c && c->qualname
                             ? profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON)
                             : profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
+        if ((*scratch)[i] == UINT32_MAX)
+            return UINT32_MAX;
     }
     return profile_add_stack(p, *scratch, ps->nframes);
 }
 
 uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_t py_plus1)
 {
+    errno = 0; /* UINT32_MAX then says "no such stack", not out of memory */
     if (stack_id >= sl->nstacks || sl->stacks[stack_id].pcs == NULL)
         return UINT32_MAX;
     return resolve_sample_stack(sl->p, sl->sym, sl, stack_id, py_plus1, sl->scratch, sl->scratch_cap);
@@ -533,19 +543,28 @@ uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_
 
 uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
 {
+    errno = 0; /* as in stream_resolve_stack */
     return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
 }
 
 /* Maps are all known now: symbolize the stacks that samples use, and add the
- * samples to the profile. */
-static void resolve_samples(struct stream_load *sl)
+ * samples to the profile. 0, or -1 with errno ENOMEM. */
+static int resolve_samples(struct stream_load *sl)
 {
     struct profile *p = sl->p;
     struct prof_process *proc = stream_process(sl);
+    if (!proc)
+        return -1;
     for (size_t i = 0; i < sl->nsamples; i++) {
         struct stream_sample *ss = &sl->samples[i];
+        /* on_sample kept only samples whose stack exists: UINT32_MAX here is
+         * out of memory. */
         uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
-        profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1);
+        if (stack == UINT32_MAX ||
+            profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1) != 0) {
+            errno = ENOMEM;
+            return -1;
+        }
         ss->index = p->nsamples - 1;
         p->samples[ss->index].flags = ss->s.flags;
         p->samples[ss->index].counters = ss->counters;
@@ -566,6 +585,7 @@ static void resolve_samples(struct stream_load *sl)
         p->first_size_cap_drop_ns = sl->limits.first_drop_ns;
     /* A generation that exec'ed has no END; only the last one speaks for the pid. */
     proc->ended_cleanly = sl->ended;
+    return 0;
 }
 
 static void on_skipped(void *ctx, const char *what) { stream_warn(ctx, "%s; skipped", what); }
@@ -574,7 +594,11 @@ static void on_stopped(void *ctx, const char *what)
 {
     struct stream_load *sl = ctx;
     stream_warn(sl, "%s; %zu samples read before that point", what, sl->nsamples);
-    stream_process(sl)->stream_truncated = true;
+    /* No process only when out of memory: then the flag is lost, and the
+     * next allocation that fails ends the load. */
+    struct prof_process *proc = stream_process(sl);
+    if (proc)
+        proc->stream_truncated = true;
 }
 
 /* Registers the core handlers and lets each feature register its own and
@@ -619,14 +643,20 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     }
     struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
-    stream_process(&sl)->ppid = h.ppid;
+    hashmap_init_u64(&sl.mixed);
+    struct prof_process *proc = stream_process(&sl);
+    if (!proc) {
+        free(buf);
+        return -2;
+    }
+    proc->ppid = h.ppid;
     struct opr_reader r = {.ctx = &sl, .skipped = on_skipped, .stopped = on_stopped};
     void *state[NFEATURES] = {NULL};
     int rc = stream_begin(&sl, &h, &r, state);
     if (rc == 0 && opr_stream_read_records(&r, buf, size, h.header_size) < 0)
         rc = -1;
     if (rc == 0)
-        resolve_samples(&sl);
+        rc = resolve_samples(&sl);
     for (size_t i = 0; i < NFEATURES && rc == 0; i++)
         if (features[i]->end && features[i]->end(&sl, state[i]) != 0)
             rc = -1;
@@ -640,7 +670,7 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     free(sl.stacks);
     free(sl.pycodes);
     free(sl.pystacks);
-    free(sl.mixed.slots);
+    hashmap_free(&sl.mixed);
     free(buf);
     errno = saved;
     return rc == 0 ? 0 : -2;

@@ -83,6 +83,7 @@ int ranks_info_kv(struct profile *p, const char *key, const char *val)
     return 1;
 }
 
+/* The ranks row of process pid, added when new; NULL with errno ENOMEM. */
 static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
 {
     struct prof_ranks *r = ranks_get(p);
@@ -91,7 +92,8 @@ static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
     for (size_t i = 0; i < r->nprocs; i++)
         if (r->procs[i].pid == pid)
             return &r->procs[i];
-    r->procs = profile_grow(r->procs, &r->procs_cap, r->nprocs + 1, sizeof *r->procs);
+    if (profile_grow_to(&r->procs, &r->procs_cap, r->nprocs + 1, sizeof *r->procs) != 0)
+        return NULL;
     struct prof_rank_process *pr = &r->procs[r->nprocs++];
     memset(pr, 0, sizeof *pr);
     pr->pid = pid;
@@ -99,14 +101,16 @@ static struct prof_rank_process *rank_process(struct profile *p, uint32_t pid)
     return pr;
 }
 
-void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
-                      uint32_t thread, uint32_t stack)
+int ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
+                     uint32_t thread, uint32_t stack)
 {
     struct prof_ranks *r = ranks_get(p);
-    if (!r)
-        return;
-    r->offcpu = profile_grow(r->offcpu, &r->offcpu_cap, r->noffcpu + 1, sizeof *r->offcpu);
+    if (!r || profile_grow_to(&r->offcpu, &r->offcpu_cap, r->noffcpu + 1, sizeof *r->offcpu) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
     r->offcpu[r->noffcpu++] = (struct prof_offcpu){time_ns, interval_ns, offcpu_ns, thread, stack};
+    return 0;
 }
 
 /* ---- the stream feature: RANK and OFFCPU records, each process's wall time --- */
@@ -152,7 +156,8 @@ static int on_offcpu(void *ctx, void *arg, const struct opr_record *rec)
     struct ranks_stream *rs = arg;
     if (rec->len < sizeof *rs->offcpu)
         return 0;
-    rs->offcpu = profile_grow(rs->offcpu, &rs->offcpu_cap, rs->noffcpu + 1, sizeof *rs->offcpu);
+    if (profile_grow_to(&rs->offcpu, &rs->offcpu_cap, rs->noffcpu + 1, sizeof *rs->offcpu) != 0)
+        return -1;
     memcpy(&rs->offcpu[rs->noffcpu++], rec->body, sizeof *rs->offcpu);
     return 0;
 }
@@ -185,8 +190,15 @@ static int stream_end(struct stream_load *sl, void *state)
     }
     for (size_t i = 0; i < rs->noffcpu; i++) {
         const struct opr_offcpu *o = &rs->offcpu[i];
-        ranks_add_offcpu(p, o->time_ns, o->interval_ns, o->offcpu_ns, profile_add_thread(p, stream_pid(sl), o->tid, NULL),
-                         stream_resolve_python(sl, o->py_stack_id_plus1));
+        uint32_t thread = profile_add_thread(p, stream_pid(sl), o->tid, NULL);
+        if (thread == UINT32_MAX)
+            return -1;
+        /* UINT32_MAX with errno 0: the record has no Python stack, kept as such. */
+        uint32_t stack = stream_resolve_python(sl, o->py_stack_id_plus1);
+        if (stack == UINT32_MAX && errno == ENOMEM)
+            return -1;
+        if (ranks_add_offcpu(p, o->time_ns, o->interval_ns, o->offcpu_ns, thread, stack) != 0)
+            return -1;
     }
     return 0;
 }
@@ -292,14 +304,14 @@ struct unit {
     uint64_t start_ns, end_ns;
 };
 
+/* The unit of (profile, rank), added when new; -2 with errno ENOMEM. */
 static long unit_index(struct unit **units, size_t *nunits, size_t *cap, size_t profile, int32_t rank)
 {
     for (size_t i = 0; i < *nunits; i++)
         if ((*units)[i].profile == profile && (*units)[i].rank == rank)
             return (long)i;
-    *units = profile_grow(*units, cap, *nunits + 1, sizeof **units);
-    if (!*units)
-        return -1;
+    if (profile_grow_to(units, cap, *nunits + 1, sizeof **units) != 0)
+        return -2; /* -1 is "no unit" to the caller */
     memset(&(*units)[*nunits], 0, sizeof **units);
     (*units)[*nunits].profile = profile;
     (*units)[*nunits].rank = rank;
@@ -452,8 +464,10 @@ static int samples_to_units(struct profile *const *profiles, size_t n, uint8_t *
             int32_t r = ranks_rank_of_pid(p, p->threads[t].pid);
             if (r == OPR_RANK_UNSET && (any_rank || n == 1))
                 unit_of_thread[t] = -1; /* the launcher, or a result with no ranks */
-            else
-                unit_of_thread[t] = unit_index(units, nunits, ucap, pi, r);
+            else if ((unit_of_thread[t] = unit_index(units, nunits, ucap, pi, r)) < 0) {
+                free(unit_of_thread);
+                return -1;
+            }
         }
         for (size_t s = 0; s < p->nsamples; s++) {
             long u = p->samples[s].thread < p->nthreads ? unit_of_thread[p->samples[s].thread] : -1;
@@ -462,7 +476,10 @@ static int samples_to_units(struct profile *const *profiles, size_t n, uint8_t *
                 continue;
             }
             struct unit *un = &(*units)[u];
-            un->samples = profile_grow(un->samples, &un->cap, un->nsamples + 1, sizeof *un->samples);
+            if (profile_grow_to(&un->samples, &un->cap, un->nsamples + 1, sizeof *un->samples) != 0) {
+                free(unit_of_thread);
+                return -1;
+            }
             un->samples[un->nsamples++] = s;
         }
         if (p->ranks && p->ranks->noffcpu)

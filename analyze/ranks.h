@@ -40,8 +40,9 @@ void ranks_free(struct prof_ranks *r);
  * errno ENOMEM), OFFCPU intervals. The RANK, END and OFFCPU records are read
  * by ranks.c's stream_feature. */
 int ranks_info_kv(struct profile *p, const char *key, const char *val);
-void ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
-                      uint32_t thread, uint32_t stack);
+/* 0, or -1 with errno ENOMEM. */
+int ranks_add_offcpu(struct profile *p, uint64_t time_ns, uint64_t interval_ns, uint64_t offcpu_ns,
+                     uint32_t thread, uint32_t stack);
 
 /* Communication: a native frame of gloo, c10d's ProcessGroup*, MPI (MPI_*,
  * PMPI_*, ompi_*, mca_*, opal_progress, or any frame in libmpi, libopen-pal,

@@ -9,6 +9,7 @@
  * and operator tables are unaffected). Threading data (OpenMP, schedstat) is
  * per result and is not merged.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,53 +24,67 @@ static int compare_by_time(const void *a, const void *b)
     return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
 }
 
+/* Adds p's frames, stacks, threads, samples, processes and warnings to m.
+ * 0, or -1 with errno ENOMEM (m then half-merged: the caller frees it). */
 static int merge_one(struct profile *m, const struct profile *p, uint32_t *frame_map, uint32_t *stack_map)
 {
     uint32_t *scratch = malloc((OPR_MAX_FRAMES + 2 * OPR_MAX_PYFRAMES + 2) * sizeof *scratch);
     uint32_t *thread_map = malloc((p->nthreads + 1) * sizeof *thread_map);
-    if (!scratch || !thread_map) {
-        free(scratch);
-        free(thread_map);
-        return -1;
-    }
+    int rc = -1;
+    if (!scratch || !thread_map)
+        goto done;
     for (size_t f = 0; f < p->nframes; f++) {
         const struct prof_frame *fr = &p->frames[f];
         frame_map[f] = profile_add_frame(m, fr->name, fr->module, fr->source_file, fr->line, fr->kind);
+        if (frame_map[f] == UINT32_MAX)
+            goto done;
     }
     for (size_t s = 0; s < p->nstacks; s++) {
         const struct prof_stack *st = &p->stacks[s];
         uint32_t n = st->nframes <= OPR_MAX_FRAMES + 2 * OPR_MAX_PYFRAMES ? st->nframes : 0;
         for (uint32_t k = 0; k < n; k++)
             scratch[k] = frame_map[st->frames[k]];
-        stack_map[s] = profile_add_stack(m, scratch, n);
+        if ((stack_map[s] = profile_add_stack(m, scratch, n)) == UINT32_MAX)
+            goto done;
     }
     for (size_t t = 0; t < p->nthreads; t++)
-        thread_map[t] = profile_add_thread(m, p->threads[t].pid, p->threads[t].tid, p->threads[t].name);
+        if ((thread_map[t] = profile_add_thread(m, p->threads[t].pid, p->threads[t].tid, p->threads[t].name)) ==
+            UINT32_MAX)
+            goto done;
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *s = &p->samples[i];
         if (s->thread >= p->nthreads || s->stack >= p->nstacks)
             continue;
-        profile_add_sample(m, s->time_ns, thread_map[s->thread], stack_map[s->stack], s->weight);
+        if (profile_add_sample(m, s->time_ns, thread_map[s->thread], stack_map[s->stack], s->weight) != 0)
+            goto done;
         m->samples[m->nsamples - 1].flags = s->flags;
     }
     struct profile_priv *pv = m->priv;
     for (size_t i = 0; i < p->nprocesses; i++) {
-        m->processes = profile_grow(m->processes, &pv->processes_cap, m->nprocesses + 1, sizeof *m->processes);
+        if (profile_grow_to(&m->processes, &pv->processes_cap, m->nprocesses + 1, sizeof *m->processes) != 0)
+            goto done;
         struct prof_process *pr = &m->processes[m->nprocesses++];
         *pr = p->processes[i];
         pr->exe = p->processes[i].exe ? strdup(p->processes[i].exe) : NULL;
         pr->cmdline = p->processes[i].cmdline ? strdup(p->processes[i].cmdline) : NULL;
         pr->notes = NULL; /* shown per result in each header; not repeated */
         pr->nnotes = 0;
+        if ((p->processes[i].exe && !pr->exe) || (p->processes[i].cmdline && !pr->cmdline))
+            goto done; /* counted already: profile_free frees what was copied */
     }
     for (size_t i = 0; i < p->nwarnings; i++) {
         char buf[1200];
         snprintf(buf, sizeof buf, "%s: %s", p->dir ? p->dir : "?", p->warnings[i]);
-        profile_add_warning(m, buf);
+        if (profile_add_warning(m, buf) != 0)
+            goto done;
     }
+    rc = 0;
+done:
     free(scratch);
     free(thread_map);
-    return 0;
+    if (rc != 0)
+        errno = ENOMEM;
+    return rc;
 }
 
 int profile_merge(struct profile *const *parts, size_t n, struct profile **out, char *err, size_t errlen)
@@ -79,6 +94,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     if (!m || n == 0) {
         snprintf(err, errlen, "out of memory");
         profile_free(m);
+        errno = ENOMEM;
         return -1;
     }
     const struct profile *first = parts[0];
@@ -96,6 +112,8 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     m->command = strdup(cmd);
     m->event = strdup(first->event ? first->event : "task-clock");
     m->call_graph = strdup(first->call_graph ? first->call_graph : "dwarf");
+    if (!m->dir || !m->command || !m->event || !m->call_graph)
+        goto nomem;
     m->period_ns = first->period_ns;
     m->frequency_hz = first->frequency_hz;
     m->sample_period = first->sample_period;
@@ -129,7 +147,8 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
             snprintf(buf, sizeof buf, "%s was sampled every %" PRIu64 " ns, %s every %" PRIu64
                      " ns: merged shares weigh samples, not time; record all ranks with one -F",
                      p->dir, p->period_ns, first->dir, first->period_ns);
-            profile_add_warning(m, buf);
+            if (profile_add_warning(m, buf) != 0)
+                goto nomem;
         }
         if (p->start_ns && p->start_ns < m->start_ns)
             m->start_ns = p->start_ns;
@@ -156,6 +175,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         if (rc != 0) {
             snprintf(err, errlen, "out of memory while merging %s", p->dir ? p->dir : "a result");
             profile_free(m);
+            errno = ENOMEM;
             return -1;
         }
     }
@@ -165,4 +185,9 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         qsort(m->samples, m->nsamples, sizeof *m->samples, compare_by_time);
     *out = m;
     return 0;
+nomem:
+    snprintf(err, errlen, "out of memory while merging the results");
+    profile_free(m);
+    errno = ENOMEM;
+    return -1;
 }

@@ -134,7 +134,8 @@ static uint32_t graft(struct profile *p, uint32_t worker, uint32_t context, uint
         if (threading_is_runtime_or_agent(&p->frames[cs->frames[i]]))
             k = i + 1;
     size_t n = j + (cs->nframes - k);
-    *buf = profile_grow(*buf, cap, n + 1, sizeof **buf);
+    if (profile_grow_to(buf, cap, n + 1, sizeof **buf) != 0)
+        return UINT32_MAX;
     memcpy(*buf, ws->frames, j * sizeof **buf);
     memcpy(*buf + j, cs->frames + k, (cs->nframes - k) * sizeof **buf);
     return profile_add_stack(p, *buf, (uint32_t)n);
@@ -208,7 +209,13 @@ size_t threading_attribute(struct profile *p)
             t->unattributed++;
             continue;
         }
-        s->stack = graft(p, s->stack, (uint32_t)ctx_stack, &buf, &cap);
+        uint32_t grafted = graft(p, s->stack, (uint32_t)ctx_stack, &buf, &cap);
+        if (grafted == UINT32_MAX) { /* profile_prepare fails the load: what was charged does not matter */
+            charged = 0;
+            errno = ENOMEM;
+            break;
+        }
+        s->stack = grafted;
         if (exact)
             t->attributed_exact++;
         else
@@ -249,18 +256,23 @@ static void spread(struct threading_bucket *b, size_t nb, uint64_t t0, uint64_t 
     }
 }
 
+/* A thread's cumulative run and wait time at its last tick. */
 struct last_val {
-    uint64_t key, run, wait;
+    uint64_t run, wait;
 };
 
-static struct last_val *last_for(struct last_val *tab, size_t cap, uint64_t key, bool *fresh)
+/* The row of thread key in vals (index map: key -> row, rows added in
+ * order); *fresh when the key is new. NULL with errno ENOMEM. */
+static struct last_val *last_for(struct hashmap *index, struct last_val *vals, uint64_t key, bool *fresh)
 {
-    size_t j = (key * 0x9e3779b97f4a7c15ull) & (cap - 1);
-    while (tab[j].key && tab[j].key != key)
-        j = (j + 1) & (cap - 1);
-    *fresh = tab[j].key == 0;
-    tab[j].key = key;
-    return &tab[j];
+    uint64_t row = hashmap_count(index);
+    int rc = hashmap_find_or_add_u64(index, key, row, &row);
+    if (rc < 0)
+        return NULL;
+    *fresh = rc == 0;
+    if (*fresh)
+        vals[row] = (struct last_val){0, 0};
+    return &vals[row];
 }
 
 static void add_finding(struct threading_summary *s, const char *text)
@@ -335,16 +347,17 @@ static void time_range(const struct prof_threading *t, struct threading_summary 
 static int os_view(const struct prof_threading *t, struct threading_summary *s, struct threading_bucket *b, size_t nb,
                    uint64_t t0, uint64_t bns)
 {
-    size_t cap = 1024;
-    while (cap < 2 * (t->nsched_threads + 1) && cap < (1u << 26))
-        cap *= 2;
-    struct last_val *last = calloc(cap, sizeof *last);
+    /* One row per distinct thread: at most one per sched_threads entry. */
+    struct hashmap index;
+    hashmap_init_u64(&index);
+    struct last_val *last = calloc(t->nsched_threads + 1, sizeof *last);
     uint32_t *pids = calloc(t->nsched_ticks + 1, sizeof *pids);
     uint64_t *prev_time = calloc(t->nsched_ticks + 1, sizeof *prev_time);
     double *pid_load = calloc(t->nsched_ticks + 1, sizeof *pid_load); /* run + wait per process */
     size_t npids = 0;
     if (!last || !pids || !prev_time || !pid_load) {
         free(last), free(pids), free(prev_time), free(pid_load);
+        errno = ENOMEM;
         return -1;
     }
     double run = 0, wait = 0;
@@ -359,7 +372,9 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
         for (size_t j = 0; j < k->n; j++) {
             const struct prof_sched_thread *e = &t->sched_threads[k->first + j];
             bool fresh;
-            struct last_val *lv = last_for(last, cap, pid_tid_key(k->pid, e->tid), &fresh);
+            struct last_val *lv = last_for(&index, last, pid_tid_key(k->pid, e->tid), &fresh);
+            if (!lv)
+                goto nomem;
             if (fresh)
                 s->nthreads++;
             uint64_t dr = 0, dw = 0;
@@ -391,21 +406,21 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
     for (size_t i = 0; i < npids; i++)
         if (run + wait > 0 && pid_load[i] >= 0.1 * (run + wait))
             s->nprocesses++;
-    free(pid_load);
     /* Involuntary switches: the last value per thread. */
-    for (size_t i = 0; i < cap; i++)
-        last[i].key = 0;
+    hashmap_clear(&index);
     for (size_t i = t->nsched_ticks; i-- > 0;) {
         const struct prof_sched_tick *k = &t->sched_ticks[i];
         for (size_t j = 0; j < k->n; j++) {
             bool fresh;
             const struct prof_sched_thread *e = &t->sched_threads[k->first + j];
-            last_for(last, cap, pid_tid_key(k->pid, e->tid), &fresh);
+            if (!last_for(&index, last, pid_tid_key(k->pid, e->tid), &fresh))
+                goto nomem;
             if (fresh)
                 s->nivcsw += e->nivcsw;
         }
     }
-    free(last), free(pids), free(prev_time);
+    free(last), free(pids), free(prev_time), free(pid_load);
+    hashmap_free(&index);
     /* Where spread-back waits overlap a thread's earlier periods, a bucket
      * could still count a thread more than once: no more runnable threads
      * than threads sampled. */
@@ -415,6 +430,11 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
     s->run_s = run / 1e9, s->wait_s = wait / 1e9;
     s->wait_share = run + wait > 0 ? wait / (run + wait) : 0;
     return 0;
+nomem:
+    free(last), free(pids), free(prev_time), free(pid_load);
+    hashmap_free(&index);
+    errno = ENOMEM;
+    return -1;
 }
 
 /* Step 3, the OMPT view: threads in region bodies over the buckets, region
@@ -582,7 +602,8 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     bucket_stats(s, b, nb, t1 - t0);
 
     /* Step 5, samples: in regions, spinning in the runtime, per operator (threading_ops.c). */
-    threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0);
+    if (threading_samples_by_op(p, s, b, nb, t0, bns, s->usable_cpus > 0 ? s->usable_cpus * OVERSUB_RATIO : 0) != 0)
+        return -1;
     uint64_t all = p->total_weight ? p->total_weight : 1;
     s->spin_share = (double)s->spin_samples / (double)all;
     s->attributed_exact = t->attributed_exact;

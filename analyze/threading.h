@@ -70,15 +70,17 @@ int threading_info_kv(struct profile *p, const char *key, const char *val);
  * per profile by profile_prepare (after loading), never by a renderer. */
 size_t threading_attribute(struct profile *p);
 /* Loader: index + 1 of region id of the stream whose regions start at first
- * (sorted on the first call, *nsorted 0 before); a placeholder region (opener unknown) is added when it is missing. */
+ * (sorted on the first call, *nsorted 0 before); a placeholder region (opener unknown) is added when it is missing.
+ * 0 for id 0; UINT32_MAX with errno ENOMEM when out of memory. */
 uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id);
 /* One OMP_REGION, OMP_TICK, OMP_INFO or SCHED_TICK body of process pid, with
  * the decoders the loader's handlers use (threading_load.c): for bodies held
  * outside a stream (unit tests). */
-void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len);
-void threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
-                           uint32_t stack);
-void threading_note_module(struct profile *p, const char *path); /* MAP: which OpenMP runtime */
+/* These three: 0, or -1 with errno ENOMEM (util/util.h). */
+int threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len);
+int threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
+                          uint32_t stack);
+int threading_note_module(struct profile *p, const char *path); /* MAP: which OpenMP runtime */
 /* Whether a module basename is an OpenMP runtime (libgomp, libomp, libiomp5). */
 bool threading_is_omp_runtime(const char *module);
 

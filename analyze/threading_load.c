@@ -59,23 +59,28 @@ int threading_info_kv(struct profile *p, const char *key, const char *val)
 
 /* ---- the records: each body decoded here and nowhere else -------------- */
 
-static void load_region(struct prof_threading *t, uint32_t pid, const char *body)
+/* The decoders: 0, or -1 with errno ENOMEM (nothing added). */
+static int load_region(struct prof_threading *t, uint32_t pid, const char *body)
 {
     struct opr_omp_region r;
     memcpy(&r, body, sizeof r);
-    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+    if (profile_grow_to(&t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions) != 0)
+        return -1;
     t->regions[t->nregions++] = (struct prof_omp_region){pid, r.opener_tid, r.region_id, r.parent_id,
                                                          r.begin_ns, r.end_ns, r.requested, r.actual, r.flags};
+    return 0;
 }
 
-static void load_omp_tick(struct prof_threading *t, uint32_t pid, const char *body)
+static int load_omp_tick(struct prof_threading *t, uint32_t pid, const char *body)
 {
-    t->omp_ticks = profile_grow(t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks);
+    if (profile_grow_to(&t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks) != 0)
+        return -1;
     struct prof_omp_tick *k = &t->omp_ticks[t->nomp_ticks++];
     k->pid = pid;
     memcpy(&k->t, body, sizeof k->t);
     if (k->t.interval_ns > k->t.time_ns)
         k->t.interval_ns = 0;
+    return 0;
 }
 
 /* 0, or -1 (ENOMEM) when the version text could not be kept. */
@@ -96,15 +101,17 @@ static int load_omp_info(struct prof_threading *t, const char *body, size_t len)
     return 0;
 }
 
-static void load_sched_tick(struct prof_threading *t, uint32_t pid, const char *body, size_t len)
+static int load_sched_tick(struct prof_threading *t, uint32_t pid, const char *body, size_t len)
 {
     struct opr_sched_tick k;
     memcpy(&k, body, sizeof k);
     if (k.nthreads > (len - sizeof k) / sizeof(struct opr_sched_thread))
-        return;
-    t->sched_ticks = profile_grow(t->sched_ticks, &t->sched_ticks_cap, t->nsched_ticks + 1, sizeof *t->sched_ticks);
-    t->sched_threads = profile_grow(t->sched_threads, &t->sched_threads_cap, t->nsched_threads + k.nthreads + 1,
-                                    sizeof *t->sched_threads);
+        return 0; /* malformed: skipped */
+    /* Both grown before either is written: a failure leaves neither half-filled. */
+    if (profile_grow_to(&t->sched_ticks, &t->sched_ticks_cap, t->nsched_ticks + 1, sizeof *t->sched_ticks) != 0 ||
+        profile_grow_to(&t->sched_threads, &t->sched_threads_cap, t->nsched_threads + k.nthreads + 1,
+                        sizeof *t->sched_threads) != 0)
+        return -1;
     t->sched_ticks[t->nsched_ticks++] = (struct prof_sched_tick){pid, k.time_ns, k.online_cpus, k.affinity_cpus,
                                                                  k.cpu_limit_milli, t->nsched_threads, k.nthreads};
     for (uint32_t i = 0; i < k.nthreads; i++) {
@@ -113,50 +120,59 @@ static void load_sched_tick(struct prof_threading *t, uint32_t pid, const char *
         t->sched_threads[t->nsched_threads++] =
             (struct prof_sched_thread){e.tid, e.run_ns, e.wait_ns, e.timeslices, e.nonvoluntary_csw};
     }
+    return 0;
 }
 
 /* Kept for callers that hold one body outside a stream (the unit tests):
  * the same decoders the stream handlers use. len >= the type's struct. */
-void threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len)
+int threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const char *body, size_t len)
 {
     struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
+    if (!t) {
+        errno = ENOMEM;
+        return -1;
+    }
     if (type == OPR_REC_OMP_REGION)
-        load_region(t, pid, body);
-    else if (type == OPR_REC_OMP_TICK)
-        load_omp_tick(t, pid, body);
-    else if (type == OPR_REC_OMP_INFO)
-        (void)load_omp_info(t, body, len);
-    else if (type == OPR_REC_SCHED_TICK)
-        load_sched_tick(t, pid, body, len);
+        return load_region(t, pid, body);
+    if (type == OPR_REC_OMP_TICK)
+        return load_omp_tick(t, pid, body);
+    if (type == OPR_REC_OMP_INFO)
+        return load_omp_info(t, body, len);
+    if (type == OPR_REC_SCHED_TICK)
+        return load_sched_tick(t, pid, body, len);
+    return 0;
 }
 
-void threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
-                           uint32_t stack)
+int threading_add_context(struct profile *p, uint32_t pid, uint32_t tid, uint64_t region_id, uint64_t time_ns,
+                          uint32_t stack)
 {
     struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
-    t->contexts = profile_grow(t->contexts, &t->contexts_cap, t->ncontexts + 1, sizeof *t->contexts);
+    if (!t || profile_grow_to(&t->contexts, &t->contexts_cap, t->ncontexts + 1, sizeof *t->contexts) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
     t->contexts[t->ncontexts++] = (struct prof_omp_context){pid, tid, region_id, time_ns, stack};
+    return 0;
 }
 
-void threading_note_module(struct profile *p, const char *path)
+int threading_note_module(struct profile *p, const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!threading_is_omp_runtime(base))
-        return;
+        return 0;
     struct prof_threading *t = threading_get(p);
-    if (!t)
-        return;
+    if (!t) {
+        errno = ENOMEM;
+        return -1;
+    }
     if (strncmp(base, "libgomp", 7) == 0)
         t->saw_libgomp = true;
     else if (strncmp(base, "libiomp", 7) == 0)
         t->saw_libiomp = true;
     else
         t->saw_libomp = true;
+    return 0;
 }
 
 static int cmp_region_id(const void *a, const void *b)
@@ -167,9 +183,13 @@ static int cmp_region_id(const void *a, const void *b)
 
 uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorted, uint32_t pid, uint64_t id)
 {
-    struct prof_threading *t = threading_get(p);
-    if (!t || id == 0)
+    if (id == 0)
         return 0;
+    struct prof_threading *t = threading_get(p);
+    if (!t) {
+        errno = ENOMEM;
+        return UINT32_MAX;
+    }
     if (*nsorted == 0 && t->nregions > first) {
         qsort(t->regions + first, t->nregions - first, sizeof *t->regions, cmp_region_id);
         *nsorted = t->nregions - first;
@@ -187,7 +207,8 @@ uint32_t threading_region_lookup(struct profile *p, size_t first, size_t *nsorte
     for (size_t i = first + *nsorted; i < t->nregions; i++) /* placeholders added after sorting */
         if (t->regions[i].id == id)
             return (uint32_t)i + 1;
-    t->regions = profile_grow(t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions);
+    if (profile_grow_to(&t->regions, &t->regions_cap, t->nregions + 1, sizeof *t->regions) != 0)
+        return UINT32_MAX;
     t->regions[t->nregions] = (struct prof_omp_region){.pid = pid, .id = id};
     return (uint32_t)++t->nregions;
 }
@@ -220,20 +241,14 @@ static int on_region(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct prof_threading *t = stream_threading(ctx);
-    if (!t)
-        return -1;
-    load_region(t, stream_pid(ctx), rec->body);
-    return 0;
+    return t ? load_region(t, stream_pid(ctx), rec->body) : -1;
 }
 
 static int on_omp_tick(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct prof_threading *t = stream_threading(ctx);
-    if (!t)
-        return -1;
-    load_omp_tick(t, stream_pid(ctx), rec->body);
-    return 0;
+    return t ? load_omp_tick(t, stream_pid(ctx), rec->body) : -1;
 }
 
 static int on_omp_info(void *ctx, void *arg, const struct opr_record *rec)
@@ -247,17 +262,15 @@ static int on_sched_tick(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct prof_threading *t = stream_threading(ctx);
-    if (!t)
-        return -1;
-    load_sched_tick(t, stream_pid(ctx), rec->body, rec->len);
-    return 0;
+    return t ? load_sched_tick(t, stream_pid(ctx), rec->body, rec->len) : -1;
 }
 
 static int on_context(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)ctx;
     struct threading_stream *ts = arg;
-    ts->ctx = profile_grow(ts->ctx, &ts->ctx_cap, ts->nctx + 1, sizeof *ts->ctx);
+    if (profile_grow_to(&ts->ctx, &ts->ctx_cap, ts->nctx + 1, sizeof *ts->ctx) != 0)
+        return -1;
     memcpy(&ts->ctx[ts->nctx++], rec->body, sizeof *ts->ctx);
     return 0;
 }
@@ -293,17 +306,25 @@ static int stream_end(struct stream_load *sl, void *state)
     uint32_t pid = stream_pid(sl);
     size_t n;
     const struct stream_sample *ss = stream_samples(sl, &n);
-    for (size_t i = 0; i < n; i++)
-        if (ss[i].omp_region >> 63) /* a team thread in the runtime, not in a body */
+    for (size_t i = 0; i < n; i++) {
+        if (!ss[i].omp_region)
+            continue;
+        if (ss[i].omp_region >> 63) { /* a team thread in the runtime, not in a body */
             p->samples[ss[i].index].omp_region = THREADING_OUTSIDE_BODY;
-        else if (ss[i].omp_region)
-            p->samples[ss[i].index].omp_region =
-                threading_region_lookup(p, ts->first_region, &ts->nsorted, pid, ss[i].omp_region);
+            continue;
+        }
+        uint32_t r = threading_region_lookup(p, ts->first_region, &ts->nsorted, pid, ss[i].omp_region);
+        if (r == UINT32_MAX)
+            return -1;
+        p->samples[ss[i].index].omp_region = r;
+    }
     for (size_t i = 0; i < ts->nctx; i++) {
         const struct opr_omp_context *c = &ts->ctx[i];
         uint32_t stack = stream_resolve_stack(sl, c->stack_id, c->py_stack_id_plus1);
-        if (stack != UINT32_MAX)
-            threading_add_context(p, pid, c->tid, c->region_id, c->time_ns, stack);
+        if (stack == UINT32_MAX && errno == ENOMEM)
+            return -1;
+        if (stack != UINT32_MAX && threading_add_context(p, pid, c->tid, c->region_id, c->time_ns, stack) != 0)
+            return -1;
     }
     return 0;
 }

@@ -4,6 +4,7 @@
  * Python line, the share in oversubscribed time, and spin samples in the
  * runtime. Called by threading_analyze() (threading.c).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,46 +89,21 @@ static bool op_of(const struct profile *p, const struct prof_stack *st, char *na
     return false;
 }
 
-/* Region id -> a sample of that region whose stack names its operator or
- * opener (open addressing; ids are never 0). */
-struct region_namer {
-    uint64_t *ids;
-    size_t *sample;
-    size_t mask;
-};
-
-static size_t region_slot(const struct region_namer *m, uint64_t id)
+/* Region id -> index of a sample of that region whose stack names its
+ * operator or opener (the first such sample in sample order), in m (u64
+ * keys). 0, or -1 with errno ENOMEM. */
+static int region_namer_build(const struct profile *p, struct hashmap *m)
 {
-    size_t h = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
-    while (m->ids[h] && m->ids[h] != id)
-        h = (h + 1) & m->mask;
-    return h;
-}
-
-static void region_namer_build(const struct profile *p, struct region_namer *m)
-{
-    size_t cap = 64;
-    while (cap < 2 * p->nsamples)
-        cap *= 2;
-    m->ids = calloc(cap, sizeof *m->ids);
-    m->sample = calloc(cap, sizeof *m->sample);
-    m->mask = cap - 1;
-    if (!m->ids || !m->sample) {
-        free(m->ids), free(m->sample);
-        m->ids = NULL, m->sample = NULL;
-        return;
-    }
     char name[160], py[160];
     for (size_t i = 0; i < p->nsamples; i++) {
         uint64_t id = p->samples[i].omp_region;
-        if (!id || id == THREADING_OUTSIDE_BODY)
-            continue;
-        size_t h = region_slot(m, id);
-        if (m->ids[h])
-            continue; /* named already */
-        if (op_of(p, &p->stacks[p->samples[i].stack], name, sizeof name, py, sizeof py))
-            m->ids[h] = id, m->sample[h] = i;
+        if (!id || id == THREADING_OUTSIDE_BODY || hashmap_find_u64(m, id, NULL))
+            continue; /* no region, the runtime outside a body, or named already */
+        if (op_of(p, &p->stacks[p->samples[i].stack], name, sizeof name, py, sizeof py) &&
+            hashmap_find_or_add_u64(m, id, i, NULL) < 0)
+            return -1;
     }
+    return 0;
 }
 
 static int cmp_ops(const void *a, const void *b)
@@ -136,13 +112,19 @@ static int cmp_ops(const void *a, const void *b)
     return x->samples < y->samples ? 1 : x->samples > y->samples ? -1 : strcmp(x->name, y->name);
 }
 
-void threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
-                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable)
+int threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
+                            size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable)
 {
     struct threading_op *ops = calloc(256, sizeof *ops);
     size_t nops = 0;
-    struct region_namer namer = {0};
-    region_namer_build(p, &namer);
+    struct hashmap namer;
+    hashmap_init_u64(&namer);
+    if (!ops || region_namer_build(p, &namer) != 0) {
+        free(ops);
+        hashmap_free(&namer);
+        errno = ENOMEM;
+        return -1;
+    }
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *sm = &p->samples[i];
         const struct prof_stack *st = &p->stacks[sm->stack];
@@ -157,15 +139,14 @@ void threading_samples_by_op(const struct profile *p, struct threading_summary *
             if (spin)
                 s->spin_samples += sm->weight;
         }
-        if (!sm->omp_region || sm->omp_region == THREADING_OUTSIDE_BODY || !ops)
+        if (!sm->omp_region || sm->omp_region == THREADING_OUTSIDE_BODY)
             continue;
         s->region_samples += sm->weight;
         char name[160], py[160];
-        if (!op_of(p, st, name, sizeof name, py, sizeof py) && namer.ids) {
-            size_t h = region_slot(&namer, sm->omp_region);
-            if (namer.ids[h]) /* the region's name from one of its samples that has it */
-                op_of(p, &p->stacks[p->samples[namer.sample[h]].stack], name, sizeof name, py, sizeof py);
-        }
+        uint64_t named;
+        /* No name of its own: the region's, from one of its samples that has it. */
+        if (!op_of(p, st, name, sizeof name, py, sizeof py) && hashmap_find_u64(&namer, sm->omp_region, &named))
+            op_of(p, &p->stacks[p->samples[named].stack], name, sizeof name, py, sizeof py);
         size_t k = 0;
         while (k < nops && (strcmp(ops[k].name, name) || strcmp(ops[k].python, py)))
             k++;
@@ -183,12 +164,10 @@ void threading_samples_by_op(const struct profile *p, struct threading_summary *
                 ops[k].oversub_samples += sm->weight;
         }
     }
-    free(namer.ids);
-    free(namer.sample);
-    if (ops) {
-        qsort(ops, nops, sizeof *ops, cmp_ops);
-        s->nops = nops < 8 ? nops : 8;
-        memcpy(s->ops, ops, s->nops * sizeof *ops);
-        free(ops);
-    }
+    hashmap_free(&namer);
+    qsort(ops, nops, sizeof *ops, cmp_ops);
+    s->nops = nops < 8 ? nops : 8;
+    memcpy(s->ops, ops, s->nops * sizeof *ops);
+    free(ops);
+    return 0;
 }

@@ -260,13 +260,16 @@ static void row_counter_metrics(struct sweep_row *r, struct profile *p)
     free(byk);
 }
 
-/* Hot kernel and active threads of a row's profile. */
-static void analyze_row(struct sweep_row *r, enum sweep_op op)
+/* Hot kernel and active threads of a row's profile. A result that cannot be
+ * read leaves them empty (the row's own note says why the run failed); out
+ * of memory is -1 with errno ENOMEM, so the sweep stops with one line and
+ * exit 2 rather than print rows that silently lack their columns. */
+static int analyze_row(struct sweep_row *r, enum sweep_op op)
 {
     struct profile *p = NULL;
     char err[512];
     if (profile_load(r->dir, &p, err, sizeof err) != 0)
-        return;
+        return errno == ENOMEM ? -1 : 0;
     for (size_t i = 0; i < p->nthreads; i++)
         r->threads_active += p->threads[i].samples > 0;
     char opname[256];
@@ -282,7 +285,12 @@ static void analyze_row(struct sweep_row *r, enum sweep_op op)
         }
         hotspots_free(&t);
     }
-    if (!done && hotspots_compute(p, GROUP_FUNCTION, &t) == 0) {
+    if (!done) {
+        if (hotspots_compute(p, GROUP_FUNCTION, &t) != 0) {
+            profile_free(p);
+            errno = ENOMEM;
+            return -1;
+        }
         hotspots_sort(&t, SORT_SELF);
         if (t.nrows && t.total_weight) {
             snprintf(r->kernel, sizeof r->kernel, "%s", t.rows[0].name);
@@ -292,6 +300,7 @@ static void analyze_row(struct sweep_row *r, enum sweep_op op)
     }
     row_counter_metrics(r, p);
     profile_free(p);
+    return 0;
 }
 
 /* Where a row sits in the plot: x is its value of the first parameter that
@@ -383,8 +392,7 @@ static int run_one(struct sweep_ctx *c, const char *label, const struct row_plac
     if (!r->ok)
         c->any_failed = true;
     sweep_row_derive(r, flops, bytes);
-    analyze_row(r, op);
-    return 0;
+    return analyze_row(r, op);
 }
 
 /* ---- the combinations ----------------------------------------------------- */

@@ -158,9 +158,18 @@ static int render_ranks_only(FILE *out, const struct report_plan *pl)
     return 0;
 }
 
+/* report_print_threading fails only when threading_analyze runs out of
+ * memory: said here, as render_hotspots does, so the cli's exit 2 comes with
+ * its one line. */
+static int threading_oom(void)
+{
+    fputs("opprof report: out of memory while analysing threads\n", stderr);
+    return 2;
+}
+
 static int render_threading_only(FILE *out, const struct report_plan *pl)
 {
-    return report_print_threading(out, pl->profile, pl->opts.format) != 0 ? 2 : 0;
+    return report_print_threading(out, pl->profile, pl->opts.format) != 0 ? threading_oom() : 0;
 }
 
 static int render_callers(FILE *out, const struct report_plan *pl)
@@ -200,8 +209,7 @@ static int render_trailing_ranks(FILE *out, const struct report_plan *pl)
 static int render_trailing_threading(FILE *out, const struct report_plan *pl)
 {
     fputc('\n', out);
-    (void)report_print_threading(out, pl->profile, FORMAT_TEXT);
-    return 0;
+    return report_print_threading(out, pl->profile, FORMAT_TEXT) != 0 ? threading_oom() : 0;
 }
 
 struct report_section {
