@@ -11,6 +11,9 @@ OPPROF_TEST_PACKAGES="python3 python3-torch linux-perf binutils elfutils util-li
 opprof_install_packages() {
     local missing=()
     for p in "$@"; do
+        # A Node.js not from Debian (nodesource's nodejs carries its own npm)
+        # conflicts with Debian's npm package: any working npm will do.
+        [ "$p" = npm ] && command -v npm >/dev/null 2>&1 && continue
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
