@@ -140,7 +140,12 @@ void export_folded_name(char *buf, size_t len, const char *s)
             c = ' ';
         buf[o++] = (char)c;
     }
-    /* Truncation may have cut a UTF-8 sequence: drop its head bytes. */
+    /* Truncation may have cut a UTF-8 sequence: drop its head bytes. The
+     * terminator goes in first: export_utf8_len reads up to the sequence's
+     * length and must stop at it, not at whatever the buffer held (valgrind
+     * saw it read an unwritten byte; a stale continuation byte there kept
+     * half a character). */
+    buf[o] = '\0';
     if (s && o + 1 >= len) {
         size_t k = o;
         while (k > 0 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)

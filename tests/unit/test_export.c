@@ -88,6 +88,13 @@ static void test_folded_names(void)
     char small[6];
     export_folded_name(small, sizeof small, "abcd\xc3\xa9xyz");
     CU_ASSERT_STRING_EQUAL(small, "abcd");
+    /* A 3-byte character cut after 2 bytes, in a buffer whose next byte is
+     * stale and looks like a continuation byte: the check must stop at the
+     * terminator, not read the stale byte and keep half the character. */
+    char stale[6];
+    memset(stale, 0x80, sizeof stale);
+    export_folded_name(stale, sizeof stale, "abc\xe2\x82\xacz"); /* "abc" + U+20AC + "z" */
+    CU_ASSERT_STRING_EQUAL(stale, "abc");
 }
 
 static void test_json_escaping(void)
