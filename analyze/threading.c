@@ -524,16 +524,24 @@ static void runtime_wait_finding(struct threading_summary *s)
 static void threading_findings(struct threading_summary *s)
 {
     char text[768];
-    s->oversubscribed = s->has_sched && s->usable_cpus > 0 && s->oversub_avg > 1.25 && s->wait_share > 0.15 &&
-                        s->oversub_time_share > 0.2;
-    s->multi_process_oversub = s->oversubscribed && s->nprocesses > 1;
+    bool by_runnable = s->has_sched && s->usable_cpus > 0 && s->oversub_avg > 1.25 && s->wait_share > 0.15 &&
+                       s->oversub_time_share > 0.2;
+    /* OpenMP teams larger than the CPUs the process may use oversubscribe by
+     * construction. Counting runnable threads alone missed it where the
+     * runtime waits passively: PyTorch with GNU libgomp's 8-thread teams on 2
+     * CPUs beside two busy loops averaged x1.15 runnable while its threads
+     * waited for a CPU 66 % of the time. */
+    bool by_team = s->has_ompt && s->usable_cpus > 0 && s->max_team > 1.25 * s->usable_cpus && s->wait_share > 0.15;
+    s->oversubscribed = by_runnable || by_team;
+    s->multi_process_oversub = by_runnable && s->nprocesses > 1;
     if (s->oversubscribed) {
         char who[400] = "";
-        if (s->nops && s->ops[0].oversub_samples) {
+        uint64_t who_samples = s->nops ? (s->ops[0].oversub_samples ? s->ops[0].oversub_samples : s->ops[0].samples) : 0;
+        if (s->nops && (s->ops[0].oversub_samples || by_team)) {
             /* A long operator name or Python location is cut, not overflowed. */
             int n = snprintf(who, sizeof who, " Most oversubscribed parallel regions: %s%s%s (%llu samples).",
                              s->ops[0].name, s->ops[0].python[0] ? " called from " : "", s->ops[0].python,
-                             (unsigned long long)s->ops[0].oversub_samples);
+                             (unsigned long long)who_samples);
             if (n < 0)
                 who[0] = '\0';
         }
@@ -549,6 +557,12 @@ static void threading_findings(struct threading_summary *s)
                      "worker), or run fewer worker processes.",
                      s->nprocesses, s->runnable_avg, s->usable_cpus, s->oversub_avg, 100 * s->oversub_time_share,
                      100 * s->wait_share, who, u, each ? each : 1, each ? each : 1);
+        else if (!by_runnable)
+            snprintf(text, sizeof text,
+                     "Oversubscription: OpenMP teams of %u threads on %.3g usable CPUs; threads waited for a CPU "
+                     "%.1f%% of the time (%.1f runnable on average).%s Fix: OMP_NUM_THREADS=%u (or "
+                     "torch.set_num_threads(%u)); with several worker processes, divide the CPUs among them.",
+                     s->max_team, s->usable_cpus, 100 * s->wait_share, s->runnable_avg, who, u, u);
         else
             snprintf(text, sizeof text,
                      "Oversubscription: %.1f runnable threads on %.3g usable CPUs (x%.2f) in %.0f%% of the busy "
