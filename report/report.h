@@ -97,6 +97,10 @@ struct export_options {
     double minwidth_pct;   /* or narrower than this % of the total when > 0 */
     const char *colors;    /* NULL/"opprof": by frame class; else a flamegraph.pl palette */
     const char *countname; /* what a sample is called; NULL: "samples" */
+    /* differential flame graph (opprof diff --flamegraph): B's tree coloured
+     * by the change in share from this profile (A); NULL: none */
+    const struct profile *diff_base;
+    const char *diff_base_name; /* how A is named in the graph */
 };
 /* Whether name is a palette --colors accepts. */
 bool export_colors_valid(const char *name);
