@@ -123,4 +123,12 @@ sys.exit(1 if bad else 0)
 PY
 [ "$FAILURES" -eq 0 ] && pass "differential flame graph: boxes = folded shares of A and B, known -30/0/+30 pp change, red/blue"
 grep -q "spin_a" "$WORK/diff.txt" || fail "opprof diff's table lacks spin_a"
+# `opprof export A B --flamegraph` draws the same graph (the title aside).
+limited "$OPPROF" export "$WORK/a" "$WORK/b" --flamegraph "$WORK/e.svg" 2>"$WORK/e.err" ||
+    fail "opprof export A B --flamegraph failed: $(cat "$WORK/e.err")"
+if sed '/fg-title/d' "$WORK/d.svg" | cmp -s - "$(sed '/fg-title/d' "$WORK/e.svg" >"$WORK/e.notitle"; echo "$WORK/e.notitle")"; then
+    pass "opprof export A B --flamegraph = opprof diff A B --flamegraph"
+else
+    fail "opprof export A B --flamegraph differs from opprof diff's graph"
+fi
 finish
