@@ -14,6 +14,7 @@
  * characters escaped, invalid UTF-8 replaced by U+FFFD).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,19 +42,35 @@ int report_format_parse(const char *text, enum report_format *out)
 /* Small formatting helpers                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* A duration with a unit people read at a glance: "1.492 s", "12.000 ms". */
-static void format_time(char *buf, size_t len, uint64_t ns)
+/* A duration at the precision the profile supports, in one style for every
+ * table: the unit by magnitude, and as many decimals as the resolution (the
+ * sample period) gives in that unit. At 1 ms per sample: "999 ms", "1.967 s",
+ * "0 ms" (not "999.000 ms" beside "0.0 us"); at 4000 Hz: "12.8 ms".
+ * resolution_ns 0 (not known): 1 ns, i.e. up to three decimals. */
+void report_format_duration(char *buf, size_t len, double ns, double resolution_ns)
 {
-    if (ns >= 1000000000u)
-        snprintf(buf, len, "%.3f s", (double)ns / 1e9);
-    else if (ns >= 1000000u)
-        snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
-    else if (ns >= 1000u)
-        snprintf(buf, len, "%.3f us", (double)ns / 1e3);
-    else if (ns > 0)
-        snprintf(buf, len, "%" PRIu64 " ns", ns);
-    else
-        snprintf(buf, len, "0 s");
+    if (resolution_ns <= 0)
+        resolution_ns = 1;
+    double mag = fabs(ns) > resolution_ns ? fabs(ns) : resolution_ns;
+    static const struct {
+        double scale;
+        const char *unit;
+    } units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+    size_t u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && mag < units[u].scale * 0.9995)
+        u++;
+    double step = resolution_ns / units[u].scale; /* the resolution in this unit */
+    int decimals = 0;
+    while (step < 0.9995 && decimals < 3) {
+        step *= 10;
+        decimals++;
+    }
+    snprintf(buf, len, "%.*f %s", decimals, ns / units[u].scale, units[u].unit);
+}
+
+static void format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns)
+{
+    report_format_duration(buf, len, (double)ns, (double)resolution_ns);
 }
 
 /* An event count (record -c): "40000", "1.23 M", "4.56 G". */
@@ -72,7 +89,7 @@ static void format_count(char *buf, size_t len, uint64_t n)
 static void format_amount(char *buf, size_t len, const struct hotspot_table *t, uint64_t weight)
 {
     if (t->period_ns)
-        format_time(buf, len, weight * t->period_ns);
+        format_time(buf, len, weight * t->period_ns, t->period_ns);
     else if (t->sample_period)
         format_count(buf, len, weight * t->sample_period);
     else
@@ -193,9 +210,9 @@ void report_json_string(FILE *out, const char *s)
     json_string(out, s);
 }
 
-void report_format_time(char *buf, size_t len, uint64_t ns)
+void report_format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns)
 {
-    format_time(buf, len, ns);
+    format_time(buf, len, ns, resolution_ns);
 }
 
 void report_csv_field(FILE *out, const char *s)
