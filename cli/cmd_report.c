@@ -218,6 +218,8 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     }
     if (!rq->limit_given && o->format == FORMAT_TEXT)
         rq->opts.limit = DEFAULT_TEXT_LIMIT;
+    if (o->format == FORMAT_TEXT) /* on a terminal the table fits its width */
+        rq->opts.columns = report_terminal_columns(STDOUT_FILENO);
     return -1;
 }
 
@@ -423,7 +425,22 @@ int cmd_report(int argc, char **argv)
         plan.findings = plan.opts.findings = &findings;
     }
 
-    st = close_output(out, rq.output, report_render(out, &plan));
+    if (out == stdout && rq.opts.columns) {
+        /* A terminal: render, then wrap what is wider than it. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        int rrc = mem ? report_render(mem, &plan) : -1;
+        if (mem && fclose(mem) == 0 && rrc >= 0) {
+            report_write_fitted(out, text, len, rq.opts.columns);
+            st = close_output(out, rq.output, rrc);
+        } else {
+            st = close_output(out, rq.output, report_render(out, &plan)); /* unwrapped */
+        }
+        free(text);
+    } else {
+        st = close_output(out, rq.output, report_render(out, &plan));
+    }
     /* An empty profile is printed (its header and warnings say why) but is
      * not a success: scripts must not take it for a measurement. */
     if (st == 0 && res.merged->nsamples == 0) {

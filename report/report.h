@@ -25,7 +25,17 @@ struct report_options {
     const struct phase_summary *phases;
     const struct findings *findings;
     const struct rank_summary *ranks; /* JSON only: the "ranks" key (NULL: omitted) */
+    /* Text: the terminal's width when stdout is one (report_terminal_columns),
+     * the table's name/module/detail/source columns shrink to fit; 0: none. */
+    unsigned columns;
 };
+/* The width of the terminal on fd (TIOCGWINSZ, else $COLUMNS), 0 when fd is
+ * not a terminal: output to files and pipes keeps every character. */
+unsigned report_terminal_columns(int fd);
+/* Writes the text report text (len bytes) to out with every line longer than
+ * columns wrapped at spaces, under its own value column ("  samples     ..."
+ * continues under "...") or its bullet. */
+void report_write_fitted(FILE *out, const char *text, size_t len, unsigned columns);
 
 int report_format_parse(const char *text, enum report_format *out);
 

@@ -18,6 +18,9 @@ void report_csv_field(FILE *out, const char *s);
  * "1.967 s" at 1 ms per sample. */
 void report_format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns);
 void report_format_duration(char *buf, size_t len, double ns, double resolution_ns);
+/* text after first, wrapped at spaces to columns (0: one line), later lines
+ * after rest; a word longer than a line stays whole. Ends with a newline. */
+void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns);
 
 /* sweep_table.c: the short word a sweep table's CPI/BW cell shows for the
  * reason a row has no counter values ("no PMU", "not asked", "n/a"). */
