@@ -271,5 +271,5 @@ void report_print_diff(FILE *out, const struct diff_table *t, const char *a, con
                 r->a_share * 100, bt, r->b_share * 100, (r->b_share - r->a_share) * 100, ct);
     }
     if (n < t->nrows)
-        fprintf(out, "(%zu more rows; --limit 0 shows all)\n", t->nrows - n);
+        fprintf(out, "(%zu more row%s; --limit 0 shows all)\n", t->nrows - n, t->nrows - n == 1 ? "" : "s");
 }
