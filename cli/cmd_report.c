@@ -53,6 +53,10 @@ static void report_usage(FILE *out)
           "                      CPU and wall time, communication, the slowest rank and why\n"
           "  --threading         only the Threading section (CPUs, runnable threads,\n"
           "                      runqueue wait, OpenMP regions; json: with its timeline)\n"
+          "  --pid PID[,PID...]  only the samples of these processes (as perf report)\n"
+          "  --tid TID[,TID...]  only the samples of these threads\n"
+          "  --comm NAME[,...]   only the samples of threads of this name, or of processes\n"
+          "                      running this executable; filters combine (all must pass)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
@@ -86,6 +90,9 @@ enum {
     OPT_CALLEES,
     OPT_THREADING, /* threads and OpenMP */
     OPT_RANKS,     /* ranks of a parallel job */
+    OPT_PID,       /* sample filters */
+    OPT_TID,
+    OPT_COMM,
 };
 
 static const struct option report_long_options[] = {
@@ -97,6 +104,9 @@ static const struct option report_long_options[] = {
     {"callees", required_argument, NULL, OPT_CALLEES},
     {"threading", no_argument, NULL, OPT_THREADING},
     {"ranks", no_argument, NULL, OPT_RANKS},
+    {"pid", required_argument, NULL, OPT_PID},
+    {"tid", required_argument, NULL, OPT_TID},
+    {"comm", required_argument, NULL, OPT_COMM},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -111,6 +121,7 @@ struct report_request {
     const char *output;  /* -o FILE; NULL: standard output */
     char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
     size_t ndirs;
+    struct sample_filter filter; /* --pid, --tid, --comm */
 };
 
 /* Applies one parsed option c (with optarg). -1 to go on, or the exit status. */
@@ -170,6 +181,15 @@ static int apply_option(int c, char **argv, struct report_request *rq)
         return -1;
     case 'o':
         rq->output = optarg;
+        return -1;
+    case OPT_PID:
+        rq->filter.pids = optarg;
+        return -1;
+    case OPT_TID:
+        rq->filter.tids = optarg;
+        return -1;
+    case OPT_COMM:
+        rq->filter.comms = optarg;
         return -1;
     case 'h':
         report_usage(stdout);
@@ -385,6 +405,16 @@ int cmd_report(int argc, char **argv)
     st = load_results(&rq, &res);
     if (st != 0)
         return st;
+    char ferr[2048];
+    int frc = profile_filter_samples(res.merged, &rq.filter, ferr, sizeof ferr);
+    if (frc != 0) {
+        if (frc == -2)
+            fputs("opprof report: out of memory while filtering samples\n", stderr);
+        else
+            fprintf(stderr, "opprof report: %s\n", ferr);
+        free_results(&res);
+        return 2;
+    }
 
     struct report_plan plan = {
         .profile = res.merged,
