@@ -94,7 +94,7 @@ struct memory_finding {
 struct memory_summary {
     struct memory_process *procs;
     size_t nprocs;
-    struct memory_row *rows[MEMORY_VIEWS]; /* sorted by self growth, largest first */
+    struct memory_row *rows[MEMORY_VIEWS]; /* sorted by self growth + released, largest first */
     size_t nrows[MEMORY_VIEWS];
     double grown_total;       /* all growth between readings, all processes */
     double charged_total;     /* of it, charged to samples */

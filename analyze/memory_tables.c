@@ -185,8 +185,9 @@ static int charge_views(const struct profile *p, const struct op_index *ix, stru
 static int cmp_rows(const void *a, const void *b)
 {
     const struct memory_row *x = a, *y = b;
-    if (x->self_grown != y->self_grown)
-        return x->self_grown > y->self_grown ? -1 : 1;
+    double cx = x->self_grown + x->released, cy = y->self_grown + y->released; /* memory moved */
+    if (cx != cy)
+        return cx > cy ? -1 : 1;
     if (x->total_grown != y->total_grown)
         return x->total_grown > y->total_grown ? -1 : 1;
     int c = strcmp(x->name, y->name);

@@ -375,6 +375,12 @@ static void write_memory_chart(FILE *out, const struct profile *p)
                 const struct opr_mem_tick *t = &ms->ticks[k];
                 double x = left + width * (double)(t->time_ns - lo) / span;
                 double y = ybase - area_h * (double)(anon ? t->anon_bytes : t->rss_bytes) / (double)peak;
+                if (k && t->since_ns > ms->ticks[k - 1].time_ns && t->since_ns < t->time_ns) {
+                    /* unchanged up to the reading before this record (none was written) */
+                    const struct opr_mem_tick *b = &ms->ticks[k - 1];
+                    double yb = ybase - area_h * (double)(anon ? b->anon_bytes : b->rss_bytes) / (double)peak;
+                    fprintf(out, " L%.1f %.1f", left + width * (double)(t->since_ns - lo) / span, yb);
+                }
                 fprintf(out, "%s%.1f %.1f", k ? " L" : "M", x, y);
             }
             fputs("\"/>\n", out);
