@@ -147,6 +147,35 @@ else
     log "SKIP: trace-model check: ${NPM_WHY:-node is not installed}"
 fi
 
+# Attach mode reads /proc/PID/statm from outside: the same growth, charged the
+# same way. The workload spins 1 s first so the attach happens before it grows.
+"$MEM_GROW" --mb 128 --spin-seconds 1 2>"$WORK/att.wl.err" &
+WL=$!
+sleep 0.2
+log "+ opprof record -p $WL -o $WORK/att"
+limited "$OPPROF" record -p "$WL" -o "$WORK/att" >"$WORK/att.out" 2>"$WORK/att.err"
+st=$?
+wait "$WL"
+if [ "$st" -ne 0 ]; then
+    show stderr "$WORK/att.err" 4
+    log "SKIP: attach case: opprof record -p exited $st (perf_event_open on another process refused?)"
+else
+    limited "$OPPROF" report "$WORK/att" --memory --format json >"$WORK/att.json" 2>/dev/null ||
+        fail "opprof report --memory of the attached recording failed"
+    pycheck '
+doc = load(sys.argv[1])["memory"]
+rows = {r["name"]: r for r in doc["growth"]["function"]}
+g, truth = rows.get("grow_here"), 128 * 2**20
+if not doc["processes"] or not g:
+    fail("attach: no readings or no grow_here row")
+else:
+    err = abs(g["total_grown_bytes"] - truth) / truth
+    (ok if err <= 0.10 else fail)("attach: grow_here charged %.1f MiB of 128 MiB (%.1f %% off, <= 10 %%), peak %.1f MiB"
+                                  % (g["total_grown_bytes"] / 2**20, 100 * err,
+                                     doc["processes"][0]["peak_rss_bytes"] / 2**20))
+' "$WORK/att.json"
+fi
+
 # Python: the growth goes to the line that allocates.
 if [ -x /usr/bin/python3 ]; then
     cat >"$WORK/mem_grow.py" <<'PY'
