@@ -75,6 +75,7 @@ struct memory_process {
     const char *cgroup;
     double grown, released;             /* total growth / shrinking between readings */
     double unattributed_grown;          /* of grown: in intervals without samples */
+    double unattributed_released;       /* of released: likewise */
 };
 
 enum memory_view { MEMORY_BY_FUNCTION = 0, MEMORY_BY_LINE, MEMORY_BY_OP, MEMORY_VIEWS };
@@ -98,6 +99,8 @@ struct memory_summary {
     size_t nrows[MEMORY_VIEWS];
     double grown_total;       /* all growth between readings, all processes */
     double charged_total;     /* of it, charged to samples */
+    double released_total;    /* all shrinking between readings */
+    double charged_released;  /* of it, charged to samples */
     struct memory_finding *findings;
     size_t nfindings;
 };

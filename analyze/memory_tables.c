@@ -70,6 +70,7 @@ static void summarize_stream(const struct profile *p, const struct prof_memory_s
     mp->majflt = last->majflt - (first->majflt <= last->majflt ? first->majflt : last->majflt);
     mp->seconds = (double)(last->time_ns - first->time_ns) / 1e9;
     mp->unattributed_grown = ms->unattributed_grown;
+    mp->unattributed_released = ms->unattributed_released;
 }
 
 /* ---- growth by key -------------------------------------------------------- */
@@ -228,6 +229,7 @@ static int growth_tables(const struct profile *p, struct memory_summary *out)
         if (m->charges[c].stack >= p->nstacks)
             continue;
         out->charged_total += m->charges[c].grown;
+        out->charged_released += m->charges[c].released;
         rc = charge_views(p, &ix, rs, &m->charges[c], (uint32_t)c + 1);
     }
     op_index_free(&ix);
@@ -310,6 +312,7 @@ int memory_analyze(const struct profile *p, struct memory_summary *out)
             continue;
         summarize_stream(p, &m->streams[i], &out->procs[out->nprocs]);
         out->grown_total += out->procs[out->nprocs].grown;
+        out->released_total += out->procs[out->nprocs].released;
         out->nprocs++;
     }
     if (growth_tables(p, out) != 0 || find_problems(out) != 0) {

@@ -64,8 +64,9 @@ static void print_text(FILE *out, const struct memory_summary *s, size_t limit)
         fprintf(out,
                 "\n  RSS growth between readings: %.1f MiB, %.1f%% charged to the samples taken in each interval "
                 "(split by their weight; all threads of the process share it), the rest in intervals without "
-                "samples\n",
-                s->grown_total / MIB, 100 * s->charged_total / s->grown_total);
+                "samples; released %.1f MiB, %.1f%% charged\n",
+                s->grown_total / MIB, 100 * s->charged_total / s->grown_total, s->released_total / MIB,
+                s->released_total > 0 ? 100 * s->charged_released / s->released_total : 0.0);
     for (int v = 0; v < MEMORY_VIEWS; v++)
         print_growth_text(out, s, (enum memory_view)v, limit ? limit : 10);
     for (size_t i = 0; i < s->nfindings; i++)
@@ -94,11 +95,11 @@ static void print_json_process(FILE *out, const struct profile *p, const struct 
             ",\"peak_rss_bytes\":%llu,\"peak_s\":%.6f,\"anon_at_peak_bytes\":%llu,\"file_at_peak_bytes\":%llu,"
             "\"kernel_peak_bytes\":%llu,\"first_rss_bytes\":%llu,\"last_rss_bytes\":%llu,\"minor_faults\":%llu,"
             "\"major_faults\":%llu,\"seconds\":%.6f,\"grown_bytes\":%.0f,\"released_bytes\":%.0f,"
-            "\"unattributed_grown_bytes\":%.0f,\"cgroup_limit_bytes\":%llu,\"cgroup_version\":%u,\"cgroup\":",
+            "\"unattributed_grown_bytes\":%.0f,\"unattributed_released_bytes\":%.0f,\"cgroup_limit_bytes\":%llu,\"cgroup_version\":%u,\"cgroup\":",
             (unsigned long long)mp->peak_rss, mp->peak_s, (unsigned long long)mp->anon_at_peak,
             (unsigned long long)mp->file_at_peak, (unsigned long long)mp->hwm, (unsigned long long)mp->first_rss,
             (unsigned long long)mp->last_rss, (unsigned long long)mp->minflt, (unsigned long long)mp->majflt,
-            mp->seconds, mp->grown, mp->released, mp->unattributed_grown, (unsigned long long)mp->limit,
+            mp->seconds, mp->grown, mp->released, mp->unattributed_grown, mp->unattributed_released, (unsigned long long)mp->limit,
             mp->limit_version);
     report_json_string(out, mp->cgroup);
     /* the readings: [seconds from the start, rss, anon, file, minor, major] */
@@ -130,7 +131,9 @@ static void print_json(FILE *out, const struct profile *p, const struct memory_s
             fputc(',', out);
         print_json_process(out, p, &s->procs[i]);
     }
-    fprintf(out, "],\"grown_bytes\":%.0f,\"charged_bytes\":%.0f,\"growth\":{", s->grown_total, s->charged_total);
+    fprintf(out, "],\"grown_bytes\":%.0f,\"charged_bytes\":%.0f,\"released_bytes\":%.0f,\"charged_released_bytes\":%.0f,"
+                 "\"growth\":{",
+            s->grown_total, s->charged_total, s->released_total, s->charged_released);
     for (int v = 0; v < MEMORY_VIEWS; v++) {
         fprintf(out, "%s\"%s\":[", v ? "," : "", memory_view_name((enum memory_view)v));
         for (size_t i = 0; i < s->nrows[v]; i++) {
