@@ -25,7 +25,7 @@ static void usage(FILE *out)
           "         process (writes opprof.NNN/; -o prof.%r: one result per rank)\n"
           "  report [DIR...] [--sort self|total|samples|name] [--limit N] [--format text|csv|json]\n"
           "         [--group-by function|module|thread|process|op|line|python|kernel|rank]\n"
-          "         [--callers NAME] [--callees NAME] [--threading] [--ranks] [-o FILE]\n"
+          "         [--callers NAME] [--callees NAME] [--threading] [--memory] [--ranks] [-o FILE]\n"
           "         hotspot tables from result directories (the newest opprof.NNN by default)\n"
           "  export [DIR...] [--flamegraph F.svg] [--inverted] [--title TEXT] [--width PX] [--minwidth PX|N%]\n"
           "         [--colors PALETTE] [--countname NAME] [--folded F] [--speedscope F.json]\n"

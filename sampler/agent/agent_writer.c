@@ -252,7 +252,8 @@ static void drain_locked(void)
     if (!size_cap_reached())
         agent_threads_poll(emit, false);
     agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
-    agent_memory_poll(emit, false); /* memory: RSS and page faults (agent_memory.c) */
+    if (!size_cap_reached())
+        agent_memory_poll(emit, false); /* memory: RSS and page faults (agent_memory.c); not past --max-size */
     ompt_writer_drain(emit, false);
     agent_counters_reap(emit, false); /* per-sample counters of exited threads */
     samples_written += drained;

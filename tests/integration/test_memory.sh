@@ -176,6 +176,48 @@ else:
 ' "$WORK/att.json"
 fi
 
+# The cgroup limit: mem_grow --mb 280 in a cgroup limited to 300 MiB peaks at
+# ~290 MiB, over 90 % of the limit: the limit is recorded and a finding says
+# so. Only where this test can make a cgroup (root, a writable v1 memory
+# controller or v2 memory.max); skipped otherwise.
+CG=
+CG_FILE=
+v1=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup 2>/dev/null)
+v2=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup 2>/dev/null)
+if [ -n "$v1" ] && mkdir "/sys/fs/cgroup/memory${v1%/}/opprof-test-$$" 2>/dev/null; then
+    CG="/sys/fs/cgroup/memory${v1%/}/opprof-test-$$"
+    CG_FILE=memory.limit_in_bytes
+elif [ -n "$v2" ] && mkdir "/sys/fs/cgroup${v2%/}/opprof-test-$$" 2>/dev/null; then
+    CG="/sys/fs/cgroup${v2%/}/opprof-test-$$"
+    CG_FILE=memory.max
+fi
+if [ -n "$CG" ] && [ -f "$CG/$CG_FILE" ] && echo $((300 * 1048576)) >"$CG/$CG_FILE" 2>/dev/null; then
+    log "+ (in cgroup $CG, $CG_FILE = 300 MiB) opprof record -o $WORK/cg -- mem_grow --mb 280"
+    limited sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" \
+        "$OPPROF" record -o "$WORK/cg" -- "$MEM_GROW" --mb 280 --ms-per-mb 0.5 >"$WORK/cg.out" 2>"$WORK/cg.err"
+    st=$?
+    rmdir "$CG" 2>/dev/null
+    if [ "$st" -ne 0 ]; then
+        show stderr "$WORK/cg.err" 4
+        fail "opprof record of mem_grow in a 300 MiB cgroup exited $st"
+    else
+        limited "$OPPROF" report "$WORK/cg" --memory --format json >"$WORK/cg.json" 2>/dev/null ||
+            fail "opprof report --memory of the cgroup run failed"
+        pycheck '
+doc = load(sys.argv[1])["memory"]
+p = doc["processes"][0]
+(ok if p["cgroup_limit_bytes"] == 300 * 2**20 else fail)("cgroup limit recorded: %d bytes (v%d, %s)"
+                                                        % (p["cgroup_limit_bytes"], p["cgroup_version"], p["cgroup"]))
+hits = [f for f in doc["findings"] if "cgroup memory limit" in f]
+(ok if hits else fail)("finding near the limit (peak %.1f MiB of 300): %s"
+                       % (p["peak_rss_bytes"] / 2**20, hits[0] if hits else doc["findings"]))
+' "$WORK/cg.json"
+    fi
+else
+    [ -n "$CG" ] && rmdir "$CG" 2>/dev/null
+    log "SKIP: cgroup limit case: cannot make a memory-limited cgroup here (not root, or no writable memory controller)"
+fi
+
 # Python: the growth goes to the line that allocates.
 if [ -x /usr/bin/python3 ]; then
     cat >"$WORK/mem_grow.py" <<'PY'
