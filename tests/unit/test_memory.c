@@ -95,6 +95,7 @@ static void test_analyze_tables(void)
     ms->ticks[1].minflt = 300;
     ms->ticks[2] = tick(900, 890, 20 * 1048576);
     ms->ticks[2].minflt = 310;
+    ms->ticks[2].majflt = 2000; /* x 100 us assumed = 0.2 s of the 0.8 s between readings */
     ms->has_limit = true;
     ms->limit.limit_bytes = 100 * 1048576;
     ms->limit.version = 2;
@@ -134,9 +135,11 @@ static void test_analyze_tables(void)
     CU_ASSERT_EQUAL_FATAL(s.nrows[MEMORY_BY_LINE], 1);
     CU_ASSERT_STRING_EQUAL(s.rows[MEMORY_BY_LINE][0].name, "/x/app.py:7");
     CU_ASSERT_DOUBLE_EQUAL(s.rows[MEMORY_BY_LINE][0].self_grown, 5 * MIB, 1e-6);
-    CU_ASSERT_EQUAL(s.nfindings, 1); /* 95 of 100 MiB: near the cgroup limit */
-    if (s.nfindings)
-        CU_ASSERT(strstr(s.findings[0].text, "cgroup memory limit") != NULL);
+    CU_ASSERT_EQUAL(s.procs[0].majflt, 2000);
+    CU_ASSERT_EQUAL_FATAL(s.nfindings, 2); /* major faults 25 % of the time; 95 of 100 MiB: near the limit */
+    CU_ASSERT(strstr(s.findings[0].text, "2000 major page faults") != NULL);
+    CU_ASSERT(strstr(s.findings[0].text, "25%") != NULL);
+    CU_ASSERT(strstr(s.findings[1].text, "cgroup memory limit") != NULL);
     memory_summary_free(&s);
     profile_free(p);
 }
@@ -147,5 +150,5 @@ void register_memory_tests(void)
     CU_add_test(s, "growth split over the interval's samples by weight", test_split_by_weight);
     CU_add_test(s, "since_ns bounds the interval of a change", test_since_ns_bounds_interval);
     CU_add_test(s, "released and unattributed changes", test_release_and_unattributed);
-    CU_add_test(s, "peak, faults, growth tables, cgroup finding", test_analyze_tables);
+    CU_add_test(s, "peak, faults, growth tables, major-fault and cgroup findings", test_analyze_tables);
 }
