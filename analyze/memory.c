@@ -38,8 +38,6 @@ void memory_charge(const struct opr_mem_tick *ticks, size_t nticks, const struct
         /* the growth happened after the reading before t (since_ns), never
          * before the record before it */
         uint64_t from = t->since_ns > prev->time_ns ? t->since_ns : prev->time_ns;
-        if (t->since_ns == 0)
-            from = prev->time_ns;
         while (lo < nsamples && samples[lo].time_ns <= from)
             lo++;
         size_t hi = lo;

@@ -61,6 +61,7 @@ void memory_charge(const struct opr_mem_tick *ticks, size_t nticks, const struct
 /* ---- the Memory section's figures (memory_analyze) ---------------------- */
 struct memory_process {
     uint32_t pid;
+    size_t stream;         /* index into profile.memory->streams (an exec'ed pid has one per image) */
     const char *command;   /* the process's command line ("" when unknown) */
     size_t nreadings;
     uint64_t peak_rss;     /* the largest RSS read */

@@ -311,6 +311,7 @@ int memory_analyze(const struct profile *p, struct memory_summary *out)
         if (!m->streams[i].nticks)
             continue;
         summarize_stream(p, &m->streams[i], &out->procs[out->nprocs]);
+        out->procs[out->nprocs].stream = i;
         out->grown_total += out->procs[out->nprocs].grown;
         out->released_total += out->procs[out->nprocs].released;
         out->nprocs++;

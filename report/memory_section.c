@@ -104,10 +104,8 @@ static void print_json_process(FILE *out, const struct profile *p, const struct 
     report_json_string(out, mp->cgroup);
     /* the readings: [seconds from the start, rss, anon, file, minor, major] */
     fputs(",\"readings\":[", out);
-    for (size_t i = 0; p->memory && i < p->memory->nstreams; i++) {
-        const struct prof_memory_stream *ms = &p->memory->streams[i];
-        if (ms->pid != mp->pid)
-            continue;
+    if (p->memory && mp->stream < p->memory->nstreams) {
+        const struct prof_memory_stream *ms = &p->memory->streams[mp->stream];
         uint64_t origin = ms->nticks ? ms->ticks[0].time_ns : 0;
         if (p->start_ns && p->start_ns <= origin)
             origin = p->start_ns;
@@ -118,7 +116,6 @@ static void print_json_process(FILE *out, const struct profile *p, const struct 
                     (unsigned long long)t->file_bytes, (unsigned long long)t->minflt,
                     (unsigned long long)t->majflt);
         }
-        break;
     }
     fputs("]}", out);
 }
