@@ -235,7 +235,8 @@ static int growth_tables(const struct profile *p, struct memory_summary *out)
     op_index_free(&ix);
     for (int v = 0; v < MEMORY_VIEWS; v++) {
         if (rc == 0) {
-            qsort(rs[v].rows, rs[v].n, sizeof *rs[v].rows, cmp_rows);
+            if (rs[v].n) /* an empty view has no array */
+                qsort(rs[v].rows, rs[v].n, sizeof *rs[v].rows, cmp_rows);
             out->rows[v] = rs[v].rows;
             out->nrows[v] = rs[v].n;
         }
