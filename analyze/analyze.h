@@ -28,5 +28,6 @@
 #include "analyze/ranks.h"     /* ranks of a parallel job */
 #include "analyze/sweep.h"     /* sweeps and diffs */
 #include "analyze/filter.h"    /* report --pid/--tid/--comm */
+#include "analyze/memory.h"    /* memory over time */
 
 #endif

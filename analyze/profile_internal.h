@@ -126,5 +126,6 @@ extern const struct stream_feature threading_stream_feature; /* threading_load.c
 extern const struct stream_feature accounting_stream_feature; /* accounting.c */
 extern const struct stream_feature ranks_stream_feature;     /* ranks.c */
 extern const struct stream_feature counters_stream_feature;  /* counters.c */
+extern const struct stream_feature memory_stream_feature;    /* memory.c */
 
 #endif

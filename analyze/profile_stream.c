@@ -34,6 +34,7 @@ static const struct stream_feature *const features[] = {
     &ranks_stream_feature,
     &counters_stream_feature,
     &accounting_stream_feature,
+    &memory_stream_feature,
 };
 #define NFEATURES (sizeof features / sizeof features[0])
 

@@ -57,6 +57,9 @@ static void report_usage(FILE *out)
           "  --tid TID[,TID...]  only the samples of these threads\n"
           "  --comm NAME[,...]   only the samples of threads of this name, or of processes\n"
           "                      running this executable; filters combine (all must pass)\n"
+          "  --memory            only the Memory section: peak RSS per process and when,\n"
+          "                      page faults, RSS growth by function, Python line and\n"
+          "                      operator (csv: the growth rows; json: with the readings)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
@@ -89,6 +92,7 @@ enum {
     OPT_CALLERS,
     OPT_CALLEES,
     OPT_THREADING, /* threads and OpenMP */
+    OPT_MEMORY,    /* memory over time */
     OPT_RANKS,     /* ranks of a parallel job */
     OPT_PID,       /* sample filters */
     OPT_TID,
@@ -103,6 +107,7 @@ static const struct option report_long_options[] = {
     {"callers", required_argument, NULL, OPT_CALLERS},
     {"callees", required_argument, NULL, OPT_CALLEES},
     {"threading", no_argument, NULL, OPT_THREADING},
+    {"memory", no_argument, NULL, OPT_MEMORY},
     {"ranks", no_argument, NULL, OPT_RANKS},
     {"pid", required_argument, NULL, OPT_PID},
     {"tid", required_argument, NULL, OPT_TID},
@@ -117,6 +122,7 @@ struct report_request {
     struct report_options opts;
     bool limit_given;
     bool threading_only; /* threads and OpenMP: --threading */
+    bool memory_only;    /* memory over time: --memory */
     bool ranks_only;     /* ranks: --ranks, --group-by rank */
     const char *output;  /* -o FILE; NULL: standard output */
     char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
@@ -164,6 +170,9 @@ static int apply_option(int c, char **argv, struct report_request *rq)
     case OPT_THREADING:
         rq->threading_only = true;
         return -1;
+    case OPT_MEMORY:
+        rq->memory_only = true;
+        return -1;
     case OPT_RANKS:
         rq->ranks_only = true;
         return -1;
@@ -202,7 +211,7 @@ static int apply_option(int c, char **argv, struct report_request *rq)
         char shortopt[3] = {'-', (char)optopt, '\0'};
         fprintf(stderr,
                 "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
-                "--callers, --callees, -o/--output, --help\n",
+                "--callers, --callees, --threading, --memory, --ranks, -o/--output, --help\n",
                 optopt ? shortopt : argv[optind - 1]);
         return 2;
     }
@@ -225,9 +234,11 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     rq->dirs = argv + optind;
     rq->ndirs = argc > optind ? (size_t)(argc - optind) : 0;
     const struct report_options *o = &rq->opts;
-    if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only)) {
+    if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only || rq->memory_only)) {
         fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
-                rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"), rq->ndirs);
+                rq->memory_only ? "--memory"
+                : rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"),
+                rq->ndirs);
         return 2;
     }
     if (o->callers_of && o->callees_of && o->format != FORMAT_TEXT) {
@@ -421,6 +432,7 @@ int cmd_report(int argc, char **argv)
         .opts = rq.opts,
         .ranks_only = rq.ranks_only,
         .threading_only = rq.threading_only,
+        .memory_only = rq.memory_only,
     };
     struct rank_summary ranks = {0};
     struct phase_summary phases;

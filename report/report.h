@@ -57,6 +57,7 @@ struct report_plan {
     struct report_options opts;        /* opts.ranks/phases/findings: JSON keys */
     bool ranks_only;                   /* --ranks, --group-by rank */
     bool threading_only;               /* --threading */
+    bool memory_only;                  /* --memory */
     const struct rank_summary *ranks;  /* the Ranks section's figures */
     bool show_ranks;                   /* the text report ends with a Ranks section */
     /* Findings and Phases head the hotspot view (NULL: not computed). */
@@ -148,6 +149,13 @@ int report_print_ranks(FILE *out, const struct rank_summary *s, enum report_form
 /* Appends ,"ranks":{...} to the JSON object being written (nothing for NULL). */
 void report_json_ranks(FILE *out, const struct rank_summary *s);
 /* --- end of ranks ------------------------------------------------------------ */
+
+/* --- memory over time (report/memory_section.c) ---------------------------- */
+/* The "Memory" section: text (limit rows per growth table, 0: 10), CSV (the
+ * growth rows of every view) or one JSON object {"memory": {...}} with each
+ * process's readings. 0, or -1 on out of memory. */
+int report_print_memory(FILE *out, const struct profile *p, enum report_format format, size_t limit);
+/* --- end of memory --------------------------------------------------------- */
 
 /* --- sweeps and diffs (report/sweep_table.c, sweep_plot.c, sweep_html.c) -- */
 /* One row per combination; title (may be NULL) heads the text table. CPI and
