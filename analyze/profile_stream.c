@@ -645,7 +645,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     hashmap_init_u64(&sl.mixed);
     struct prof_process *proc = stream_process(&sl);
-    if (!proc) {
+    /* The OS pid names the perf map of JIT/trampoline code (-X perf). */
+    if (!proc || symbolizer_set_os_pid(sym, asid, h.pid) != 0) {
         free(buf);
         return -2;
     }
