@@ -28,15 +28,33 @@ ROOTS_DIR=${OPPROF_ROOTS_DIR:-/var/cache/opprof-roots}
 DEBOOTSTRAP_LIMIT=${OPPROF_ROOTS_TIME_LIMIT:-900}
 MARKER=.opprof-root
 
-# Packages of each root (comma-separated, as debootstrap --include takes them).
-# The bullseye list is what configure.ac asks for, without libomp (bullseye's
-# omp-tools.h is LLVM 11's: opprof builds there without OMPT).
+# Packages of each root: packages_of NAME prints what debootstrap installs
+# (--include, comma-separated), extra_packages_of NAME what apt-get installs
+# inside afterwards. bullseye's python3-torch goes through apt: its
+# dependencies (OpenCV -> GTK -> dconf-service) need "default-dbus-session-bus
+# | dbus-session-bus", a virtual alternative debootstrap cannot resolve
+# ("dependency problems - leaving unconfigured"). The bullseye build list is
+# what configure.ac asks for, without libomp (bullseye's omp-tools.h is LLVM
+# 11's: opprof builds there without OMPT).
 packages_of() {
     case "$1" in
     trixie) echo "python3-torch,libdw1t64,libelf1t64,libpfm4,libunwind8" ;;
-    bullseye) echo "python3-torch,libdw1,libelf1,libpfm4,libunwind8,build-essential,autoconf,automake,libtool,pkg-config,make,libdw-dev,libelf-dev,libpfm4-dev,libunwind-dev,libcunit1-dev,zlib1g-dev" ;;
+    bullseye) echo "libdw1,libelf1,libpfm4,libunwind8,build-essential,autoconf,automake,libtool,pkg-config,make,libdw-dev,libelf-dev,libpfm4-dev,libunwind-dev,libcunit1-dev,zlib1g-dev" ;;
     *) return 1 ;;
     esac
+}
+extra_packages_of() {
+    case "$1" in
+    bullseye) echo "python3-torch" ;;
+    *) echo "" ;;
+    esac
+}
+
+# What the marker's first line says of a root built with the current lists.
+root_id() {
+    local extra
+    extra=$(extra_packages_of "$1")
+    echo "suite=$1 packages=$(packages_of "$1")${extra:+ then=$extra}"
 }
 
 log() { printf 'roots.sh: %s\n' "$*" >&2; }
@@ -83,11 +101,26 @@ mounted_under() {
     awk -v d="$1" '$2 == d || index($2, d "/") == 1 { found = 1 } END { exit !found }' /proc/mounts
 }
 
+# install_inside DIR PACKAGES: apt-get install in the new root (from the
+# mirror debootstrap wrote into its sources.list), with /proc mounted for the
+# maintainer scripts and unmounted again whatever happens.
+install_inside() {
+    local dir=$1 pkgs=$2 st
+    mount -t proc proc "$dir/proc" || return 1
+    # shellcheck disable=SC2086
+    timeout -k 30 "$DEBOOTSTRAP_LIMIT" chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkgs </dev/null
+    st=$?
+    chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get clean >/dev/null 2>&1
+    umount "$dir/proc" || umount -l "$dir/proc"
+    return $st
+}
+
 build_root() {
     local name=$1 mirror=$2
     local dir="$ROOTS_DIR/$name" pkgs want
     pkgs=$(packages_of "$name") || { log "unknown root $name"; return 1; }
-    want="suite=$name packages=$pkgs"
+    want=$(root_id "$name")
     if [ -f "$dir/$MARKER" ] && [ "$(head -n 1 "$dir/$MARKER")" = "$want" ]; then
         rm -f "$ROOTS_DIR/$name.unavailable"
         log "$name: reusing $dir ($(sed -n 2p "$dir/$MARKER"))"
@@ -127,6 +160,14 @@ build_root() {
         return 1
     fi
     umount -R "$tmp" 2>/dev/null
+    local extra
+    extra=$(extra_packages_of "$name")
+    if [ -n "$extra" ] && ! install_inside "$tmp" "$extra" >>"$ROOTS_DIR/$name.log" 2>&1; then
+        umount -R "$tmp" 2>/dev/null
+        mounted_under "$tmp" || rm -rf "$tmp"
+        unavailable "$name" "apt-get install $extra inside the $name root failed after $((SECONDS - start)) s: $(grep -E '^E: ' "$ROOTS_DIR/$name.log" | tail -n 2 | tr '\n' ' ')"
+        return 1
+    fi
     mv "$tmp" "$dir" || { unavailable "$name" "cannot rename $tmp to $dir"; return 1; }
     local size
     size=$(du -sh "$dir" 2>/dev/null | cut -f1)
@@ -164,7 +205,7 @@ main() {
     for n in "${names[@]}"; do
         if [ -n "$reason" ]; then
             # A complete root from an earlier run is still good.
-            if [ -f "$ROOTS_DIR/$n/$MARKER" ] && [ "$(head -n 1 "$ROOTS_DIR/$n/$MARKER")" = "suite=$n packages=$(packages_of "$n")" ]; then
+            if [ -f "$ROOTS_DIR/$n/$MARKER" ] && [ "$(head -n 1 "$ROOTS_DIR/$n/$MARKER")" = "$(root_id "$n")" ]; then
                 log "$n: reusing $ROOTS_DIR/$n"
                 continue
             fi
