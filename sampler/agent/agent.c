@@ -596,6 +596,8 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
     return AFTER_FAILED_EXEC(real(fd, argv, envp));
 }
 
+/* glibc declares execveat from 2.34 on; 2.31 (bullseye) does not. */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 __attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
                                                     char *const envp[], int flags)
 {

@@ -25,6 +25,10 @@
 . "$(dirname "$0")/lib.sh"
 
 ROOTS_DIR=${OPPROF_ROOTS_DIR:-/var/cache/opprof-roots}
+# Plain paths (make check passes "build/.."): they are mount points inside.
+OPPROF_SRCDIR=$(cd "$OPPROF_SRCDIR" && pwd -P)
+OPPROF_BUILDDIR=$(cd "$OPPROF_BUILDDIR" && pwd -P)
+OPPROF="$OPPROF_BUILDDIR/opprof"
 WORKLOADS="$OPPROF_SRCDIR/tests/workloads"
 
 require_python3
@@ -273,9 +277,9 @@ if root_available bullseye; then
         log "+ [bullseye] configure && make in $BB (source $OPPROF_SRCDIR)"
         SECONDS=0
         if TIME_LIMIT=1200 in_root "$ROOT" /bin/sh -c "mkdir -p $BB && cd $BB &&
-            { [ -f Makefile ] || $OPPROF_SRCDIR/configure -q; } && make -s -j\$(nproc) opprof" \
+            { [ -f Makefile ] || $OPPROF_SRCDIR/configure -q --enable-werror; } && make -s -j\$(nproc)" \
             >"$WORK/bullseye-build.log" 2>&1; then
-            log "bullseye: opprof built with $(in_root "$ROOT" gcc -dumpfullversion), glibc $(in_root "$ROOT" ldd --version | sed -n '1s/.* //p') in $SECONDS s"
+            log "bullseye: opprof built (-Werror) with $(in_root "$ROOT" gcc -dumpfullversion), glibc $(in_root "$ROOT" ldd --version | sed -n '1s/.* //p') in $SECONDS s"
             PY=/usr/bin/python3.9
             log "bullseye: $(in_root "$ROOT" "$PY" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)' 2>&1 | tail -n 1)"
             RAN=$((RAN + 1))
