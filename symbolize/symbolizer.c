@@ -332,6 +332,8 @@ static int cmp_mapping(const void *a, const void *b)
 
 static const struct mapping *find_mapping(struct proc *p, uint64_t addr)
 {
+    if (p->n == 0) /* a process known only by its os pid: maps is NULL */
+        return NULL;
     if (!p->sorted) {
         qsort(p->maps, p->n, sizeof *p->maps, cmp_mapping);
         size_t w = 0; /* same start: keep the latest (a re-mmap replaced it) */
