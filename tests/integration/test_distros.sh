@@ -176,6 +176,50 @@ PY
     fail "$label: the Python split or call chain differs from the truth on both attempts (see above)"
 }
 
+# check_perf_map LABEL ROOT OPPROF PYTHON: python -X perf (3.12+) inside
+# ROOT, where the interpreter has no frame pointers (trixie): its
+# trampolines named from the perf map it writes in the root's /tmp, no
+# frame left "[anon]", and the split still right.
+check_perf_map() {
+    local label=$1 root=$2 opprof=$3 py=$4 res="$RW/xperf"
+    log "+ [$label] opprof record -o $res -F $SPLIT_FREQ -- $py -X perf py_split.py $SECONDS_OF_WORK"
+    in_root "$root" "$opprof" record -o "$res" -F "$SPLIT_FREQ" -- "$py" -X perf "$WORKLOADS/py_split.py" \
+        "$SECONDS_OF_WORK" >"$WORK/$label-xperf.out" 2>&1
+    local st=$? pid
+    pid=$(ls "$root$res" 2>/dev/null | sed -n 's/^proc-\([0-9]*\)-[0-9]*\.raw$/\1/p' | head -n 1)
+    if [ "$st" -ne 0 ] || [ -z "$pid" ] ||
+        ! in_root "$root" "$opprof" export "$res" --folded "$res.folded" >/dev/null 2>&1 ||
+        ! in_root "$root" "$opprof" report "$res" --format json --limit 100000 --group-by python \
+            >"$WORK/$label-xperf.json" 2>&1; then
+        show stderr "$WORK/$label-xperf.out" 4
+        fail "$label: record (exit $st), export or report of py_split.py under -X perf failed"
+        return
+    fi
+    rm -f "$root/tmp/perf-$pid.map"
+    if python3 - "$label" "$root$res.folded" "$WORK/$label-xperf.json" "$TOL_PP" <<'PY'
+import json, sys
+label, tol = sys.argv[1], float(sys.argv[4])
+named = anon = 0
+for line in open(sys.argv[2]):
+    stack, _, count = line.rstrip("\n").rpartition(" ")
+    for f in stack.split(";"):
+        named += int(count) if f.startswith("py::") else 0
+        anon += int(count) if f.startswith("[anon]") else 0
+by = {r["name"]: r for r in json.load(open(sys.argv[3]))["rows"]}
+rw = by.get("run_work", {}).get("total_ns", 0)
+got = {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / rw if rw else 0.0) for n in ("spin_a", "spin_b", "spin_c")}
+print("%s: -X perf: %d frames named py::... from the perf map, %d [anon]; split %.2f / %.2f / %.2f %%"
+      % (label, named, anon, got["spin_a"], got["spin_b"], got["spin_c"]))
+bad = anon > 0 or named == 0 or any(abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
+sys.exit(1 if bad else 0)
+PY
+    then
+        pass "$label: -X perf trampolines named from the perf map, split within ${TOL_PP} pp"
+    else
+        fail "$label: -X perf: trampolines left [anon] or the split is off (see above)"
+    fi
+}
+
 # check_torch LABEL ROOT OPPROF PYTHON OP...: torch_train.py inside ROOT; each
 # OP (an alternation of names: "aten::bmm" or "aten::addmm|aten::addmm_cpu")
 # must be in the operator table with a line of torch_train.py as its top
@@ -272,6 +316,7 @@ if root_available trixie; then
         log "trixie: $(in_root "$ROOT" "$PY" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)' 2>&1 | tail -n 1)"
         RAN=$((RAN + 1))
         check_split trixie-3.13 "$ROOT" "$OPPROF" "$PY"
+        check_perf_map trixie-3.13 "$ROOT" "$OPPROF" "$PY"
         check_torch trixie-torch2.6 "$ROOT" "$OPPROF" "$PY" aten::bmm aten::mm aten::addmm
         unmount_all
     fi
