@@ -331,8 +331,12 @@ if root_available bullseye; then
     if ! lock_root bullseye || ! enter_root "$ROOT"; then
         fail "bullseye: cannot lock $ROOT or mount /proc, /sys or the source dir inside $ROOT"
     else
-        # One build dir per source tree, kept in the root between runs.
+        # One build dir per source tree, kept in the root between runs; those
+        # of checkouts not tested for 3 days (CI's clones) are dropped.
         BB="/var/tmp/opprof-build-$(echo "$OPPROF_SRCDIR" | cksum | cut -d' ' -f1)"
+        find "$ROOT/var/tmp" -maxdepth 1 -name 'opprof-build-*' -mtime +3 ! -path "$ROOT$BB" \
+            -exec rm -rf {} + 2>/dev/null
+        [ -d "$ROOT$BB" ] && touch "$ROOT$BB"
         log "+ [bullseye] configure && make in $BB (source $OPPROF_SRCDIR)"
         SECONDS=0
         if TIME_LIMIT=1200 in_root "$ROOT" /bin/sh -c "mkdir -p $BB && cd $BB &&
