@@ -548,6 +548,24 @@ uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
     return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
 }
 
+/* True when the native stack of stack_id (resolved already) ends in unnamed
+ * code in anonymous memory: a JIT or trampoline without a perf map, which
+ * the unwinder had no CFI to step through. Such a stack is cut short as
+ * surely as one the agent flagged, so it is counted as truncated. */
+static bool ends_in_anonymous_code(const struct stream_load *sl, uint32_t stack_id)
+{
+    const struct profile *p = sl->p;
+    if (stack_id >= sl->nstacks || sl->stacks[stack_id].global >= p->nstacks)
+        return false;
+    const struct prof_stack *ns = &p->stacks[sl->stacks[stack_id].global];
+    if (ns->nframes == 0 || ns->frames[ns->nframes - 1] >= p->nframes)
+        return false;
+    const struct prof_frame *f = &p->frames[ns->frames[ns->nframes - 1]];
+    return f->kind == FRAME_UNKNOWN && f->module &&
+           (strcmp(f->module, "[anon]") == 0 || strncmp(f->module, "[anon:", 6) == 0 ||
+            strcmp(f->module, "//anon") == 0 || strncmp(f->module, "/memfd:", 7) == 0);
+}
+
 /* Maps are all known now: symbolize the stacks that samples use, and add the
  * samples to the profile. 0, or -1 with errno ENOMEM. */
 static int resolve_samples(struct stream_load *sl)
@@ -567,6 +585,8 @@ static int resolve_samples(struct stream_load *sl)
             return -1;
         }
         ss->index = p->nsamples - 1;
+        if (!(ss->s.flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, ss->s.stack_id))
+            ss->s.flags |= OPR_SAMPLE_TRUNCATED;
         p->samples[ss->index].flags = ss->s.flags;
         p->samples[ss->index].counters = ss->counters;
         if (ss->s.flags & OPR_SAMPLE_TRUNCATED) {
@@ -646,7 +666,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     hashmap_init_u64(&sl.mixed);
     struct prof_process *proc = stream_process(&sl);
-    if (!proc) {
+    /* The OS pid names the perf map of JIT/trampoline code (-X perf). */
+    if (!proc || symbolizer_set_os_pid(sym, asid, h.pid) != 0) {
         free(buf);
         return -2;
     }

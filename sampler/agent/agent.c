@@ -48,7 +48,9 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "config.h" /* HAVE_STRUCT_PERF_EVENT_ATTR_SIG_DATA for perf_attr.h */
 #include "sampler/agent/agent.h"
+#include "sampler/common/perf_attr.h"
 
 #ifndef TRAP_PERF
 #define TRAP_PERF 6
@@ -296,30 +298,28 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
 
 static int open_timer_event_mode(bool user_only)
 {
-    struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
+    struct opr_perf_attr full; /* attr, and room for sig_data with older headers */
+    opr_perf_attr_init(&full);
+    struct perf_event_attr *attr = &full.attr;
     if (agent_config.leader) {
         /* -c N: the same sigtrap event, counting another event (a hardware
          * counter, page faults, ...): a sample every leader_period of them. */
-        attr.type = agent_config.leader_type;
-        attr.config = agent_config.leader_config;
-        attr.config1 = agent_config.leader_config1;
-        attr.sample_period = agent_config.leader_period;
+        attr->type = agent_config.leader_type;
+        attr->config = agent_config.leader_config;
+        attr->config1 = agent_config.leader_config1;
+        attr->sample_period = agent_config.leader_period;
         user_only = user_only || agent_config.leader_user_only;
     } else {
-        attr.type = PERF_TYPE_SOFTWARE;
-        attr.config = PERF_COUNT_SW_TASK_CLOCK;
-        attr.sample_period = agent_config.period_ns;
+        attr->type = PERF_TYPE_SOFTWARE;
+        attr->config = PERF_COUNT_SW_TASK_CLOCK;
+        attr->sample_period = agent_config.period_ns;
     }
-    attr.inherit = 1;
-    attr.inherit_thread = 1; /* threads of this process; a child process opens its own */
-    attr.remove_on_exec = 1;
-    attr.sigtrap = 1;
-    attr.sig_data = AGENT_SIG_COOKIE;
-    attr.exclude_kernel = user_only ? 1 : 0; /* see the top of this file */
-    attr.exclude_hv = 1;
-    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    attr->inherit = 1;
+    /* inherit_thread: threads of this process; a child process opens its own */
+    opr_perf_attr_sigtrap(&full, AGENT_SIG_COOKIE);
+    attr->exclude_kernel = user_only ? 1 : 0; /* see the top of this file */
+    attr->exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 /* The launcher checked which mode the kernel allows (OPR_ENV_USER_ONLY); a
@@ -596,6 +596,8 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
     return AFTER_FAILED_EXEC(real(fd, argv, envp));
 }
 
+/* glibc declares execveat from 2.34 on; 2.31 (bullseye) does not. */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 __attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
                                                     char *const envp[], int flags)
 {

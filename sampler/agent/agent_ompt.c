@@ -85,7 +85,9 @@ static _Atomic uint64_t next_region_id;
 static _Atomic int alive_threads;
 static _Atomic int tool_active;
 static uint64_t context_interval_ns = 2000000;
+#ifdef HAVE_OMP_TOOLS_H
 static ompt_set_callback_t set_callback;
+#endif
 static char runtime_version[256];
 static unsigned runtime_omp_version;
 static bool info_emitted;
@@ -235,6 +237,16 @@ void omp_rec_body_end(void)
         body_end(s, agent_now_ns());
 }
 
+static void body_end(struct omp_thread_state *s, uint64_t now)
+{
+    uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
+    if (b) {
+        atomic_store_explicit(&s->work_ns, atomic_load_explicit(&s->work_ns, memory_order_relaxed) + (now - b),
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->body_begin_ns, 0, memory_order_relaxed);
+    }
+}
+
 #ifdef HAVE_OMP_TOOLS_H
 static void on_parallel_begin(ompt_data_t *encountering_task_data, const ompt_frame_t *frame,
                               ompt_data_t *parallel_data, unsigned int requested, int flags,
@@ -254,16 +266,6 @@ static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encounterin
         return;
     uint64_t v = __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED);
     push(s, EV_END, agent_now_ns(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
-}
-
-static void body_end(struct omp_thread_state *s, uint64_t now)
-{
-    uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
-    if (b) {
-        atomic_store_explicit(&s->work_ns, atomic_load_explicit(&s->work_ns, memory_order_relaxed) + (now - b),
-                              memory_order_relaxed);
-        atomic_store_explicit(&s->body_begin_ns, 0, memory_order_relaxed);
-    }
 }
 
 static void on_implicit_task(ompt_scope_endpoint_t endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
