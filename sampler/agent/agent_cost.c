@@ -21,7 +21,10 @@
  * handler call in AGENT_COST_TIMED_EVERY per thread is timed, chosen by a
  * per-thread counter that does not depend on what the handler does, which
  * keeps the timed calls a fair sample of all of them (the mean times the
- * calls estimates the total; the histogram gives the median and p99).
+ * calls estimates the total; the histogram gives the median and p99). A
+ * timed call also pays for about one of its two clock reads inside the
+ * interval it measures: the figure errs high by ~0.5 us per sample, while
+ * timing costs all calls together ~0.13 us per sample on average.
  *
  * The writer-side counters (maps re-reads, schedstat reads, Python-stack
  * cache) are plain counters of the writer thread, written once at the end.
@@ -40,6 +43,11 @@ struct agent_writer_counts agent_writer_counts;
 /* Handler: the thread's CPU clock when this call is one to time, else 0. */
 uint64_t agent_cost_handler_begin(void)
 {
+    /* A thread's first call starts the count at a point taken from the clock:
+     * always timing the first call (the coldest: first unwind through fresh
+     * .eh_frame pages) would weigh it AGENT_COST_TIMED_EVERY times over. */
+    if (handler_calls_here == 0)
+        handler_calls_here = 1 + (uint32_t)((agent_now_ns() >> 8) % AGENT_COST_TIMED_EVERY);
     if (handler_calls_here++ % AGENT_COST_TIMED_EVERY != 0)
         return 0;
     uint64_t now = agent_thread_cpu_ns();
