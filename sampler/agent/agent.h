@@ -179,6 +179,7 @@ struct agent_writer_counts {
     uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
 };
 AGENT_HIDDEN extern struct agent_writer_counts agent_writer_counts;
+AGENT_HIDDEN uint64_t agent_cost_handler_cpu_estimate_ns(void); /* writer */
 AGENT_HIDDEN void agent_cost_emit(agent_emit_fn emit);          /* writer, at the end */
 AGENT_HIDDEN void agent_cost_atfork_child(void);
 

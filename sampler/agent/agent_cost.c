@@ -72,6 +72,16 @@ void agent_cost_handler_end(uint64_t begin_cpu_ns)
     atomic_fetch_add_explicit(&handler_timed, 1, memory_order_relaxed);
 }
 
+/* Writer: the handler's CPU time so far, estimated from the timed calls
+ * (0 when none was timed). */
+uint64_t agent_cost_handler_cpu_estimate_ns(void)
+{
+    uint64_t timed = atomic_load(&handler_timed);
+    if (timed == 0)
+        return 0;
+    return (uint64_t)((double)atomic_load(&handler_cpu_ns) / (double)timed * (double)atomic_load(&handler_calls));
+}
+
 /* Writer, at the end: the AGENT_CPU record. */
 void agent_cost_emit(agent_emit_fn emit)
 {

@@ -430,7 +430,10 @@ void agent_writer_stop(bool clean)
         cost.process_cpu_ns = (uint64_t)pcpu.tv_sec * 1000000000ull + (uint64_t)pcpu.tv_nsec;
     emit(OPR_REC_AGENT_COST, &cost, sizeof cost, NULL, 0);
     agent_cost_emit(emit); /* the same cost on CPU clocks, and the writer's re-reads */
-    emit_accounting(cost.process_cpu_ns, cost.handler_ns + cost.writer_cpu_ns,
+    /* The handler's CPU time, not its wall time: a preempted handler's wait
+     * for a CPU is not CPU time the process spent (agent_cost.c). */
+    uint64_t handler_cpu_ns = agent_cost_handler_cpu_estimate_ns();
+    emit_accounting(cost.process_cpu_ns, (handler_cpu_ns ? handler_cpu_ns : cost.handler_ns) + cost.writer_cpu_ns,
                     agent_thread_cpu_ns() - stop_started_cpu);
     if (clean) {
         struct opr_end e = {agent_now_ns(), atomic_load(&agent_samples_taken),
