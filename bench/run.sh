@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/run.sh — opprof's recording and reporting costs next to perf's, on a
-# fixed amount of work. Not part of `make check`; about 2-4 minutes on 2 cores.
+# fixed amount of work. Not part of `make check`; a few minutes on a quiet 2-core machine.
 #
 #   bench/run.sh [BUILDDIR]      (default: $OPPROF_BUILDDIR, else the source tree)
 #
