@@ -24,15 +24,15 @@
  * and after every miss (at most every 20 ms): 49 full reads in a 12 s
  * training run. Most misses are garbage pointers (the uninitialized frame
  * above), which no re-read would make readable. So the writer re-reads only
- * when the mappings have changed in a way that matters: a library was loaded
+ * when the mappings have changed in a way that matters: a library was
  * unloaded (glibc's unload count, agent_phdr_unload_count: its ranges must
  * go), or a missed address is mapped now (memory mapped since the last read:
  * a new data-stack chunk, arena, or library). On Linux 6.11+ PROCMAP_QUERY
  * names the one mapping that holds the address and only that range is added
  * (one ioctl, no text); elsewhere one process_vm_readv of the address says
  * whether it is readable, and then the maps are read in full. A garbage
- * address costs that one probe. Ranges unmapped since the last read stay in the table
- * until the next re-read, at the latest SAFETY_REREAD_NS later: the frames
+ * address costs that one probe. Ranges unmapped since the last read stay in
+ * the table until the next re-read, at the latest SAFETY_REREAD_NS later: the frames
  * the handler reads in place are its own thread's live frames, and the one
  * that may be on its way out is copied (agent_python.c).
  */
@@ -180,6 +180,7 @@ struct maps_query {
     uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
     uint64_t vma_name_addr, build_id_addr;
 };
+_Static_assert(sizeof(struct maps_query) == 104, "struct procmap_query of Linux 6.11");
 #define MAPS_QUERY_IOCTL _IOWR('f', 17, struct maps_query)
 #define MAPS_QUERY_VMA_READABLE 0x01
 
