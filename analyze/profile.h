@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PROFILE_HANDLER_BUCKETS 24 /* OPR_HANDLER_BUCKETS (checked in analyze/accounting.c) */
+
 /* ------------------------------------------------------------------------- */
 /* The profile model                                                          */
 /* ------------------------------------------------------------------------- */
@@ -115,6 +117,16 @@ struct profile {
         uint64_t info_unwritten; /* the launcher's count (info): streams cut by a full disk cannot hold theirs */
         size_t streams;
     } acct;
+    /* AGENT_CPU records summed over processes (analyze/accounting.c): the
+     * handler's cost on the thread CPU clock, estimated per stream from its
+     * timed calls (handler_cpu_est_ns), their histogram, the writer's re-reads. */
+    struct profile_agent_cpu {
+        uint64_t handler_cpu_est_ns, handler_timed, handler_calls;
+        uint64_t buckets[PROFILE_HANDLER_BUCKETS]; /* format.h's OPR_HANDLER_BUCKET_BOUNDS_NS */
+        uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
+        uint32_t timed_every;
+        size_t streams;
+    } agent_cpu;
     char **warnings;         /* loader warnings: truncated files, missing modules */
     size_t nwarnings;
 
@@ -154,5 +166,9 @@ uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t n
 uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name);
 int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
                        uint32_t stack, uint32_t weight);
+
+/* analyze/accounting.c: the agent's CPU cost (AGENT_CPU records). */
+void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_agent_cpu *from);
+double profile_handler_quantile_ns(const struct profile_agent_cpu *a, double q); /* q in 0..1; 0: none timed */
 
 #endif
