@@ -851,7 +851,10 @@ static void emit_examples(agent_emit_fn emit)
         if (atomic_load_explicit(&e->state, memory_order_acquire) != 2)
             continue;
         char text[4096];
-        size_t len = (size_t)snprintf(text, sizeof text, "unwind check: stacks differ; tables:");
+        size_t len = (size_t)snprintf(text, sizeof text,
+                                      "unwind check: stacks differ (tables %u frames, libunwind %u), "
+                                      "from frame %u; tables:",
+                                      e->ntable_all, e->nlib_all, e->from);
         for (unsigned k = 0; k < e->ntable && len < sizeof text; k++)
             len += (size_t)describe_pc(text + len, sizeof text - len, e->table[k]);
         if (len < sizeof text)

@@ -238,18 +238,23 @@ static void count_fallback(enum unwind_result res)
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* --unwind-check: keeps the first few disagreements for the writer's NOTE. */
-static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb)
+/* --unwind-check: keeps the first few disagreements for the writer's NOTE,
+ * from a few frames before the first difference (at frame diff). */
+static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
 {
+    unsigned from = diff > 4 ? diff - 4 : 0;
     for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
         struct unwind_check_example *e = &unwind_examples[i];
         int expected = 0;
         if (!atomic_compare_exchange_strong(&e->state, &expected, 1))
             continue;
-        e->ntable = na < UNWIND_EXAMPLE_FRAMES ? na : UNWIND_EXAMPLE_FRAMES;
-        e->nlib = nb < UNWIND_EXAMPLE_FRAMES ? nb : UNWIND_EXAMPLE_FRAMES;
-        memcpy(e->table, a, e->ntable * sizeof a[0]);
-        memcpy(e->lib, b, e->nlib * sizeof b[0]);
+        e->from = from;
+        e->ntable_all = na;
+        e->nlib_all = nb;
+        e->ntable = na - from < UNWIND_EXAMPLE_FRAMES ? na - from : UNWIND_EXAMPLE_FRAMES;
+        e->nlib = nb - from < UNWIND_EXAMPLE_FRAMES ? nb - from : UNWIND_EXAMPLE_FRAMES;
+        memcpy(e->table, a + from, e->ntable * sizeof a[0]);
+        memcpy(e->lib, b + from, e->nlib * sizeof b[0]);
         atomic_store_explicit(&e->state, 2, memory_order_release);
         return;
     }
@@ -277,7 +282,7 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
         if (i == common)
             atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
-        keep_example(pcs, n, other, m);
+        keep_example(pcs, n, other, m, i);
     }
     atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);

@@ -128,6 +128,8 @@ AGENT_HIDDEN extern _Atomic int unwind_build_wanted; /* some module is UNWIND_MO
 #define UNWIND_EXAMPLE_FRAMES 24
 struct unwind_check_example {
     _Atomic int state;
+    unsigned from;                 /* frames kept start here (a few before the first difference) */
+    unsigned ntable_all, nlib_all; /* the stacks' depths */
     unsigned ntable, nlib;
     uint64_t table[UNWIND_EXAMPLE_FRAMES], lib[UNWIND_EXAMPLE_FRAMES];
 };
