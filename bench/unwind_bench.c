@@ -11,6 +11,7 @@
  * walk that same live stack ITER times:
  *   walk_tables()    unwind_table_walk(), the agent handler's fast path
  *   walk_libunwind() unw_backtrace(), what the handler called before
+ *   walk_libunwind_cold() the same after unw_flush_cache (ITER/10 + 1 times)
  * callgrind's inclusive instruction counts of these two functions divided by
  * the walks give instructions per sample. Each stack is also checked: the
  * two must give the same frames (the bench stops otherwise).
@@ -69,7 +70,7 @@ static void find_stack(void)
 /* ---- the two walks --------------------------------------------------------- */
 #define MAX_FRAMES 256
 static long iterations = 200;
-static uint64_t walks_tables, walks_libunwind, frames_total;
+static uint64_t walks_tables, walks_libunwind, walks_cold, frames_total;
 static int mismatches;
 
 __attribute__((noinline)) unsigned walk_tables(const ucontext_t *uc, uint64_t *pcs)
@@ -84,6 +85,16 @@ __attribute__((noinline)) unsigned walk_tables(const ucontext_t *uc, uint64_t *p
 
 __attribute__((noinline)) unsigned walk_libunwind(uint64_t *pcs)
 {
+    int n = unw_backtrace((void **)pcs, MAX_FRAMES);
+    return n > 0 ? (unsigned)n : 0;
+}
+
+/* libunwind after its caches were flushed: what a sample costs in code it
+ * has not seen yet (a fresh library, or more distinct PCs than its trace
+ * cache holds); the table unwinder has no such path in the handler. */
+__attribute__((noinline)) unsigned walk_libunwind_cold(uint64_t *pcs)
+{
+    unw_flush_cache(unw_local_addr_space, 0, 0);
     int n = unw_backtrace((void **)pcs, MAX_FRAMES);
     return n > 0 ? (unsigned)n : 0;
 }
@@ -104,6 +115,10 @@ __attribute__((noinline)) static void measure_here(void)
     for (long i = 0; i < iterations; i++) {
         nb = walk_libunwind(b);
         walks_libunwind++;
+    }
+    for (long i = 0; i < iterations / 10 + 1; i++) {
+        walk_libunwind_cold(b);
+        walks_cold++;
     }
     frames_total += na;
     /* libunwind's list starts one frame deeper (inside walk_libunwind) and
@@ -180,15 +195,15 @@ int main(int argc, char **argv)
     unwind_rescan(true); /* every loaded object's table, as the writer would */
     /* Warm both: libunwind caches per-thread, our tables are built. */
     down(4);
-    walks_tables = walks_libunwind = 0;
+    walks_tables = walks_libunwind = walks_cold = 0;
     frames_total = 0;
     mismatches = 0;
     int stacks = 0;
     for (int depth = 4; depth <= 40; depth += 3, stacks++)
         down(depth);
     printf("unwind_bench: %d stacks, %.1f frames on average, %ld walks each way per stack, "
-           "%llu table walks, %llu libunwind walks, %d stacks where they differ\n",
+           "%llu table walks, %llu libunwind walks, %llu cold libunwind walks, %d stacks where they differ\n",
            stacks, (double)frames_total / stacks, iterations, (unsigned long long)walks_tables,
-           (unsigned long long)walks_libunwind, mismatches);
+           (unsigned long long)walks_libunwind, (unsigned long long)walks_cold, mismatches);
     return mismatches ? 1 : 0;
 }

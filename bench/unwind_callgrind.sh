@@ -29,20 +29,22 @@ valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/unwind_bench"
 callgrind_annotate --inclusive=yes "$tmp/cg.out" >"$tmp/annotate.txt" 2>"$tmp/annotate.err"
 # walks per function: from the bench's own line (stacks x iterations)
 walks=$(sed -n 's/.*, \([0-9]*\) table walks, .*/\1/p' "$tmp/bench.out")
+cold_walks=$(sed -n 's/.*, \([0-9]*\) cold libunwind walks, .*/\1/p' "$tmp/bench.out")
 ir_of() { # inclusive Ir of function $1 (callgrind_annotate prints "1,234 (5%)  file:func")
     awk -v f="$1" '$0 ~ (":" f "( |$)") { gsub(",", "", $1); print $1; exit }' "$tmp/annotate.txt"
 }
 tables=$(ir_of walk_tables)
 libunwind=$(ir_of walk_libunwind)
+cold=$(ir_of walk_libunwind_cold)
 cat "$tmp/bench.out"
 if [ -z "$tables" ] || [ -z "$libunwind" ] || [ -z "$walks" ] || [ "$walks" -eq 0 ]; then
     echo "unwind_callgrind: could not read the counts (see $tmp/annotate.txt)" >&2
     trap - EXIT
     exit 1
 fi
-awk -v t="$tables" -v l="$libunwind" -v w="$walks" 'BEGIN {
-    printf "instructions per stack walk (callgrind, same stacks):\n"
-    printf "  table unwinder     %10.0f\n", t / w
-    printf "  libunwind          %10.0f\n", l / w
-    printf "  ratio libunwind/tables  x%.1f\n", l / t
+awk -v t="$tables" -v l="$libunwind" -v w="$walks" -v c="${cold:-0}" -v cw="${cold_walks:-1}" 'BEGIN {
+    printf "instructions per stack walk (callgrind, the same stacks):\n"
+    printf "  table unwinder                    %10.0f\n", t / w
+    printf "  libunwind, trace cache hot        %10.0f  (x%.2f of the tables)\n", l / w, l / t
+    printf "  libunwind, caches flushed         %10.0f  (x%.2f of the tables)\n", c / cw, (c / cw) / (t / w)
 }'

@@ -564,10 +564,15 @@ static struct unwind_table *pack(struct build *b)
         rule_of[n] = k;
         n++;
     }
+    /* Buckets up to the last row (past it, the last row's rule: a gap). */
+    size_t nbuckets = n ? ((size_t)pc_off[n - 1] >> UNWIND_BUCKET_SHIFT) + 1 : 0;
     size_t bytes = sizeof *t + n * sizeof *pc_off + n * sizeof *rule_of;
     bytes = (bytes + 7) & ~(size_t)7;
     size_t rules_at = bytes;
     bytes += rs.n * sizeof *rs.rules;
+    bytes = (bytes + 7) & ~(size_t)7;
+    size_t buckets_at = bytes;
+    bytes += nbuckets * sizeof(uint32_t);
     void *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (block == MAP_FAILED)
         goto out;
@@ -585,6 +590,15 @@ static struct unwind_table *pack(struct build *b)
     t->pc_off = t_pc;
     t->rule_of = t_rule;
     t->rules = t_rules;
+    uint32_t *t_bucket = (uint32_t *)((char *)block + buckets_at);
+    for (size_t k = 0, row = 0; k < nbuckets; k++) {
+        uint64_t start = (uint64_t)k << UNWIND_BUCKET_SHIFT;
+        while (row + 1 < n && pc_off[row + 1] <= start)
+            row++;
+        t_bucket[k] = (uint32_t)row; /* below the first row: find_rule checks that first */
+    }
+    t->nbuckets = (uint32_t)nbuckets;
+    t->bucket = t_bucket;
     mprotect(block, bytes, PROT_READ); /* the handler only reads it */
 out:
     free(rs.rules);

@@ -61,21 +61,28 @@ static struct unwind_module *find_module(struct unwind_index *ix, uint64_t pc)
 }
 
 /* The rule of the last row at or below pc (rules[0], "none", when pc is
- * below the first row or past the module's last function). */
+ * below the first row or past the module's last function): the bucket of
+ * pc's 256 bytes gives the row covering their start, the next bucket's an
+ * upper bound. */
 static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_t pc)
 {
-    if (pc < t->base || pc - t->base > UINT32_MAX)
+    uint64_t off = pc - t->base;
+    if (pc < t->base || t->nrows == 0 || off < t->pc_off[0])
         return &t->rules[0];
-    uint32_t off = (uint32_t)(pc - t->base);
-    size_t lo = 0, hi = t->nrows; /* first row with pc_off > off */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
+    uint64_t b = off >> UNWIND_BUCKET_SHIFT;
+    if (b >= t->nbuckets)
+        return &t->rules[t->rule_of[t->nrows - 1]];
+    /* The row is in [bucket[b], bucket[b + 1]]: binary search there (code
+     * that pushes and pops has up to ~30 rows in 256 bytes). */
+    uint32_t lo = t->bucket[b] + 1, hi = b + 1 < t->nbuckets ? t->bucket[b + 1] + 1 : t->nrows;
+    while (lo < hi) { /* first row in [lo, hi) past off */
+        uint32_t mid = (lo + hi) / 2;
         if (t->pc_off[mid] <= off)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo == 0 ? &t->rules[0] : &t->rules[t->rule_of[lo - 1]];
+    return &t->rules[t->rule_of[lo - 1]];
 }
 
 /* One stack word, when its page is known readable. The last page checked
@@ -122,6 +129,7 @@ enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint
         goto out;
     }
     struct unwind_index *ix = &unwind_indexes[ix_id];
+    struct unwind_module *m = NULL;
     for (;;) {
         pcs[n++] = pc;
         if (n == max) {
@@ -132,7 +140,9 @@ enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
         uint64_t at = n == 1 ? pc : pc - 1;
-        struct unwind_module *m = find_module(ix, at);
+        /* Callers are mostly in the same module as their callee. */
+        if (m == NULL || at < m->lo || at >= m->hi)
+            m = find_module(ix, at);
         if (m == NULL) {
             atomic_store_explicit(&unwind_index_miss, 1, memory_order_relaxed);
             res = UNWIND_FAIL_NO_MODULE;

@@ -14,6 +14,10 @@
  *   rule_of[nrows]  u16: index into rules[]
  *   rules[nrules]   struct unwind_rule, deduplicated (most functions share a
  *                   handful of rules: CFA = SP+8, SP+16, FP+16, ...)
+ *   bucket[nbuckets] u32: for each 2^UNWIND_BUCKET_SHIFT bytes of text, the
+ *                   row covering its first byte, so that a lookup scans a
+ *                   few rows instead of a binary search over all of them
+ *                   (4 bytes per 256 bytes of code)
  * rules[0] is always "no rule here" (a gap between functions): fall back.
  *
  * Architecture is data: a rule names the CFA's base as an abstract register
@@ -75,7 +79,10 @@ struct unwind_table {
     const uint32_t *pc_off;
     const uint16_t *rule_of;
     const struct unwind_rule *rules;
+    uint32_t nbuckets;
+    const uint32_t *bucket;
 };
+#define UNWIND_BUCKET_SHIFT 8
 
 /* How the builder reads DWARF register numbers on one architecture. */
 struct unwind_arch {
