@@ -73,7 +73,7 @@ static long iterations = 200;
 static uint64_t walks_tables, walks_libunwind, walks_cold, frames_total;
 static int mismatches;
 
-__attribute__((noinline)) unsigned walk_tables(const ucontext_t *uc, uint64_t *pcs)
+__attribute__((noinline)) static unsigned walk_tables(const ucontext_t *uc, uint64_t *pcs)
 {
     unsigned n = 0;
     bool truncated;
@@ -83,7 +83,7 @@ __attribute__((noinline)) unsigned walk_tables(const ucontext_t *uc, uint64_t *p
     return n;
 }
 
-__attribute__((noinline)) unsigned walk_libunwind(uint64_t *pcs)
+__attribute__((noinline)) static unsigned walk_libunwind(uint64_t *pcs)
 {
     int n = unw_backtrace((void **)pcs, MAX_FRAMES);
     return n > 0 ? (unsigned)n : 0;
@@ -92,7 +92,7 @@ __attribute__((noinline)) unsigned walk_libunwind(uint64_t *pcs)
 /* libunwind after its caches were flushed: what a sample costs in code it
  * has not seen yet (a fresh library, or more distinct PCs than its trace
  * cache holds); the table unwinder has no such path in the handler. */
-__attribute__((noinline)) unsigned walk_libunwind_cold(uint64_t *pcs)
+__attribute__((noinline)) static unsigned walk_libunwind_cold(uint64_t *pcs)
 {
     unw_flush_cache(unw_local_addr_space, 0, 0);
     int n = unw_backtrace((void **)pcs, MAX_FRAMES);

@@ -206,6 +206,14 @@ struct opr_unwind {
     uint64_t tables_built;       /* modules compiled */
     uint64_t table_bytes;        /* their mmap'ed size */
     uint64_t build_cpu_ns;       /* the writer's CPU time compiling them */
+    /* Time of the unwinding step alone (TSC read around it, converted with
+     * the writer's calibration against CLOCK_MONOTONIC), median and 99th
+     * percentile over this stream, 1/4-octave resolution. Normally: "table"
+     * = samples on the tables, "libunwind" = samples that fell back (the
+     * failed table walk included). With OPPROF_UNWIND_CHECK=1 both walks of
+     * the same samples are timed apart: the two unwinders side by side. */
+    uint64_t table_p50_ns, table_p99_ns;
+    uint64_t libunwind_p50_ns, libunwind_p99_ns;
 };
 
 struct opr_end {

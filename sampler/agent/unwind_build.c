@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <x86intrin.h>
 
 #include "sampler/agent/unwind_table.h"
 
@@ -835,7 +836,7 @@ static void build_wanted(void)
 /* ---- what the writer reports ----------------------------------------------- */
 
 static struct opr_unwind last_emitted;
-static uint64_t last_emit_ns;
+static uint64_t last_emit_ns, last_timed_total;
 
 /* "module+0xoff(symbol)" of pc, for the check mode's NOTE. */
 static int describe_pc(char *out, size_t cap, uint64_t pc)
@@ -880,6 +881,28 @@ static void emit_examples(agent_emit_fn emit)
     }
 }
 
+/* The q-quantile (0..1) of histogram h in ns (the bucket's middle), 0 when
+ * empty. TSC ticks are converted with the ratio of TSC to CLOCK_MONOTONIC
+ * since the constructor. */
+static uint64_t quantile_ns(_Atomic uint64_t *h, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++)
+        total += atomic_load_explicit(&h[k], memory_order_relaxed);
+    uint64_t ns = agent_now_ns() - unwind_ns0, ticks = __rdtsc() - unwind_tsc0;
+    if (total == 0 || ns == 0 || ticks == 0)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)total);
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++) {
+        seen += atomic_load_explicit(&h[k], memory_order_relaxed);
+        if (seen > want) {
+            double mid = k < 4 ? k + 0.5 : (double)(4 + (k & 3) + 0.5) * (double)(1ull << (k / 4 - 2));
+            return (uint64_t)(mid * (double)ns / (double)ticks);
+        }
+    }
+    return 0;
+}
+
 static void emit_counts(agent_emit_fn emit, bool final)
 {
     struct opr_unwind u = {
@@ -898,19 +921,33 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,
     };
-    uint64_t now = agent_now_ns();
-    if (memcmp(&u, &last_emitted, sizeof u) == 0 || (!final && now - last_emit_ns < 1000000000ull))
+    /* Not compared below: they move with the clock calibration. */
+    struct opr_unwind timed = u;
+    uint64_t now = agent_now_ns(), timed_total = 0;
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++)
+        timed_total += atomic_load(&unwind_hist[0][k]) + atomic_load(&unwind_hist[1][k]);
+    if ((memcmp(&u, &last_emitted, sizeof u) == 0 && timed_total == last_timed_total) ||
+        (!final && now - last_emit_ns < 1000000000ull))
         return;
+    last_timed_total = timed_total;
     last_emitted = u;
     last_emit_ns = now;
-    u.time_ns = now;
-    emit(OPR_REC_UNWIND, &u, sizeof u, NULL, 0);
+    timed.time_ns = now;
+    timed.table_p50_ns = quantile_ns(unwind_hist[0], 0.5);
+    timed.table_p99_ns = quantile_ns(unwind_hist[0], 0.99);
+    timed.libunwind_p50_ns = quantile_ns(unwind_hist[1], 0.5);
+    timed.libunwind_p99_ns = quantile_ns(unwind_hist[1], 0.99);
+    emit(OPR_REC_UNWIND, &timed, sizeof timed, NULL, 0);
 }
 
 void agent_unwind_poll(agent_emit_fn emit)
 {
-    if (agent_config.call_graph != CALL_GRAPH_DWARF || !agent_unwind_tables_on())
+    if (agent_config.call_graph != CALL_GRAPH_DWARF)
         return;
+    if (!agent_unwind_tables_on()) { /* OPPROF_UNWIND=libunwind: only its timing */
+        emit_counts(emit, !atomic_load(&agent_accepting));
+        return;
+    }
     unsigned long long counts[2] = {0, 0};
     dl_iterate_phdr(read_counts, counts);
     if (!scanned_once || counts[0] != seen_adds || counts[1] != seen_subs)
@@ -933,6 +970,6 @@ void agent_unwind_poll(agent_emit_fn emit)
 void unwind_build_atfork_child(void)
 {
     memset(&last_emitted, 0, sizeof last_emitted);
-    last_emit_ns = 0;
+    last_emit_ns = last_timed_total = 0;
     tables_built = table_bytes = build_cpu_ns = 0;
 }

@@ -16,6 +16,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <x86intrin.h> /* __rdtsc: one instruction, no call */
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -28,6 +29,8 @@ _Atomic int unwind_index_readers[2];
 _Atomic int unwind_index_miss;
 _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
 struct unwind_counters unwind_counts;
+_Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
+uint64_t unwind_tsc0, unwind_ns0;
 struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
 
 static bool tables_on = true;
@@ -39,6 +42,19 @@ void agent_unwind_init(void)
     tables_on = !(mode && strcmp(mode, "libunwind") == 0);
     const char *check = getenv("OPPROF_UNWIND_CHECK");
     check_on = tables_on && check && strcmp(check, "1") == 0;
+    unwind_tsc0 = __rdtsc();
+    unwind_ns0 = agent_now_ns();
+}
+
+/* 4 buckets per octave of TSC ticks: bucket 4b+s holds [4+s, 5+s) << (b-2). */
+static void time_into(int which, uint64_t ticks)
+{
+    unsigned k = (unsigned)ticks;
+    if (ticks >= 4) {
+        unsigned b = 63u - (unsigned)__builtin_clzll(ticks);
+        k = b * 4 + (unsigned)((ticks >> (b - 2)) & 3);
+    }
+    atomic_fetch_add_explicit(&unwind_hist[which][k], 1, memory_order_relaxed);
 }
 
 bool agent_unwind_tables_on(void) { return tables_on; }
@@ -272,11 +288,16 @@ static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsi
 
 /* Both ways; the table's stack is the one recorded when it had one. */
 static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
-                                enum unwind_result res, unsigned n, bool truncated)
+                                enum unwind_result res, unsigned n, bool truncated, uint64_t table_ticks)
 {
+    if (res == UNWIND_OK)
+        time_into(0, table_ticks);
     uint64_t other[OPR_MAX_FRAMES];
     uint16_t other_flags = 0;
+    uint64_t t0 = __rdtsc();
     unsigned m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
+    if (res == UNWIND_OK)
+        time_into(1, __rdtsc() - t0);
     atomic_fetch_add_explicit(&unwind_counts.check_samples, 1, memory_order_relaxed);
     if (res != UNWIND_OK) {
         atomic_fetch_add_explicit(&unwind_counts.check_table_failed, 1, memory_order_relaxed);
@@ -307,17 +328,23 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
 
 unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
 {
-    if (!tables_on)
-        return unwind_libunwind_walk(uc, pcs, max, flags);
+    if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
+        uint64_t t0 = __rdtsc();
+        unsigned n = unwind_libunwind_walk(uc, pcs, max, flags);
+        time_into(1, __rdtsc() - t0);
+        return n;
+    }
     uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
     uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
     uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
     unsigned n;
     bool truncated;
+    uint64_t t0 = __rdtsc();
     enum unwind_result res = unwind_table_walk(pc, sp, fp, pcs, max, &n, &truncated);
     if (check_on)
-        return check_both_ways(uc, pcs, max, flags, res, n, truncated);
+        return check_both_ways(uc, pcs, max, flags, res, n, truncated, __rdtsc() - t0);
     if (res == UNWIND_OK) {
+        time_into(0, __rdtsc() - t0);
         atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
         if (truncated)
@@ -325,7 +352,9 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
         return n;
     }
     count_fallback(res);
-    return unwind_libunwind_walk(uc, pcs, max, flags);
+    n = unwind_libunwind_walk(uc, pcs, max, flags);
+    time_into(1, __rdtsc() - t0);
+    return n;
 }
 
 /* A fork child has the parent's tables (the address space was copied); only
@@ -336,6 +365,7 @@ void agent_unwind_atfork_child(void)
     atomic_store(&unwind_index_readers[0], 0);
     atomic_store(&unwind_index_readers[1], 0);
     memset(&unwind_counts, 0, sizeof unwind_counts);
+    memset(unwind_hist, 0, sizeof unwind_hist);
     for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++)
         atomic_store(&unwind_examples[i].state, 0);
 }

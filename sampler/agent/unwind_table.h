@@ -127,6 +127,11 @@ struct unwind_counters {
     _Atomic uint64_t check_samples, check_disagree, check_disagree_length, check_table_failed;
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
+/* Durations of the unwinding step in TSC ticks, 4 buckets per octave
+ * (unwind_hist_bucket); [0] tables, [1] libunwind (see struct opr_unwind). */
+#define UNWIND_HIST_BUCKETS 256
+AGENT_HIDDEN extern _Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
+AGENT_HIDDEN extern uint64_t unwind_tsc0, unwind_ns0; /* calibration start (constructor) */
 AGENT_HIDDEN extern _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
 
 /* --unwind-check: the first disagreements, both stacks, for a NOTE. state:

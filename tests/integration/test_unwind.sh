@@ -27,10 +27,13 @@ unwind_counts() {
 import glob, os, struct
 d, name, min_fast = sys.argv[1], sys.argv[2], float(sys.argv[3])
 FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read "
-          "check disagree disagree_length tables_built table_bytes build_cpu_ns").split()
+          "check disagree disagree_length tables_built table_bytes build_cpu_ns "
+          "table_p50 table_p99 lib_p50 lib_p99").split()
+TIMES = FIELDS[-4:]
 tot = dict.fromkeys(FIELDS, 0)
 samples = 0
 notes = []
+biggest, times = -1, [0.0] * 4
 for path in sorted(glob.glob(os.path.join(d, "proc-*.raw"))):
     data = open(path, "rb").read()
     off = struct.unpack_from("<I", data, 12)[0]
@@ -52,7 +55,11 @@ for path in sorted(glob.glob(os.path.join(d, "proc-*.raw"))):
         off += (size + 7) & ~7
     if last:
         for k in FIELDS:
-            tot[k] += last[k]
+            if k not in TIMES:
+                tot[k] += last[k]
+        if last["check"] >= biggest:  # timings: the stream with the most samples
+            biggest = last["check"]
+            times = [last[k] / 1000.0 for k in TIMES]
 fast = 100.0 * tot["table_samples"] / max(tot["check"], 1)
 print("%s: %d samples, %d unwound both ways, %d on the tables (%.1f %% fast path, %.1f frames each), "
       "%d disagreements (%d of length only); libunwind for %d: not built yet %d, no module %d, "
@@ -61,6 +68,8 @@ print("%s: %d samples, %d unwound both ways, %d on the tables (%.1f %% fast path
          tot["table_frames"] / max(tot["table_samples"], 1), tot["disagree"], tot["disagree_length"],
          tot["fallback"], tot["not_built"], tot["no_module"], tot["no_table"], tot["rule"], tot["read"],
          tot["tables_built"], tot["table_bytes"] / 1e6, tot["build_cpu_ns"] / 1e6))
+print("  time to unwind the same samples, median / p99: tables %.2f / %.2f us, libunwind %.2f / %.2f us"
+      % tuple(times))
 for t in notes[:4]:
     print("  " + t[:2000])
 if samples == 0:
