@@ -286,18 +286,35 @@ static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsi
     }
 }
 
-/* Both ways; the table's stack is the one recorded when it had one. */
-static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
-                                enum unwind_result res, unsigned n, bool truncated, uint64_t table_ticks)
+/* Both ways; the table's stack is the one recorded when it had one. Each
+ * walk is timed; the order alternates from sample to sample, since the
+ * second walk finds the stack in the cache that the first brought in. */
+static __thread unsigned check_turn;
+
+static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
 {
-    if (res == UNWIND_OK)
-        time_into(0, table_ticks);
     uint64_t other[OPR_MAX_FRAMES];
     uint16_t other_flags = 0;
-    uint64_t t0 = __rdtsc();
-    unsigned m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
-    if (res == UNWIND_OK)
-        time_into(1, __rdtsc() - t0);
+    unsigned n = 0, m = 0;
+    bool truncated = false;
+    enum unwind_result res = UNWIND_OK;
+    uint64_t table_ticks = 0, lib_ticks = 0;
+    bool tables_first = (check_turn++ & 1) == 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t t0 = __rdtsc();
+        if ((pass == 0) == tables_first) {
+            res = unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                    (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated);
+            table_ticks = __rdtsc() - t0;
+        } else {
+            m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
+            lib_ticks = __rdtsc() - t0;
+        }
+    }
+    if (res == UNWIND_OK) {
+        time_into(0, table_ticks);
+        time_into(1, lib_ticks);
+    }
     atomic_fetch_add_explicit(&unwind_counts.check_samples, 1, memory_order_relaxed);
     if (res != UNWIND_OK) {
         atomic_fetch_add_explicit(&unwind_counts.check_table_failed, 1, memory_order_relaxed);
@@ -339,10 +356,10 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
     uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
     unsigned n;
     bool truncated;
+    if (check_on)
+        return check_both_ways(uc, pcs, max, flags);
     uint64_t t0 = __rdtsc();
     enum unwind_result res = unwind_table_walk(pc, sp, fp, pcs, max, &n, &truncated);
-    if (check_on)
-        return check_both_ways(uc, pcs, max, flags, res, n, truncated, __rdtsc() - t0);
     if (res == UNWIND_OK) {
         time_into(0, __rdtsc() - t0);
         atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
