@@ -812,7 +812,43 @@ void unwind_rescan(bool build_all)
 }
 
 /* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
- * queue keeps draining (a big module, libtorch_cpu, is still built whole). */
+ * queue keeps draining (a big module, libtorch_cpu, is still built whole).
+ * The builds run inside dl_iterate_phdr's callback, for objects it still
+ * lists: glibc holds the loader lock there, so no other thread can dlclose
+ * (unmap) an object while we read its .eh_frame (test_dlopen's hammer
+ * crashed the writer that way, reading a library unloaded since the scan). */
+struct build_pass {
+    struct unwind_index *ix;
+    uint64_t began;
+    bool out_of_time;
+};
+
+static int build_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct build_pass *bp = arg;
+    uint64_t lo = UINT64_MAX, hdr = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && info->dlpi_addr + ph->p_vaddr < lo)
+            lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_GNU_EH_FRAME)
+            hdr = info->dlpi_addr + ph->p_vaddr;
+    }
+    struct unwind_module key = {.lo = lo};
+    struct unwind_module *m = bsearch(&key, bp->ix->mod, bp->ix->count, sizeof key, module_order);
+    /* Only the object the index describes: another one loaded at the same
+     * address since the scan waits for the rescan its load triggers. */
+    if (m == NULL || m->eh_frame_hdr != hdr || atomic_load(&m->state) != UNWIND_MOD_WANTED)
+        return 0;
+    if (thread_cpu_now() - bp->began > 20000000ull) {
+        bp->out_of_time = true;
+        return 1;
+    }
+    build_module(m);
+    return 0;
+}
+
 static void build_wanted(void)
 {
     if (!atomic_exchange(&unwind_build_wanted, 0))
@@ -820,17 +856,10 @@ static void build_wanted(void)
     int cur = atomic_load(&unwind_index_current);
     if (cur < 0)
         return;
-    struct unwind_index *ix = &unwind_indexes[cur];
-    uint64_t began = thread_cpu_now();
-    for (size_t i = 0; i < ix->count; i++) {
-        if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_WANTED)
-            continue;
-        if (thread_cpu_now() - began > 20000000ull) {
-            atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
-            return;
-        }
-        build_module(&ix->mod[i]);
-    }
+    struct build_pass bp = {&unwind_indexes[cur], thread_cpu_now(), false};
+    dl_iterate_phdr(build_if_wanted, &bp);
+    if (bp.out_of_time)
+        atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
 }
 
 /* ---- what the writer reports ----------------------------------------------- */
