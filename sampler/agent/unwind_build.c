@@ -216,11 +216,17 @@ struct build_row {
     uint32_t seq; /* emission order: a later FDE wins at the same PC; gaps lose */
     struct unwind_rule rule;
 };
+/* The rows of one FDE, in emission order (already sorted among themselves). */
+struct fde_span {
+    uint32_t begin_off, first_row, nrows, seq;
+};
 struct build {
     const struct unwind_arch *arch;
     uint64_t base, hi;
     struct build_row *rows;
     size_t nrows, cap;
+    struct fde_span *spans;
+    size_t nspans, spans_cap;
     bool oom;
 };
 
@@ -467,6 +473,7 @@ static void add_fde(struct build *b, const struct cie *cie, struct cursor *c, ui
         c->p += read_uleb(c);
     if (c->bad || c->p > c->end || pc_range == 0 || pc_begin < b->base || pc_begin + pc_range > b->hi)
         return;
+    size_t first_row = b->nrows;
     struct cfa_state initial = {.cfa_reg = b->arch->dwarf_sp, .cfa_off = 8, .ra = {R_UNSPEC, 0},
                                 .fp = {R_UNSPEC, 0}};
     struct cursor ci = {cie->insns, cie->insns_end, false};
@@ -483,6 +490,21 @@ static void add_fde(struct build *b, const struct cie *cie, struct cursor *c, ui
         add_row(b, loc, &gap_rule); /* what we could not read goes to libunwind */
     }
     add_row(b, end, &gap_rule); /* past the function: a gap unless another FDE starts here */
+    if (b->nrows > first_row && !b->oom) {
+        if (b->nspans == b->spans_cap) {
+            size_t cap = b->spans_cap ? b->spans_cap * 2 : 1024;
+            struct fde_span *sp = realloc(b->spans, cap * sizeof *sp);
+            if (!sp) {
+                b->oom = true;
+                return;
+            }
+            b->spans = sp;
+            b->spans_cap = cap;
+        }
+        b->spans[b->nspans] = (struct fde_span){b->rows[first_row].off, (uint32_t)first_row,
+                                                (uint32_t)(b->nrows - first_row), (uint32_t)b->nspans};
+        b->nspans++;
+    }
 }
 
 /* ---- packing a module's rows into its table ------------------------------- */
@@ -529,7 +551,7 @@ static uint16_t rule_index(struct rule_set *rs, const struct unwind_rule *r)
             return (uint16_t)(rs->slots[i] - 1);
         i = (i + 1) & (rs->nslots - 1);
     }
-    if (rs->n >= UINT16_MAX)
+    if (rs->n >= UINT16_MAX || rs->n >= rs->nslots / 2)
         return 1;
     rs->rules[rs->n] = *r;
     rs->slots[i] = (uint32_t)++rs->n;
@@ -538,12 +560,53 @@ static uint16_t rule_index(struct rule_set *rs, const struct unwind_rule *r)
 
 /* Sorts, drops rows that repeat the previous rule, and copies the result
  * into one read-only mmap'ed block. */
+static int span_order(const void *pa, const void *pb)
+{
+    const struct fde_span *a = pa, *b = pb;
+    if (a->begin_off != b->begin_off)
+        return a->begin_off < b->begin_off ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Rows in PC order. Each FDE's rows are in order already: sorting the FDEs
+ * and copying their rows is much cheaper than sorting all rows (a third of
+ * libtorch_cpu's build time went to the row sort). Overlapping FDEs leave
+ * the copy out of order: then the rows are sorted one by one. */
+static void sort_rows(struct build *b)
+{
+    struct build_row *sorted = malloc(b->nrows * sizeof *sorted);
+    if (sorted && b->nspans) {
+        qsort(b->spans, b->nspans, sizeof b->spans[0], span_order);
+        size_t n = 0;
+        for (size_t i = 0; i < b->nspans; i++) {
+            memcpy(sorted + n, b->rows + b->spans[i].first_row, b->spans[i].nrows * sizeof *sorted);
+            n += b->spans[i].nrows;
+        }
+        if (n == b->nrows) {
+            for (size_t i = 0; i < n; i++)
+                sorted[i].seq = (uint32_t)i; /* the copy's order decides ties now */
+            free(b->rows);
+            b->rows = sorted;
+            sorted = NULL;
+        }
+    }
+    free(sorted);
+    for (size_t i = 1; i < b->nrows; i++) {
+        if (row_order(&b->rows[i - 1], &b->rows[i]) > 0) {
+            qsort(b->rows, b->nrows, sizeof b->rows[0], row_order);
+            return;
+        }
+    }
+}
+
 static struct unwind_table *pack(struct build *b)
 {
-    qsort(b->rows, b->nrows, sizeof b->rows[0], row_order);
+    sort_rows(b);
     struct rule_set rs = {0};
-    rs.nslots = 1u << 17; /* > 2 x 65535 */
-    rs.rules = malloc(UINT16_MAX * sizeof *rs.rules);
+    size_t most = b->nrows + 2 < UINT16_MAX ? b->nrows + 2 : UINT16_MAX; /* distinct rules at most */
+    for (rs.nslots = 64; rs.nslots < 2 * most;)
+        rs.nslots *= 2; /* at most half full */
+    rs.rules = malloc(most * sizeof *rs.rules);
     rs.slots = calloc(rs.nslots, sizeof *rs.slots);
     uint16_t *rule_of = malloc((b->nrows + 1) * sizeof *rule_of);
     uint32_t *pc_off = malloc((b->nrows + 1) * sizeof *pc_off);
@@ -664,6 +727,7 @@ struct unwind_table *unwind_build_table(uint64_t eh_frame_hdr, uint64_t limit, u
     }
     struct unwind_table *t = b.oom || b.nrows == 0 ? NULL : pack(&b);
     free(b.rows);
+    free(b.spans);
     return t;
 }
 
