@@ -26,12 +26,12 @@ ${CC:-gcc} -std=gnu11 -O2 -g -D_GNU_SOURCE -fomit-frame-pointer -fno-optimize-si
 "$tmp/unwind_bench" "$iter" # outside valgrind: both walks give the same stacks
 valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/unwind_bench" "$iter" \
     >"$tmp/bench.out" 2>"$tmp/valgrind.err" || { cat "$tmp/valgrind.err" >&2; exit 1; }
-callgrind_annotate --inclusive=yes "$tmp/cg.out" >"$tmp/annotate.txt" 2>"$tmp/annotate.err"
+callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.out" >"$tmp/annotate.txt" 2>"$tmp/annotate.err"
 # walks per function: from the bench's own line (stacks x iterations)
 walks=$(sed -n 's/.*, \([0-9]*\) table walks, .*/\1/p' "$tmp/bench.out")
 cold_walks=$(sed -n 's/.*, \([0-9]*\) cold libunwind walks, .*/\1/p' "$tmp/bench.out")
 ir_of() { # inclusive Ir of function $1 (callgrind_annotate prints "1,234 (5%)  file:func")
-    awk -v f="$1" '$0 ~ (":" f "( |$)") { gsub(",", "", $1); print $1; exit }' "$tmp/annotate.txt"
+    awk -v f="$1" '$0 ~ (":" f "([ .]|$)") { gsub(",", "", $1); print $1; exit }' "$tmp/annotate.txt"
 }
 tables=$(ir_of walk_tables)
 libunwind=$(ir_of walk_libunwind)
