@@ -103,9 +103,14 @@ enum { PE_OMIT = 0xff, PE_ABSPTR = 0x00, PE_ULEB = 0x01, PE_U2 = 0x02, PE_U4 = 0
  * data base .eh_frame_hdr uses); textrel/funcrel do not occur in .eh_frame
  * on x86-64 and are refused, as is indirect (only used for personality
  * routines, which we skip by length). */
+/* The bytes are parsed from a private copy (see build_wanted): the address
+ * they had in the object is the copy's address + this (pc-relative pointers
+ * are relative to the original). Writer thread only, set per build. */
+static uint64_t copy_to_real;
+
 static uint64_t read_encoded(struct cursor *c, uint8_t enc, uint64_t datarel_base)
 {
-    uint64_t here = (uint64_t)(uintptr_t)c->p, v;
+    uint64_t here = (uint64_t)(uintptr_t)c->p + copy_to_real, v;
     if (enc == PE_OMIT)
         return 0;
     switch (enc & 0x0f) {
@@ -471,7 +476,8 @@ static void add_fde(struct build *b, const struct cie *cie, struct cursor *c, ui
     uint64_t pc_range = read_encoded(c, cie->fde_enc & 0x0f, 0);
     if (cie->has_aug_data)
         c->p += read_uleb(c);
-    if (c->bad || c->p > c->end || pc_range == 0 || pc_begin < b->base || pc_begin + pc_range > b->hi)
+    if (c->bad || c->p > c->end || pc_range == 0 || pc_begin < b->base || pc_begin > b->hi ||
+        pc_range > b->hi - pc_begin)
         return;
     size_t first_row = b->nrows;
     struct cfa_state initial = {.cfa_reg = b->arch->dwarf_sp, .cfa_off = 8, .ra = {R_UNSPEC, 0},
@@ -681,23 +687,28 @@ void unwind_table_free(struct unwind_table *t)
 /*
  * .eh_frame_hdr: u8 version (1), u8 eh_frame_ptr encoding, u8 fde_count
  * encoding, u8 table encoding, then the encoded pointer to .eh_frame. We
- * walk .eh_frame itself (every CIE and FDE, up to the zero terminator or
- * limit, the end of the segment holding it) rather than the hdr's sorted
- * table: we want every row anyway.
+ * walk .eh_frame itself (every CIE and FDE, up to the zero terminator or the
+ * end of the bytes given) rather than the hdr's sorted table: we want every
+ * row anyway. bytes: a copy of the object's memory from its .eh_frame_hdr
+ * (at real_addr) to the end of the segment holding it.
  */
-struct unwind_table *unwind_build_table(uint64_t eh_frame_hdr, uint64_t limit, uint64_t lo, uint64_t hi)
+struct unwind_table *unwind_build_table(const void *bytes, size_t len, uint64_t real_addr, uint64_t lo, uint64_t hi)
 {
-    struct cursor h = {(const uint8_t *)(uintptr_t)eh_frame_hdr, (const uint8_t *)(uintptr_t)limit, false};
+    const uint8_t *copy = bytes;
+    copy_to_real = real_addr - (uint64_t)(uintptr_t)copy;
+    struct cursor h = {copy, copy + len, false};
     if (read_fixed(&h, 1) != 1)
         return NULL;
     uint8_t ptr_enc = (uint8_t)read_fixed(&h, 1);
     read_fixed(&h, 2);
-    uint64_t eh_frame = read_encoded(&h, ptr_enc, eh_frame_hdr);
-    if (h.bad || eh_frame < eh_frame_hdr || eh_frame >= limit)
+    uint64_t eh_frame_real = read_encoded(&h, ptr_enc, real_addr);
+    if (h.bad || eh_frame_real < real_addr || eh_frame_real - real_addr >= len)
         return NULL; /* .eh_frame elsewhere than after its hdr in the same segment: not handled */
+    const uint8_t *eh_frame = copy + (eh_frame_real - real_addr);
+    uint64_t eh_frame_hdr = real_addr; /* the data-relative base */
     struct build b = {.arch = &unwind_arch_host, .base = lo, .hi = hi};
     struct cie cie = {0};
-    const uint8_t *p = (const uint8_t *)(uintptr_t)eh_frame, *end = (const uint8_t *)(uintptr_t)limit;
+    const uint8_t *p = eh_frame, *end = copy + len;
     while (p + 4 <= end && !b.oom) {
         struct cursor c = {p, end, false};
         uint64_t len = read_fixed(&c, 4);
@@ -714,7 +725,7 @@ struct unwind_table *unwind_build_table(uint64_t eh_frame_hdr, uint64_t limit, u
         if (cie_ptr != 0) { /* an FDE: cie_ptr is the distance back to its CIE */
             const uint8_t *cie_at = id_at - cie_ptr;
             struct cie fresh;
-            if (cie_at < (const uint8_t *)(uintptr_t)eh_frame) {
+            if (cie_at < eh_frame) {
                 /* a CIE before .eh_frame: malformed, skip the FDE */
             } else if (cie.at == cie_at) {
                 add_fde(&b, &cie, &c, eh_frame_hdr);
@@ -812,11 +823,13 @@ static uint64_t thread_cpu_now(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Compiles module m's table and publishes it to the handlers. */
-static void build_module(struct unwind_module *m)
+/* Compiles module m's table from bytes (a copy of its memory from the
+ * .eh_frame_hdr on) and publishes it to the handlers. */
+static void build_module(struct unwind_module *m, const void *bytes)
 {
     uint64_t began = thread_cpu_now();
-    struct unwind_table *t = unwind_build_table(m->eh_frame_hdr, m->eh_limit, m->lo, m->hi);
+    struct unwind_table *t =
+        bytes ? unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi) : NULL;
     build_cpu_ns += thread_cpu_now() - began;
     if (t) {
         tables_built++;
@@ -870,24 +883,30 @@ void unwind_rescan(bool build_all)
                 unwind_table_free(t);
         }
     }
+    /* build_all (benchmarks): objects that stay loaded, read in place. */
     for (size_t i = 0; build_all && i < ix->count; i++)
         if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_NONE && atomic_load(&ix->mod[i].table) == NULL)
-            build_module(&ix->mod[i]);
+            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr);
 }
 
 /* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
  * queue keeps draining (a big module, libtorch_cpu, is still built whole).
- * The builds run inside dl_iterate_phdr's callback, for objects it still
- * lists: glibc holds the loader lock there, so no other thread can dlclose
- * (unmap) an object while we read its .eh_frame (test_dlopen's hammer
- * crashed the writer that way, reading a library unloaded since the scan). */
+ * An object's bytes are copied inside dl_iterate_phdr's callback, for
+ * objects it still lists: glibc holds the loader lock there, so no other
+ * thread can dlclose (unmap) the object while we read it (test_dlopen's
+ * hammer crashed the writer reading a library unloaded since the scan).
+ * The parsing runs after, on the copies, so that the workload's dlopen
+ * waits for a memcpy at most, not for a build (~150 ms for libtorch_cpu). */
+#define BUILD_BATCH 8
 struct build_pass {
     struct unwind_index *ix;
-    uint64_t began;
-    bool out_of_time;
+    struct unwind_module *mod[BUILD_BATCH];
+    void *copy[BUILD_BATCH];
+    unsigned n;
+    size_t bytes;
 };
 
-static int build_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
+static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct build_pass *bp = arg;
@@ -905,11 +924,15 @@ static int build_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
      * address since the scan waits for the rescan its load triggers. */
     if (m == NULL || m->eh_frame_hdr != hdr || atomic_load(&m->state) != UNWIND_MOD_WANTED)
         return 0;
-    if (thread_cpu_now() - bp->began > 20000000ull) {
-        bp->out_of_time = true;
-        return 1;
-    }
-    build_module(m);
+    if (bp->n == BUILD_BATCH || bp->bytes > (64u << 20))
+        return 1; /* the rest at the next poll */
+    size_t len = m->eh_limit - m->eh_frame_hdr;
+    void *copy = malloc(len);
+    if (copy)
+        memcpy(copy, (const void *)(uintptr_t)m->eh_frame_hdr, len);
+    bp->mod[bp->n] = m;
+    bp->copy[bp->n++] = copy; /* NULL (out of memory): the module goes to libunwind */
+    bp->bytes += len;
     return 0;
 }
 
@@ -920,10 +943,18 @@ static void build_wanted(void)
     int cur = atomic_load(&unwind_index_current);
     if (cur < 0)
         return;
-    struct build_pass bp = {&unwind_indexes[cur], thread_cpu_now(), false};
-    dl_iterate_phdr(build_if_wanted, &bp);
-    if (bp.out_of_time)
-        atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
+    uint64_t began = thread_cpu_now();
+    do {
+        struct build_pass bp = {.ix = &unwind_indexes[cur]};
+        dl_iterate_phdr(copy_if_wanted, &bp);
+        for (unsigned i = 0; i < bp.n; i++) {
+            build_module(bp.mod[i], bp.copy[i]);
+            free(bp.copy[i]);
+        }
+        if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
+            return; /* nothing more wanted */
+    } while (thread_cpu_now() - began < 20000000ull);
+    atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
 }
 
 /* ---- what the writer reports ----------------------------------------------- */

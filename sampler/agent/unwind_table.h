@@ -101,7 +101,7 @@ enum unwind_module_state {
 struct unwind_module {
     uint64_t lo, hi;                          /* executable PT_LOAD range(s), absolute */
     uint64_t eh_frame_hdr;                    /* absolute address of .eh_frame_hdr, 0: none */
-    uint64_t eh_limit;                        /* end of the segment holding it (bounds the parse) */
+    uint64_t eh_limit;                        /* end of the segment holding it (bounds the copy and the parse) */
     _Atomic(struct unwind_table *) table;     /* NULL until built (handler: acquire load) */
     _Atomic int state;                        /* enum unwind_module_state */
 };
@@ -178,9 +178,10 @@ AGENT_HIDDEN void agent_unwind_atfork_child(void);
  * or a sample missed, build the tables samples asked for (time-boxed), emit
  * the UNWIND record when the counters changed. */
 AGENT_HIDDEN void agent_unwind_poll(agent_emit_fn emit);
-/* Compiles one module's .eh_frame (found through its .eh_frame_hdr) into a
- * fresh mmap'ed table; NULL when there is nothing usable. */
-AGENT_HIDDEN struct unwind_table *unwind_build_table(uint64_t eh_frame_hdr, uint64_t limit, uint64_t lo,
+/* Compiles one module's .eh_frame into a fresh mmap'ed table, from bytes: a
+ * copy of the object's memory from its .eh_frame_hdr (at real_addr) to the
+ * end of the segment holding it. NULL when there is nothing usable. */
+AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t len, uint64_t real_addr, uint64_t lo,
                                                      uint64_t hi);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
