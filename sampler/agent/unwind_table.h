@@ -4,7 +4,8 @@
  * Why: libunwind cost 33 of the handler's 48 us per sample (round 1), with a
  * slow path at 134 us and page faults on the .eh_frame of fresh libraries
  * inside the handler. Here the writer thread compiles each code module's
- * .eh_frame once into a compact table (unwind_build.c), and the handler
+ * .eh_frame once into a compact table (unwind_compile.c, scheduled by
+ * unwind_build.c), and the handler
  * walks a stack with two binary searches and two stack reads per frame
  * (unwind_table.c). What a table cannot express (DWARF expressions, signal
  * frames, a module whose table is not built yet) goes to libunwind, counted.
@@ -173,7 +174,7 @@ AGENT_HIDDEN enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
 AGENT_HIDDEN void agent_unwind_atfork_child(void);
 
-/* ---- writer side (unwind_build.c) ----------------------------------------- */
+/* ---- writer side (unwind_build.c, unwind_compile.c) ------------------------ */
 /* Writer hook, every drain: rescan modules when the loader's counts changed
  * or a sample missed, build the tables samples asked for (time-boxed), emit
  * the UNWIND record when the counters changed. */
