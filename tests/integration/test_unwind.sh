@@ -142,6 +142,28 @@ if share < 90:
     fail("only %.1f %% of the split run on the tables" % share)
 ' "$1"
 }
-unwind_counts_fast "$WORK/split" && pass "known_split's split holds with the table unwinder"
+unwind_counts_fast "$WORK/split" >"$WORK/split_share.out" # (no pipe: pycheck counts failures in this shell)
+_share_status=$?
+cat "$WORK/split_share.out"
+[ "$_share_status" -eq 0 ] && pass "known_split's split holds with the table unwinder"
+
+# The report's header says the same share (read from the same UNWIND records).
+if limited "$OPPROF" report "$WORK/split" --format text >"$WORK/split.txt" 2>"$WORK/split.err"; then
+    pycheck '
+import re
+text = open(sys.argv[1]).read()
+m = re.search(r"^  unwinding   ([0-9.]+) % of stacks by the agent.s unwind tables, ([0-9]+) by libunwind", text, re.M)
+if not m:
+    fail("no unwinding line in the report header")
+else:
+    out = open(sys.argv[2]).read()
+    want = re.search(r"\(([0-9.]+) % fast path\)", out)
+    print("report: %s" % m.group(0).strip())
+    if want and abs(float(m.group(1)) - float(want.group(1))) > 0.1:
+        fail("report says %s %% on the tables, the streams %s %%" % (m.group(1), want.group(1)))
+' "$WORK/split.txt" "$WORK/split_share.out"
+else
+    fail "opprof report --format text on the split run failed"
+fi
 
 finish
