@@ -108,6 +108,10 @@ struct profile {
     uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
     /* The agent's own cost, summed over processes that ended cleanly. */
     uint64_t agent_handler_ns, agent_handler_calls, agent_writer_cpu_ns, process_cpu_ns;
+    /* The agent's unwinder (UNWIND records, the last of each stream): stacks
+     * walked by its tables and by libunwind; with OPPROF_UNWIND_CHECK=1,
+     * samples unwound both ways and those that differed. */
+    uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
     /* ACCOUNTING records summed over processes (analyze/accounting.c): CPU
      * time no sample stands for and why, the agent's start-up cost, samples
      * a full disk kept out. acct_cpu_ns: process CPU of the streams that had one. */

@@ -75,6 +75,7 @@ struct stream_load {
     bool last_sample_kept;      /* the last SAMPLE record had a known stack */
     uint64_t lost;
     struct opr_limits limits;   /* the last LIMITS record: cumulative */
+    struct opr_unwind unwind;   /* the last UNWIND record: cumulative (added to the profile as deltas) */
     bool ended;
     uint64_t end_ns;
     uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
@@ -385,6 +386,26 @@ static int on_agent_cost(void *ctx, void *arg, const struct opr_record *rec)
     return 0;
 }
 
+/* UNWIND is cumulative per stream: the profile gets what changed since the
+ * stream's previous one. */
+static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_unwind u;
+    memset(&u, 0, sizeof u);
+    memcpy(&u, rec->body, rec->len < sizeof u ? rec->len : sizeof u);
+    if (u.table_samples < sl->unwind.table_samples || u.fallback_samples < sl->unwind.fallback_samples ||
+        u.check_samples < sl->unwind.check_samples || u.check_disagree < sl->unwind.check_disagree)
+        return 0; /* counts never go down in one stream: a damaged record, ignored */
+    sl->p->unwind_table_samples += u.table_samples - sl->unwind.table_samples;
+    sl->p->unwind_fallback_samples += u.fallback_samples - sl->unwind.fallback_samples;
+    sl->p->unwind_check_samples += u.check_samples - sl->unwind.check_samples;
+    sl->p->unwind_check_disagree += u.check_disagree - sl->unwind.check_disagree;
+    sl->unwind = u;
+    return 0;
+}
+
 static int on_note(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
@@ -425,6 +446,7 @@ static const struct {
     {OPR_REC_END, sizeof(struct opr_end), on_end},
     {OPR_REC_AGENT_COST, sizeof(struct opr_agent_cost), on_agent_cost},
     {OPR_REC_NOTE, sizeof(struct opr_note), on_note},
+    {OPR_REC_UNWIND, offsetof(struct opr_unwind, check_disagree_length), on_unwind},
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global

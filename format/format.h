@@ -214,6 +214,36 @@ struct opr_limits {
     uint64_t first_drop_ns;     /* CLOCK_MONOTONIC of the first size-cap drop in this stream (0: none) */
 };
 
+/* The agent's table-driven unwinder (sampler/agent/unwind_table.h), cumulative
+ * per stream: written when the counts change (at most once a second) and at
+ * the end; the last one counts. */
+#define OPR_REC_UNWIND 24
+struct opr_unwind {
+    uint64_t time_ns;
+    uint64_t table_samples;      /* stacks unwound entirely by the tables (the fast path) */
+    uint64_t table_frames;       /* frames of those stacks */
+    uint64_t fallback_samples;   /* stacks unwound by libunwind instead; by cause: */
+    uint64_t fallback_not_built; /*   the module's table was not built yet (the writer builds it) */
+    uint64_t fallback_no_module; /*   a PC in no loaded object (JIT code, a library loaded since the last scan) */
+    uint64_t fallback_no_table;  /*   a module without .eh_frame_hdr */
+    uint64_t fallback_rule;      /*   a row the tables cannot express (DWARF expression, signal frame, ...) */
+    uint64_t fallback_read;      /*   a stack slot outside the readable mappings, or a CFA not above SP */
+    uint64_t check_samples;      /* OPPROF_UNWIND_CHECK=1: samples unwound both ways */
+    uint64_t check_disagree;     /*   of them, with both ways complete, stacks that differ */
+    uint64_t check_disagree_length; /*   of those, one stack a prefix of the other */
+    uint64_t tables_built;       /* modules compiled */
+    uint64_t table_bytes;        /* their mmap'ed size */
+    uint64_t build_cpu_ns;       /* the writer's CPU time compiling them */
+    /* Time of the unwinding step alone (TSC read around it, converted with
+     * the writer's calibration against CLOCK_MONOTONIC), median and 99th
+     * percentile over this stream, 1/4-octave resolution. Normally: "table"
+     * = samples on the tables, "libunwind" = samples that fell back (the
+     * failed table walk included). With OPPROF_UNWIND_CHECK=1 both walks of
+     * the same samples are timed apart: the two unwinders side by side. */
+    uint64_t table_p50_ns, table_p99_ns;
+    uint64_t libunwind_p50_ns, libunwind_p99_ns;
+};
+
 struct opr_end {
     uint64_t time_ns;
     uint64_t total_samples;

@@ -494,6 +494,16 @@ void report_print_header(FILE *out, const struct profile *p)
     print_collection_limits(out, p);
     counter_columns_print_header(out, p); /* per-sample counters */
     print_overhead(out, p);
+    /* The agent's unwinder (UNWIND records): how many stacks took the fast path. */
+    uint64_t unwound = p->unwind_table_samples + p->unwind_fallback_samples;
+    if (unwound) {
+        fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
+                100.0 * (double)p->unwind_table_samples / (double)unwound, p->unwind_fallback_samples);
+        if (p->unwind_check_samples)
+            fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
+                    p->unwind_check_disagree);
+        fputc('\n', out);
+    }
     print_unsampled(out, p);
 
     /* Said once: the loader's warning (below) says it when it is there. */

@@ -4,9 +4,11 @@
  * SIGNAL-HANDLER CODE: agent_handle_sample() and everything it calls
  * (capture_native_stack, fp_walk, the queue) run inside the SIGTRAP handler of
  * whatever thread was sampled. No malloc, no locks, no stdio, no errno left
- * changed. libunwind's unw_backtrace is the one library call: it is designed
- * for signal context (its per-thread trace cache lives in TLS and is mmap'ed,
- * and we warm it up in the constructor so its pthread key is created early).
+ * changed. Stacks are walked with the writer's unwind tables
+ * (unwind_table.c); libunwind's unw_backtrace is the one library call, for
+ * the frames the tables cannot do: it is designed for signal context (its
+ * per-thread trace cache lives in TLS and is mmap'ed, and we warm it up in
+ * the constructor so its pthread key is created early).
  *
  * How sampling works (see ../shared/design.md, "Recommended sampling design"):
  * the constructor opens one task-clock perf event on the calling thread with
@@ -51,6 +53,7 @@
 #include "config.h" /* HAVE_STRUCT_PERF_EVENT_ATTR_SIG_DATA for perf_attr.h */
 #include "sampler/agent/agent.h"
 #include "sampler/common/perf_attr.h"
+#include "sampler/agent/unwind_table.h"
 
 #ifndef TRAP_PERF
 #define TRAP_PERF 6
@@ -192,34 +195,6 @@ static unsigned fp_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max)
     return n;
 }
 
-/*
- * --call-graph dwarf: libunwind's unw_backtrace walks CFI from the handler
- * itself, through the kernel's signal frame, into the interrupted code. Its
- * first entries are this handler's own frames and the sigreturn trampoline:
- * drop everything before the interrupted PC.
- */
-static unsigned cfi_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
-{
-    uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    int n = unw_backtrace((void **)pcs, (int)max);
-    int skip = -1;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (pcs[i] == ip) {
-            skip = i;
-            break;
-        }
-    }
-    if (skip < 0) {
-        pcs[0] = ip;
-        *flags |= OPR_SAMPLE_UNWIND_FAILED;
-        return 1;
-    }
-    if (n == (int)max)
-        *flags |= OPR_SAMPLE_TRUNCATED;
-    memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof pcs[0]);
-    return (unsigned)(n - skip);
-}
-
 bool agent_handle_sample(siginfo_t *si, void *ucontext)
 {
     if (si->si_code != TRAP_PERF || siginfo_perf_data(si) != AGENT_SIG_COOKIE)
@@ -265,12 +240,8 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->weight = weight;
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
-        /* libunwind's dl_iterate_phdr calls are served from a snapshot while
-         * we are in here (agent_phdr.c): the real one takes the loader lock,
-         * which the interrupted thread may hold. */
-        agent_phdr_enter_handler();
-        slot->nframes = (uint16_t)cfi_walk(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
-        agent_phdr_leave_handler();
+        /* The writer's tables, libunwind where they cannot (unwind_table.c). */
+        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
         break;
     case CALL_GRAPH_FP:
         slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);
@@ -360,6 +331,7 @@ static void start_after_fork_in_child(void)
     pthread_sigmask(SIG_BLOCK, &trap, &old);
     cached_tid = 0;
     agent_counters_atfork_child(); /* the parent's per-thread counters are not ours */
+    agent_unwind_atfork_child();   /* nor are the parent's unwinding counts */
     agent_queue_reset();
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
@@ -445,6 +417,7 @@ __attribute__((constructor)) static void agent_init(void)
     }
 
     agent_phdr_refresh();
+    agent_unwind_init(); /* OPPROF_UNWIND, OPPROF_UNWIND_CHECK */
     agent_counters_init(); /* -e events to count per sample */
     /* Warm libunwind up outside any handler: creates its pthread key and
      * per-thread cache now rather than in the first signal. */

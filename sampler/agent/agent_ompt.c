@@ -32,6 +32,7 @@
 #include "config.h"
 #include "sampler/agent/agent_ompt.h"
 #include "sampler/agent/agent.h"
+#include "sampler/agent/unwind_table.h"
 
 __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 
@@ -162,7 +163,21 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     slot->tid = s->tid;
     slot->flags = AGENT_SLOT_OMP_CONTEXT;
     slot->omp_region = id;
-    int n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
+    /* The writer's unwind tables first (unwind_table.c), from our own
+     * registers; libunwind when they cannot do the whole stack. */
+    int n = 0;
+    unw_context_t here;
+    if (agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && unw_getcontext(&here) == 0) {
+        unsigned walked;
+        bool truncated;
+        const ucontext_t *uc = (const ucontext_t *)&here;
+        if (unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                              (uint64_t)uc->uc_mcontext.gregs[REG_RBP], slot->pcs, OPR_MAX_FRAMES, &walked,
+                              &truncated) == UNWIND_OK)
+            n = (int)walked;
+    }
+    if (n == 0)
+        n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
     if (n <= 0) {
         slot->pcs[0] = 0;
         n = 1;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sampler/agent/agent.h"
+#include "sampler/agent/unwind_table.h"
 
 #define DRAIN_INTERVAL_NS 10000000L
 
@@ -262,6 +263,7 @@ static void drain_locked(void)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
     emit_lost_if_changed(false);
     emit_limits_if_changed(false);
+    agent_unwind_poll(emit); /* unwind tables: build what samples asked for; UNWIND counts */
     flush_stream();
 }
 

@@ -3,8 +3,12 @@
 # cost on the thread CPU clock with its median and p99, the writer's CPU, and
 # how often the writer read /proc/self/maps in full.
 #
-#   1. known_split (native, nothing mapped after start): the maps are read
-#      exactly once, at start: no drain re-reads them.
+#   1. known_split --threads 2 (native, nothing mapped after start): the
+#      agent's table unwinder checks stack words against the readable
+#      mappings, so native programs keep the table too: one read at start,
+#      one per new thread whose stack was missed (2; kernels before 6.11 have
+#      no PROCMAP_QUERY to add it alone) and one per 5 s of wall time (the
+#      safety re-read); the old cost was one per drain.
 #   2. A Python workload (py_split.py): the readable-memory table of the
 #      Python walk used to be re-read every second and after every missed
 #      address (8-10 reads in an 8 s run); now only after a dlclose, a missed
@@ -56,8 +60,9 @@ set -- $(overhead_fields "$WORK/native")
 log "native: $*"
 if [ "$#" -ge 6 ]; then
     check_figures native "$@"
-    [ "$5" = 1 ] && pass "native: /proc/self/maps read once (at start)" ||
-        fail "native: /proc/self/maps read $5 times, expected once (nothing is mapped after start)"
+    bound=$(awk -v w="$7" 'BEGIN { printf "%d", 3 + w / 5 }')
+    [ "$5" -ge 1 ] && [ "$5" -le "$bound" ] && pass "native: /proc/self/maps read $5 times in $7 s (at most $bound)" ||
+        fail "native: /proc/self/maps read $5 times in $7 s, expected 1 to $bound (start, 2 thread stacks, 1 per 5 s)"
 else
     fail "native: no handler CPU figures in the overhead line"
 fi
