@@ -27,5 +27,6 @@
 #include "analyze/threading.h" /* threads and OpenMP */
 #include "analyze/ranks.h"     /* ranks of a parallel job */
 #include "analyze/sweep.h"     /* sweeps and diffs */
+#include "analyze/torch_shapes.h" /* FLOPs per operator (record --torch-shapes) */
 
 #endif

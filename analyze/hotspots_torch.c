@@ -319,7 +319,14 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
         const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : &empty;
         uint32_t gen = (uint32_t)s + 1;
         bool any = false;
-        if (by == GROUP_OP) {
+        if (by == GROUP_OP && w.ix.any_python &&
+            torch_shapes_stack_is_hook(p, st, op_stack_innermost(&w.ix, p, st))) {
+            /* record --torch-shapes: the hook's own code, never an operator's */
+            long r = hs_builder_row(&w.b, TORCH_SHAPES_HOOK_ROW, NULL);
+            if (r < 0)
+                goto oom;
+            count_row(&w.b, (size_t)r, gen, true, weight, n);
+        } else if (by == GROUP_OP) {
             bool fallback = op_stack_fallback(&w.ix, p, st);
             for (uint32_t i = 0; i < st->nframes; i++) {
                 uint32_t op = op_frame_at(&w.ix, p, st, i, fallback);

@@ -202,7 +202,8 @@ const char *op_name_from_frame(const char *name, char *buf, size_t len)
 
 bool is_no_operator_row(const char *name)
 {
-    return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0;
+    return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0 ||
+           strcmp(name, TORCH_SHAPES_HOOK_ROW) == 0; /* record --torch-shapes: the hook's own cost */
 }
 
 bool op_name_matches(const char *op, const char *query)

@@ -53,6 +53,9 @@ static void report_usage(FILE *out)
           "                      CPU and wall time, communication, the slowest rank and why\n"
           "  --threading         only the Threading section (CPUs, runnable threads,\n"
           "                      runqueue wait, OpenMP regions; json: with its timeline)\n"
+          "  --torch-shapes      only the Operator FLOPs section of a record --torch-shapes\n"
+          "                      result: calls, FLOPs, GFLOP/s, FLOP/byte, input shapes per\n"
+          "                      operator and the hook's own cost (text, csv or json)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
@@ -86,6 +89,7 @@ enum {
     OPT_CALLEES,
     OPT_THREADING, /* threads and OpenMP */
     OPT_RANKS,     /* ranks of a parallel job */
+    OPT_TORCH_SHAPES, /* record --torch-shapes: operator FLOPs */
 };
 
 static const struct option report_long_options[] = {
@@ -97,6 +101,7 @@ static const struct option report_long_options[] = {
     {"callees", required_argument, NULL, OPT_CALLEES},
     {"threading", no_argument, NULL, OPT_THREADING},
     {"ranks", no_argument, NULL, OPT_RANKS},
+    {"torch-shapes", no_argument, NULL, OPT_TORCH_SHAPES},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -108,6 +113,7 @@ struct report_request {
     bool limit_given;
     bool threading_only; /* threads and OpenMP: --threading */
     bool ranks_only;     /* ranks: --ranks, --group-by rank */
+    bool torch_shapes_only; /* --torch-shapes: the Operator FLOPs section */
     const char *output;  /* -o FILE; NULL: standard output */
     char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
     size_t ndirs;
@@ -155,6 +161,9 @@ static int apply_option(int c, char **argv, struct report_request *rq)
         return -1;
     case OPT_RANKS:
         rq->ranks_only = true;
+        return -1;
+    case OPT_TORCH_SHAPES:
+        rq->torch_shapes_only = true;
         return -1;
     case OPT_CALLERS:
     case OPT_CALLEES:
@@ -205,6 +214,11 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     rq->dirs = argv + optind;
     rq->ndirs = argc > optind ? (size_t)(argc - optind) : 0;
     const struct report_options *o = &rq->opts;
+    if (rq->ndirs > 1 && rq->torch_shapes_only) {
+        fprintf(stderr, "opprof report: --torch-shapes reads one result directory; give one DIR (got %zu)\n",
+                rq->ndirs);
+        return 2;
+    }
     if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only)) {
         fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
                 rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"), rq->ndirs);
@@ -391,6 +405,7 @@ int cmd_report(int argc, char **argv)
         .threading_only = rq.threading_only,
     };
     struct rank_summary ranks = {0};
+    struct torch_shapes shapes = {0};
     struct phase_summary phases;
     struct findings findings = {0};
     FILE *out = stdout;
@@ -400,6 +415,21 @@ int cmd_report(int argc, char **argv)
     plan.ranks = &ranks;
     if (plan.show_ranks)
         plan.opts.ranks = &ranks;
+    plan.torch_shapes_only = rq.torch_shapes_only;
+    if (res.n == 1) { /* record --torch-shapes: the hook's files, untrusted */
+        char err[1024];
+        if (torch_shapes_load(res.merged->dir, &shapes, err, sizeof err) != 0) {
+            fprintf(stderr, "opprof report: %s\n", err);
+            st = 2;
+            goto done;
+        }
+        if (torch_shapes_attach_samples(res.merged, &shapes) != 0) {
+            fputs("opprof report: out of memory while aggregating samples\n", stderr);
+            st = 2;
+            goto done;
+        }
+        plan.torch_shapes = &shapes;
+    }
     if (!drill_down_names_found(res.merged, &rq.opts)) {
         st = 1;
         goto done;
@@ -433,6 +463,7 @@ int cmd_report(int argc, char **argv)
     }
 done:
     findings_free(&findings);
+    torch_shapes_free(&shapes);
     rank_summary_free(&ranks);
     free_results(&res);
     return st;
