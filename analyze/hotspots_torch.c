@@ -319,8 +319,7 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
         const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : &empty;
         uint32_t gen = (uint32_t)s + 1;
         bool any = false;
-        if (by == GROUP_OP && w.ix.any_python &&
-            torch_shapes_stack_is_hook(p, st, op_stack_innermost(&w.ix, p, st))) {
+        if (by == GROUP_OP && w.ix.any_python && torch_shapes_stack_is_hook(p, st)) {
             /* record --torch-shapes: the hook's own code, never an operator's */
             long r = hs_builder_row(&w.b, TORCH_SHAPES_HOOK_ROW, NULL);
             if (r < 0)

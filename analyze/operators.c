@@ -340,7 +340,12 @@ long user_python_frame_from(const struct profile *p, const struct prof_stack *st
             continue;
         if (first < 0)
             first = (long)i;
-        if (!inside_torch_package(p->frames[f].source_file))
+        /* record --torch-shapes: the hook's frame is nobody's call site */
+        const char *file = p->frames[f].source_file;
+        const char *base = file ? strrchr(file, '/') : NULL;
+        if (base && strcmp(base + 1, TORCH_SHAPES_HOOK_FILE) == 0)
+            continue;
+        if (!inside_torch_package(file))
             return (long)i;
     }
     return first;

@@ -10,10 +10,11 @@
  *   - turns each signature into FLOPs and bytes per call with the sweep's own
  *     formulas (sweep_op_counts, sweep_conv2d_counts in analyze/sweep.c), so a
  *     call of one shape counts the same here and in `opprof sweep`;
- *   - charges the samples: to the hook itself when a frame of the hook's
- *     Python file is leafward of the innermost operator frame (the sample was
- *     taken in the hook's own code, not in the operator it forwarded to), else
- *     to the operators on the stack (self: innermost; total: anywhere).
+ *   - charges the samples: to the hook itself when the stack passes through
+ *     the hook's Python file and no operator frame lies leafward of the
+ *     innermost Python frame (the hook's code, or the Python dispatch it
+ *     causes), else to the operators on the stack as any profile does (self:
+ *     innermost; total: anywhere).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -542,15 +543,33 @@ static bool is_hook_frame(const struct prof_frame *f)
     return strcmp(slash ? slash + 1 : file, TORCH_SHAPES_HOOK_FILE) == 0;
 }
 
-bool torch_shapes_stack_is_hook(const struct profile *p, const struct prof_stack *st, long innermost_op)
+bool torch_shapes_stack_is_hook(const struct profile *p, const struct prof_stack *st)
 {
-    uint32_t end = innermost_op >= 0 ? (uint32_t)innermost_op : st->nframes;
-    for (uint32_t i = 0; i < end && i < st->nframes; i++) {
+    long hook = -1, leaf_python = -1;
+    for (uint32_t i = 0; i < st->nframes && hook < 0; i++) {
         uint32_t f = st->frames[i];
-        if (f < p->nframes && is_hook_frame(&p->frames[f]))
-            return true;
+        if (f >= p->nframes || p->frames[f].kind != FRAME_PYTHON)
+            continue;
+        if (leaf_python < 0)
+            leaf_python = (long)i;
+        if (is_hook_frame(&p->frames[f]))
+            hook = (long)i;
     }
-    return false;
+    if (hook < 0)
+        return false;
+    /* The hook forwards the call through torch/_ops.py's OpOverload.__call__
+     * into the kernel (boxed: no at::_ops frame, but the kernel's at::native
+     * frames or the at::_ops frames of the operators it calls). Leafward of
+     * the innermost Python frame, an operator frame means the operator's own
+     * work; none means the hook or the Python dispatch plumbing it causes
+     * (argument boxing, OpOverload lookup, the hook's Python code). */
+    char buf[512];
+    for (long i = 0; i < leaf_python; i++) {
+        uint32_t f = st->frames[i];
+        if (f < p->nframes && op_frame_classify(p->frames[f].name, buf, sizeof buf) != OP_FRAME_NONE)
+            return false;
+    }
+    return true;
 }
 
 int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts)
@@ -580,11 +599,11 @@ int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts
         if (!sc[s])
             continue;
         const struct prof_stack *st = &p->stacks[s];
-        long inner = op_stack_innermost(&ix, p, st);
-        if (torch_shapes_stack_is_hook(p, st, inner)) {
+        if (torch_shapes_stack_is_hook(p, st)) {
             ts->hook_weight += sw[s];
             continue;
         }
+        long inner = op_stack_innermost(&ix, p, st);
         bool fallback = op_stack_fallback(&ix, p, st);
         for (uint32_t i = 0; i < st->nframes; i++) {
             uint32_t op = op_frame_at(&ix, p, st, i, fallback);

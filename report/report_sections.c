@@ -101,7 +101,7 @@ static bool interrupted_note_applies(const struct report_plan *pl)
 
 static bool summary_applies(const struct report_plan *pl)
 {
-    return is_text(pl) && pl->phases;
+    return is_text(pl) && pl->phases && !pl->torch_shapes_only;
 }
 
 static bool ranks_only_applies(const struct report_plan *pl)

@@ -121,19 +121,28 @@ static void test_hook_samples(void)
                                        NULL, 0, FRAME_NATIVE);
     uint32_t hook = profile_add_frame(p, "OpprofTorchShapes.__torch_dispatch__", TORCH_SHAPES_HOOK_FILE,
                                       "/x/share/opprof/torch_shapes/" TORCH_SHAPES_HOOK_FILE, 120, FRAME_PYTHON);
-    uint32_t inner = profile_add_frame(p, "at::_ops::mm::redispatch(c10::DispatchKeySet, at::Tensor const&)",
+    /* the hook forwards through torch/_ops.py into the boxed kernel: no
+     * at::_ops frame there, the kernel's at::native frame */
+    uint32_t ops_py = profile_add_frame(p, "OpOverload.__call__", "_ops.py", "/t/torch/_ops.py", 257, FRAME_PYTHON);
+    uint32_t inner = profile_add_frame(p, "at::native::structured_mm_out_cpu::impl(at::Tensor const&)",
                                        "libtorch_cpu.so", NULL, 0, FRAME_NATIVE);
+    uint32_t boxing = profile_add_frame(p, "torch::jit::invokeOperatorFromPython()", "libtorch_python.so", NULL, 0,
+                                        FRAME_NATIVE);
     uint32_t kernel = profile_add_frame(p, "sgemm_", "libblas.so.3", NULL, 0, FRAME_NATIVE);
     uint32_t in_hook[] = {hook, outer, user};
-    uint32_t in_kernel[] = {kernel, inner, hook, outer, user};
+    uint32_t in_kernel[] = {kernel, inner, boxing, ops_py, hook, outer, user};
+    uint32_t in_boxing[] = {boxing, ops_py, hook, outer, user};
     uint32_t s_hook = profile_add_stack(p, in_hook, 3);
-    uint32_t s_kernel = profile_add_stack(p, in_kernel, 5);
+    uint32_t s_kernel = profile_add_stack(p, in_kernel, 7);
+    uint32_t s_boxing = profile_add_stack(p, in_boxing, 5);
     uint32_t t = profile_add_thread(p, 1, 1, "python");
     profile_add_sample(p, 1, t, s_hook, 1);
+    profile_add_sample(p, 2, t, s_boxing, 1);
     for (int i = 0; i < 9; i++)
-        profile_add_sample(p, 2 + (uint64_t)i, t, s_kernel, 1);
-    CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_hook], 1));
-    CU_ASSERT_FALSE(torch_shapes_stack_is_hook(p, &p->stacks[s_kernel], 1));
+        profile_add_sample(p, 3 + (uint64_t)i, t, s_kernel, 1);
+    CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_hook]));
+    CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_boxing]));
+    CU_ASSERT_FALSE(torch_shapes_stack_is_hook(p, &p->stacks[s_kernel]));
 
     struct torch_shapes ts = {0};
     char err[256];
@@ -141,7 +150,7 @@ static void test_hook_samples(void)
     CU_ASSERT_EQUAL(torch_shapes_parse(&ts, text, sizeof text - 1, err, sizeof err), 0);
     torch_shapes_compute(&ts);
     CU_ASSERT_EQUAL(torch_shapes_attach_samples(p, &ts), 0);
-    CU_ASSERT_EQUAL(ts.hook_weight, 1);
+    CU_ASSERT_EQUAL(ts.hook_weight, 2);
     CU_ASSERT_EQUAL(ts.ops[0].self_weight, 9);
     CU_ASSERT_EQUAL(ts.ops[0].total_weight, 9);
     /* the operator table: the hook has its own row */
@@ -151,7 +160,7 @@ static void test_hook_samples(void)
     for (size_t i = 0; i < tab.nrows; i++) {
         if (!strcmp(tab.rows[i].name, TORCH_SHAPES_HOOK_ROW)) {
             hook_row = true;
-            CU_ASSERT_EQUAL(tab.rows[i].self, 1);
+            CU_ASSERT_EQUAL(tab.rows[i].self, 2);
         } else if (!strcmp(tab.rows[i].name, "aten::mm")) {
             CU_ASSERT_EQUAL(tab.rows[i].self, 9);
         }
