@@ -310,6 +310,8 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
     if (walk_init(&w, p) != 0)
         return -1;
     uint64_t counted = 0;
+    /* record --torch-shapes: the hook's samples get a row of their own */
+    bool any_hook = by == GROUP_OP && w.ix.any_python && torch_shapes_profile_has_hook(p);
     for (size_t s = 0; s <= p->nstacks; s++) {
         uint64_t weight = w.sw[s], n = w.sc[s];
         if (n == 0)
@@ -319,7 +321,7 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
         const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : &empty;
         uint32_t gen = (uint32_t)s + 1;
         bool any = false;
-        if (by == GROUP_OP && w.ix.any_python && torch_shapes_stack_is_hook(p, st)) {
+        if (by == GROUP_OP && any_hook && torch_shapes_stack_is_hook(p, st)) {
             /* record --torch-shapes: the hook's own code, never an operator's */
             long r = hs_builder_row(&w.b, TORCH_SHAPES_HOOK_ROW, NULL);
             if (r < 0)

@@ -543,28 +543,49 @@ static bool is_hook_frame(const struct prof_frame *f)
     return strcmp(slash ? slash + 1 : file, TORCH_SHAPES_HOOK_FILE) == 0;
 }
 
+/* Where torch's C++ dispatcher calls into Python's __torch_dispatch__. */
+static bool is_python_dispatch_entry(const struct prof_frame *f)
+{
+    static const char entry[] = "torch::handle_torch_function_no_python_arg_parser";
+    return f->kind != FRAME_PYTHON && strncmp(f->name, entry, sizeof entry - 1) == 0;
+}
+
+bool torch_shapes_profile_has_hook(const struct profile *p)
+{
+    for (size_t f = 0; f < p->nframes; f++)
+        if (is_hook_frame(&p->frames[f]))
+            return true;
+    return false;
+}
+
 bool torch_shapes_stack_is_hook(const struct profile *p, const struct prof_stack *st)
 {
-    long hook = -1, leaf_python = -1;
-    for (uint32_t i = 0; i < st->nframes && hook < 0; i++) {
+    long entry = -1, leaf_python = -1;
+    bool hook = false;
+    for (uint32_t i = 0; i < st->nframes && !hook; i++) {
         uint32_t f = st->frames[i];
-        if (f >= p->nframes || p->frames[f].kind != FRAME_PYTHON)
+        if (f >= p->nframes)
             continue;
-        if (leaf_python < 0)
+        const struct prof_frame *fr = &p->frames[f];
+        if (fr->kind == FRAME_PYTHON && leaf_python < 0)
             leaf_python = (long)i;
-        if (is_hook_frame(&p->frames[f]))
-            hook = (long)i;
+        if (entry < 0 && is_python_dispatch_entry(fr))
+            entry = (long)i;
+        hook = is_hook_frame(fr);
     }
-    if (hook < 0)
+    if (!hook && entry < 0)
         return false;
     /* The hook forwards the call through torch/_ops.py's OpOverload.__call__
      * into the kernel (boxed: no at::_ops frame, but the kernel's at::native
      * frames or the at::_ops frames of the operators it calls). Leafward of
-     * the innermost Python frame, an operator frame means the operator's own
-     * work; none means the hook or the Python dispatch plumbing it causes
-     * (argument boxing, OpOverload lookup, the hook's Python code). */
+     * the innermost Python frame (or of the dispatcher's entry into Python,
+     * for samples taken before it), an operator frame means the operator's
+     * own work; none means the hook or the Python dispatch it causes
+     * (torch's mode stack in _python_dispatch.py, argument boxing, OpOverload
+     * lookup, the hook's Python code). */
+    long limit = leaf_python >= 0 && (entry < 0 || leaf_python < entry) ? leaf_python : entry;
     char buf[512];
-    for (long i = 0; i < leaf_python; i++) {
+    for (long i = 0; i < limit; i++) {
         uint32_t f = st->frames[i];
         if (f < p->nframes && op_frame_classify(p->frames[f].name, buf, sizeof buf) != OP_FRAME_NONE)
             return false;
@@ -594,12 +615,13 @@ int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts
     for (size_t i = 0; i < ts->nops; i++)
         ts->ops[i].self_weight = ts->ops[i].total_weight = 0;
     ts->hook_weight = 0;
+    bool any_hook = torch_shapes_profile_has_hook(p);
     ts->all_weight = p->total_weight;
     for (size_t s = 0; s < p->nstacks; s++) {
         if (!sc[s])
             continue;
         const struct prof_stack *st = &p->stacks[s];
-        if (torch_shapes_stack_is_hook(p, st)) {
+        if (any_hook && torch_shapes_stack_is_hook(p, st)) {
             ts->hook_weight += sw[s];
             continue;
         }

@@ -72,9 +72,12 @@ int torch_shapes_load(const char *dir, struct torch_shapes *ts, char *err, size_
 int torch_shapes_counts(const char *op, const char *args, double *flops, double *bytes);
 /* Fills flops/bytes of every op from its signatures and sorts signatures. */
 void torch_shapes_compute(struct torch_shapes *ts);
-/* Whether a sample with stack st is the hook's own cost: the stack passes
- * through the hook's file and no operator frame lies leafward of its innermost
- * Python frame (the sample is in Python dispatch, not in a kernel). */
+/* Whether any frame of p is the hook's: a --torch-shapes recording. */
+bool torch_shapes_profile_has_hook(const struct profile *p);
+/* In such a profile, whether a sample with stack st is the hook's own cost:
+ * the stack passes through the hook's file or the dispatcher's call into
+ * Python (__torch_dispatch__), and no operator frame lies leafward of its
+ * innermost Python frame (the sample is in Python dispatch, not a kernel). */
 bool torch_shapes_stack_is_hook(const struct profile *p, const struct prof_stack *st);
 /* Charges the profile's samples to ts's operators and to the hook. 0 or -1 (ENOMEM). */
 int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts);

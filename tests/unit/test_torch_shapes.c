@@ -135,6 +135,11 @@ static void test_hook_samples(void)
     uint32_t s_hook = profile_add_stack(p, in_hook, 3);
     uint32_t s_kernel = profile_add_stack(p, in_kernel, 7);
     uint32_t s_boxing = profile_add_stack(p, in_boxing, 5);
+    /* in the dispatcher's call into Python, before any Python frame */
+    uint32_t entry = profile_add_frame(p, "torch::handle_torch_function_no_python_arg_parser(c10::ArrayRef<pybind11::handle>)",
+                                       "libtorch_python.so", NULL, 0, FRAME_NATIVE);
+    uint32_t in_entry[] = {entry, outer, user};
+    uint32_t s_entry = profile_add_stack(p, in_entry, 3);
     uint32_t t = profile_add_thread(p, 1, 1, "python");
     profile_add_sample(p, 1, t, s_hook, 1);
     profile_add_sample(p, 2, t, s_boxing, 1);
@@ -143,6 +148,8 @@ static void test_hook_samples(void)
     CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_hook]));
     CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_boxing]));
     CU_ASSERT_FALSE(torch_shapes_stack_is_hook(p, &p->stacks[s_kernel]));
+    CU_ASSERT_TRUE(torch_shapes_stack_is_hook(p, &p->stacks[s_entry]));
+    CU_ASSERT_TRUE(torch_shapes_profile_has_hook(p));
 
     struct torch_shapes ts = {0};
     char err[256];
