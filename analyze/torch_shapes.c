@@ -319,7 +319,7 @@ static int parse_line(struct torch_shapes *ts, char *line)
     uint64_t a, b;
     if (!strcmp(f[0], "torch") && n >= 2) {
         snprintf(ts->torch_version, sizeof ts->torch_version, "%s", f[1]);
-        if (n >= 3)
+        if (n >= 3 && strcmp(f[2], "-") != 0) /* "-": no interception API */
             snprintf(ts->api, sizeof ts->api, "%s", f[2]);
         return 0;
     }

@@ -67,12 +67,13 @@ static void top_shape(const struct torch_shapes_op *o, char *buf, size_t len)
              o->nsigs > 1 ? " ..." : "");
 }
 
-static void num(FILE *out, const char *fmt, double v)
+/* v right-aligned in width columns with prec decimals, "-" when unknown. */
+static void num(FILE *out, int width, int prec, double v)
 {
     if (isnan(v))
-        fputs("-", out);
+        fprintf(out, "%*s", width, "-");
     else
-        fprintf(out, fmt, v);
+        fprintf(out, "%*.*f", width, prec, v);
 }
 
 static void print_text(FILE *out, const struct profile *p, const struct torch_shapes *ts,
@@ -90,20 +91,20 @@ static void print_text(FILE *out, const struct profile *p, const struct torch_sh
         char shape[192];
         top_shape(ops[i], shape, sizeof shape);
         fprintf(out, "  %-28s %10llu %6.1f%% ", ops[i]->name, (unsigned long long)ops[i]->calls, f.self_pct);
-        num(out, "%9.3f", f.time_s);
+        num(out, 9, 3, f.time_s);
         fputc(' ', out);
-        num(out, "%11.3f", f.gflops);
+        num(out, 11, 3, f.gflops);
         fputc(' ', out);
-        num(out, "%9.2f", f.gflop_per_s);
+        num(out, 9, 2, f.gflop_per_s);
         fputc(' ', out);
-        num(out, "%9.2f", f.intensity);
+        num(out, 9, 2, f.intensity);
         fprintf(out, "  %s\n", shape);
     }
     if (limit && n > limit)
         fprintf(out, "  ... %zu more operators (--limit 0 shows all)\n", n - limit);
     double hook_pct = ts->all_weight ? 100.0 * (double)ts->hook_weight / (double)ts->all_weight : 0;
     fprintf(out, "  %-28s %10llu %6.1f%% ", TORCH_SHAPES_HOOK_ROW, (unsigned long long)ts->hook_calls, hook_pct);
-    num(out, "%9.3f", seconds(p, ts->hook_weight));
+    num(out, 9, 3, seconds(p, ts->hook_weight));
     fprintf(out, "  (sampled; the hook timed itself at %.3f s)\n", (double)ts->hook_ns / 1e9);
     if (ts->bad_lines)
         fprintf(out, "  %llu malformed lines in torch_shapes.*.tsv skipped\n", (unsigned long long)ts->bad_lines);
@@ -147,7 +148,7 @@ static void json_num(FILE *out, double v)
     if (isnan(v) || isinf(v))
         fputs("null", out);
     else
-        fprintf(out, "%.17g", v);
+        fprintf(out, "%.10g", v);
 }
 
 static void print_json(FILE *out, const struct profile *p, const struct torch_shapes *ts,
