@@ -10,6 +10,8 @@
 
 #include "analyze/analyze.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct torch_shapes ts;
