@@ -27,6 +27,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/hotspots_internal.h"
+#include "util/util.h"
 
 #define MAX_ARGS 12
 #define MAX_FILE_BYTES (64u << 20) /* a hook file is a few KB: more is not one */
@@ -234,11 +235,21 @@ int torch_shapes_counts(const char *op, const char *args_text, double *flops, do
 /* Reading the files                                                           */
 /* ------------------------------------------------------------------------- */
 
+/* Operators by name and signatures by argument text are found through hash
+ * maps (byte keys: the strings the entries own): a hostile file of millions of
+ * distinct names must not make the reader quadratic. */
 static struct torch_shapes_op *find_op(struct torch_shapes *ts, const char *name, bool add)
 {
-    for (size_t i = 0; i < ts->nops; i++)
-        if (strcmp(ts->ops[i].name, name) == 0)
-            return &ts->ops[i];
+    struct hashmap *m = ts->op_index;
+    if (!m) {
+        if (!add || !(m = calloc(1, sizeof *m)))
+            return NULL;
+        hashmap_init(m, NULL, NULL);
+        ts->op_index = m;
+    }
+    uint64_t i;
+    if (hashmap_find(m, name, strlen(name), &i))
+        return &ts->ops[i];
     if (!add)
         return NULL;
     struct torch_shapes_op *g = realloc(ts->ops, (ts->nops + 1) * sizeof *g);
@@ -248,26 +259,50 @@ static struct torch_shapes_op *find_op(struct torch_shapes *ts, const char *name
     struct torch_shapes_op *o = &ts->ops[ts->nops];
     memset(o, 0, sizeof *o);
     o->name = strdup(name);
-    if (!o->name)
+    if (!o->name || hashmap_put(m, o->name, strlen(o->name), ts->nops) != 0) {
+        free(o->name);
         return NULL;
+    }
     ts->nops++;
     return o;
 }
 
+static void free_sig_index(struct torch_shapes_op *o)
+{
+    if (o->sig_index) {
+        hashmap_free(o->sig_index);
+        free(o->sig_index);
+        o->sig_index = NULL;
+    }
+}
+
 static int add_sig(struct torch_shapes_op *o, const char *args, uint64_t calls)
 {
-    for (size_t i = 0; i < o->nsigs; i++)
-        if (strcmp(o->sigs[i].args, args) == 0) {
-            o->sigs[i].calls += calls;
-            return 0;
-        }
+    struct hashmap *m = o->sig_index;
+    if (!m) { /* (re)built after torch_shapes_compute reordered the signatures */
+        if (!(m = calloc(1, sizeof *m)))
+            return -1;
+        hashmap_init(m, NULL, NULL);
+        o->sig_index = m;
+        for (size_t i = 0; i < o->nsigs; i++)
+            if (hashmap_put(m, o->sigs[i].args, strlen(o->sigs[i].args), i) != 0)
+                return -1;
+    }
+    uint64_t i;
+    size_t len = strlen(args);
+    if (hashmap_find(m, args, len, &i)) {
+        o->sigs[i].calls += calls;
+        return 0;
+    }
     struct torch_shapes_sig *g = realloc(o->sigs, (o->nsigs + 1) * sizeof *g);
     if (!g)
         return -1;
     o->sigs = g;
     char *copy = strdup(args);
-    if (!copy)
+    if (!copy || hashmap_put(m, copy, len, o->nsigs) != 0) {
+        free(copy);
         return -1;
+    }
     o->sigs[o->nsigs++] = (struct torch_shapes_sig){copy, calls, -1, 0};
     return 0;
 }
@@ -500,8 +535,10 @@ void torch_shapes_compute(struct torch_shapes *ts)
         struct torch_shapes_op *o = &ts->ops[i];
         o->flops = o->bytes = 0;
         o->flops_calls = 0;
+        uint64_t sig_calls = 0;
         for (size_t s = 0; s < o->nsigs; s++) {
             struct torch_shapes_sig *g = &o->sigs[s];
+            sig_calls = sig_calls + g->calls < sig_calls ? UINT64_MAX : sig_calls + g->calls;
             if (torch_shapes_counts(o->name, g->args, &g->flops, &g->bytes) != 0) {
                 g->flops = -1;
                 g->bytes = 0;
@@ -511,6 +548,11 @@ void torch_shapes_compute(struct torch_shapes *ts)
             o->bytes += g->bytes * (double)g->calls;
             o->flops_calls += g->calls;
         }
+        if (sig_calls > o->calls) { /* a file that contradicts itself: never fewer calls than FLOPs stand for */
+            o->calls = sig_calls;
+            ts->inconsistent_ops++;
+        }
+        free_sig_index(o); /* its indices are stale once sorted */
         if (o->nsigs)
             qsort(o->sigs, o->nsigs, sizeof *o->sigs, sig_by_calls);
     }
@@ -525,8 +567,13 @@ void torch_shapes_free(struct torch_shapes *ts)
             free(ts->ops[i].sigs[s].args);
         free(ts->ops[i].sigs);
         free(ts->ops[i].name);
+        free_sig_index(&ts->ops[i]);
     }
     free(ts->ops);
+    if (ts->op_index) {
+        hashmap_free(ts->op_index);
+        free(ts->op_index);
+    }
     memset(ts, 0, sizeof *ts);
 }
 

@@ -45,6 +45,7 @@ struct torch_shapes_op {
      * the innermost operator (self) and anywhere on the stack (total), the
      * hook's own samples left out. */
     uint64_t self_weight, total_weight;
+    void *sig_index;       /* args -> signature, while files are read */
 };
 
 struct torch_shapes {
@@ -54,10 +55,12 @@ struct torch_shapes {
     uint64_t hook_ns;      /* the hook's own time, as it measured it */
     uint64_t hook_calls;   /* operator calls it intercepted */
     uint64_t bad_lines;    /* malformed lines skipped */
+    uint64_t inconsistent_ops; /* ops whose signatures count more calls than the op: calls raised to match */
     char torch_version[64], api[64];
     char unsupported[512]; /* why a process recorded no shapes ("" when none said so) */
     uint64_t hook_weight;  /* sample weight in the hook's own frames */
     uint64_t all_weight;   /* the profile's total */
+    void *op_index;        /* name -> operator */
 };
 
 /* Merges one file's text into ts. 0; -1 with one sentence in err when the text

@@ -416,7 +416,9 @@ int cmd_report(int argc, char **argv)
     if (plan.show_ranks)
         plan.opts.ranks = &ranks;
     plan.torch_shapes_only = rq.torch_shapes_only;
-    if (res.n == 1) { /* record --torch-shapes: the hook's files, untrusted */
+    /* record --torch-shapes: the hook's files (untrusted), read only for the
+     * sections that show them: --torch-shapes, or the end of a text report */
+    if (res.n == 1 && (rq.torch_shapes_only || rq.opts.format == FORMAT_TEXT)) {
         char err[1024];
         if (torch_shapes_load(res.merged->dir, &shapes, err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s\n", err);

@@ -108,6 +108,10 @@ static void print_text(FILE *out, const struct profile *p, const struct torch_sh
     fprintf(out, "  (sampled; the hook timed itself at %.3f s)\n", (double)ts->hook_ns / 1e9);
     if (ts->bad_lines)
         fprintf(out, "  %llu malformed lines in torch_shapes.*.tsv skipped\n", (unsigned long long)ts->bad_lines);
+    if (ts->inconsistent_ops)
+        fprintf(out, "  %llu operators' shapes count more calls than their call count in torch_shapes.*.tsv (a "
+                     "file that contradicts itself): their calls shown are the shapes' count\n",
+                (unsigned long long)ts->inconsistent_ops);
 }
 
 static void print_csv(FILE *out, const struct profile *p, const struct torch_shapes *ts,
@@ -160,8 +164,8 @@ static void print_json(FILE *out, const struct profile *p, const struct torch_sh
     report_json_string(out, ts->api);
     fputs(",\"unsupported\":", out);
     report_json_string(out, ts->unsupported);
-    fprintf(out, ",\"files\":%zu,\"malformed_lines\":%llu,\"hook\":{\"name\":", ts->files,
-            (unsigned long long)ts->bad_lines);
+    fprintf(out, ",\"files\":%zu,\"malformed_lines\":%llu,\"inconsistent_operators\":%llu,\"hook\":{\"name\":",
+            ts->files, (unsigned long long)ts->bad_lines, (unsigned long long)ts->inconsistent_ops);
     report_json_string(out, TORCH_SHAPES_HOOK_ROW);
     fprintf(out, ",\"calls\":%llu,\"self_s\":", (unsigned long long)ts->hook_calls);
     json_num(out, seconds(p, ts->hook_weight));
