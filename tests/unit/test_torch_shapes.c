@@ -103,6 +103,13 @@ static void test_parse_malformed(void)
     CU_ASSERT_EQUAL(torch_shapes_parse(&ts, other, sizeof other - 1, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "not an opprof --torch-shapes file"));
     torch_shapes_free(&ts);
+    /* signatures counting more calls than their op: said, calls raised */
+    static const char contra[] = TORCH_SHAPES_HEADER "\nop\taten::mm\t1\t0\nsig\taten::mm\t5\tfloat32[2,3];float32[3,4]\n";
+    CU_ASSERT_EQUAL(torch_shapes_parse(&ts, contra, sizeof contra - 1, err, sizeof err), 0);
+    torch_shapes_compute(&ts);
+    CU_ASSERT_EQUAL(ts.inconsistent_ops, 1);
+    CU_ASSERT_EQUAL(ts.ops[0].calls, 5);
+    torch_shapes_free(&ts);
     /* a NUL inside a line */
     static const char nul[] = TORCH_SHAPES_HEADER "\nop\taten::mm\0\t1\t0\n";
     CU_ASSERT_EQUAL(torch_shapes_parse(&ts, nul, sizeof nul - 1, err, sizeof err), 0);
