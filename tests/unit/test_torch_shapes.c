@@ -36,6 +36,11 @@ static void test_counts(void)
     CU_ASSERT_EQUAL(torch_shapes_counts("aten::baddbmm", "float32[3,5,2];float32[3,5,7];float32[3,7,2];1;1", &f, &b),
                     0);
     CU_ASSERT_DOUBLE_EQUAL(f, 2.0 * 3 * 5 * 7 * 2 + 3 * 5 * 2, 0);
+    /* the sweep knows baddbmm too, with the same count */
+    CU_ASSERT_EQUAL(sweep_op_parse("torch.baddbmm"), SWEEP_OP_BADDBMM);
+    long bd[4] = {3, 5, 7, 2};
+    CU_ASSERT_EQUAL(sweep_op_counts(SWEEP_OP_BADDBMM, bd, 4, 4, &sf, &sb), 0);
+    CU_ASSERT_DOUBLE_EQUAL(sf, f, 0);
     /* softmax: 5 per element; layer_norm: 8 per element */
     CU_ASSERT_EQUAL(torch_shapes_counts("aten::_softmax", "float32[4,10];-1;False", &f, &b), 0);
     CU_ASSERT_DOUBLE_EQUAL(f, 5.0 * 40, 0);
