@@ -70,26 +70,80 @@ else
 fi
 record "$WORK/plain_run" -- "$PYTHON" "$WORKLOAD" --iters "$ITERS"
 [ "$RECORD_STATUS" -eq 0 ] || die "the workload failed under opprof record (exit $RECORD_STATUS)"
-record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS / 2)) --ops mm,bmm
-[ "$RECORD_STATUS" -eq 0 ] || die "the mm/bmm workload failed under --torch-shapes (exit $RECORD_STATUS)"
-report_json "$WORK/gflops" "$WORK/gflops.json" --torch-shapes || die "opprof report --torch-shapes failed"
 
 report_json "$WORK/hooked" "$WORK/shapes.json" --torch-shapes || die "opprof report --torch-shapes failed"
 report_json "$WORK/hooked" "$WORK/ops_hooked.json" --group-by op || die "opprof report --group-by op failed"
 report_json "$WORK/plain_run" "$WORK/ops_plain.json" --group-by op || die "opprof report --group-by op failed"
 "$PYTHON" "$WORKLOAD" --print-shapes >"$WORK/shapes_truth.json" || die "the workload cannot print its shapes"
 
-# --- opprof sweep on the same ops and shapes ---------------------------------
+# --- GFLOP/s against opprof sweep on the same ops and shapes ------------------
 read -r MKN BMKN <<<"$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%dx%dx%d %dx%dx%dx%d" % (d["M"],d["K"],d["N"],d["BATCH"],d["M"],d["K"],d["N"]))' "$WORK/shapes_truth.json")"
-for op in mm:$MKN bmm:$BMKN; do
-    name=${op%%:*} shape=${op#*:}
-    log "+ opprof sweep --op torch.$name --shapes $shape --min-time 1"
-    limited "$OPPROF" sweep --python "$PYTHON" --op "torch.$name" --shapes "$shape" --min-time 1 --warmup 3 \
-        -o "$WORK/sweep_$name" --format json >"$WORK/sweep_$name.json" 2>"$WORK/sweep_$name.err" ||
-        { show stderr "$WORK/sweep_$name.err" 8; fail "opprof sweep --op torch.$name failed"; }
-    report_json "$(ls -d "$WORK/sweep_$name"/000-*/ | head -n 1)" "$WORK/sweep_${name}_ops.json" --group-by op ||
-        fail "opprof report of the sweep's row failed"
+# One attempt: the mm/bmm recording, then the sweep of each. Both are CPU
+# time, yet CPU time per call of the same sgemm_ moved by a quarter between
+# attempts minutes apart on this shared 2-CPU VM (4.19 vs 5.51 GFLOP/s in one
+# run of this test, -0.2 % in another), so a miss is measured again (up to 3
+# attempts, load average printed), as test_torch_ops does: a wrong FLOP count
+# or a wrong time would miss every time.
+gflops_attempt() {
+    rm -rf "$WORK/gflops" "$WORK/sweep_mm" "$WORK/sweep_bmm"
+    record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS / 2)) --ops mm,bmm
+    [ "$RECORD_STATUS" -eq 0 ] || die "the mm/bmm workload failed under --torch-shapes (exit $RECORD_STATUS)"
+    report_json "$WORK/gflops" "$WORK/gflops.json" --torch-shapes || die "opprof report --torch-shapes failed"
+    for op in mm:$MKN bmm:$BMKN; do
+        name=${op%%:*} shape=${op#*:}
+        log "+ opprof sweep --op torch.$name --shapes $shape --min-time 1"
+        limited "$OPPROF" sweep --python "$PYTHON" --op "torch.$name" --shapes "$shape" --min-time 1 --warmup 3 \
+            -o "$WORK/sweep_$name" --format json >"$WORK/sweep_$name.json" 2>"$WORK/sweep_$name.err" ||
+            { show stderr "$WORK/sweep_$name.err" 8; return 1; }
+        report_json "$(ls -d "$WORK/sweep_$name"/000-*/ | head -n 1)" "$WORK/sweep_${name}_ops.json" --group-by op ||
+            return 1
+    done
+    python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+failures = 0
+def fail(msg):
+    global failures
+    failures += 1
+    print("miss: " + msg)
+def ok(msg):
+    print("ok: " + msg)
+load = lambda name: json.load(open("%s/%s" % (work, name)))
+gops = {o["name"]: o for o in load("gflops.json")["torch_shapes"]["operators"]}
+# GFLOP/s against opprof sweep (see the top comment for why CPU time): the
+# sweep's row made warm-up + timed calls of one shape, each of the FLOPs the
+# sweep's formula gives (its GFLOP/s x median time).
+for name in ("mm", "bmm"):
+    try:
+        row = load("sweep_%s.json" % name)["rows"][0]
+        row_ops = {r["name"]: r for r in load("sweep_%s_ops.json" % name)["rows"]}
+    except Exception as e:
+        fail("sweep %s: no row (%s)" % (name, e))
+        continue
+    mine = gops.get("aten::" + name, {}).get("gflop_per_s")
+    op_ns = row_ops.get("aten::" + name, {}).get("total_ns")
+    if not row.get("ok") or not row.get("gflops") or not mine or not op_ns:
+        fail("sweep %s: no GFLOP/s to compare (%s; report %r)" % (name, row.get("reason"), mine))
+        continue
+    flops_per_call = row["gflops"] * 1e9 * row["median_s"]
+    sweep_cpu = flops_per_call * (row["calls"] + 3) / (op_ns / 1e9) / 1e9
+    dev = mine / sweep_cpu - 1
+    msg = ("aten::%s %.2f GFLOP/s, opprof sweep %.2f GFLOP/s on its sampled CPU time (%+.1f %%; %.2f on its "
+           "median wall time per call)" % (name, mine, sweep_cpu, 100 * dev, row["gflops"]))
+    (ok if abs(dev) <= 0.20 else fail)(msg + ("" if abs(dev) <= 0.20 else ": beyond 20 %"))
+
+sys.exit(1 if failures else 0)
+PY
+}
+gflops_ok=0
+for attempt in 1 2 3; do
+    if gflops_attempt; then
+        gflops_ok=1
+        break
+    fi
+    log "(attempt $attempt missed; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 done
+[ "$gflops_ok" = 1 ] || fail "GFLOP/s of aten::mm/aten::bmm missed opprof sweep's by more than 20 % in 3 attempts"
 
 python3 - "$WORK" <<'EOF'
 import json, sys
@@ -106,7 +160,6 @@ truth, shapes = load("shapes_truth.json"), load("shapes.json")["torch_shapes"]
 M, K, N, B, R, C, burst = (truth[k] for k in ("M", "K", "N", "BATCH", "ROWS", "COLS", "BURST"))
 iters = int(__import__("os").environ.get("ITERS_FOR_CHECK", "0")) or None
 ops = {o["name"]: o for o in shapes["operators"]}
-gops = {o["name"]: o for o in load("gflops.json")["torch_shapes"]["operators"]}
 calls = ops.get("aten::mm", {}).get("calls", 0)
 # Expected figures, from the shapes and counts alone (float32: 4 bytes).
 expected = {
@@ -137,28 +190,6 @@ if ops.get("aten::mm", {}).get("bytes") != mm_bytes:
     fail("aten::mm bytes %r, expected %r" % (ops.get("aten::mm", {}).get("bytes"), mm_bytes))
 else:
     ok("aten::mm bytes touched %.0f = 4 (MK + KN + MN) per call" % mm_bytes)
-
-# GFLOP/s against opprof sweep (see the top comment for why CPU time): the
-# sweep's row made warm-up + timed calls of one shape, each of the FLOPs the
-# sweep's formula gives (its GFLOP/s x median time).
-for name in ("mm", "bmm"):
-    try:
-        row = load("sweep_%s.json" % name)["rows"][0]
-        row_ops = {r["name"]: r for r in load("sweep_%s_ops.json" % name)["rows"]}
-    except Exception as e:
-        fail("sweep %s: no row (%s)" % (name, e))
-        continue
-    mine = gops.get("aten::" + name, {}).get("gflop_per_s")
-    op_ns = row_ops.get("aten::" + name, {}).get("total_ns")
-    if not row.get("ok") or not row.get("gflops") or not mine or not op_ns:
-        fail("sweep %s: no GFLOP/s to compare (%s; report %r)" % (name, row.get("reason"), mine))
-        continue
-    flops_per_call = row["gflops"] * 1e9 * row["median_s"]
-    sweep_cpu = flops_per_call * (row["calls"] + 3) / (op_ns / 1e9) / 1e9
-    dev = mine / sweep_cpu - 1
-    msg = ("aten::%s %.2f GFLOP/s, opprof sweep %.2f GFLOP/s on its sampled CPU time (%+.1f %%; %.2f on its "
-           "median wall time per call)" % (name, mine, sweep_cpu, 100 * dev, row["gflops"]))
-    (ok if abs(dev) <= 0.20 else fail)(msg + ("" if abs(dev) <= 0.20 else ": beyond 20 %"))
 
 # Hook row and operator shares.
 def table(name):
