@@ -78,23 +78,33 @@ report_json "$WORK/plain_run" "$WORK/ops_plain.json" --group-by op || die "oppro
 
 # --- GFLOP/s against opprof sweep on the same ops and shapes ------------------
 read -r MKN BMKN <<<"$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%dx%dx%d %dx%dx%dx%d" % (d["M"],d["K"],d["N"],d["BATCH"],d["M"],d["K"],d["N"]))' "$WORK/shapes_truth.json")"
-# One attempt: the mm/bmm recording, then the sweep of each. Both are CPU
-# time, yet CPU time per call of the same sgemm_ moved by a quarter between
-# attempts minutes apart on this shared 2-CPU VM (4.19 vs 5.51 GFLOP/s in one
-# run of this test, -0.2 % in another), so a miss is measured again (up to 3
-# attempts, load average printed), as test_torch_ops does: a wrong FLOP count
-# or a wrong time would miss every time.
-gflops_attempt() {
-    rm -rf "$WORK/gflops" "$WORK/sweep_mm" "$WORK/sweep_bmm"
-    record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS / 2)) --ops mm,bmm
-    [ "$RECORD_STATUS" -eq 0 ] || die "the mm/bmm workload failed under --torch-shapes (exit $RECORD_STATUS)"
-    report_json "$WORK/gflops" "$WORK/gflops.json" --torch-shapes || die "opprof report --torch-shapes failed"
+# One attempt: the mm/bmm recording and, at the same time, the sweep of each.
+# Both figures are CPU time, yet CPU time per call of the same sgemm_ drifted
+# by a third within minutes on this shared 2-CPU VM (measured one after the
+# other: +31 %, then -26 %, then -5.6 % for mm in three attempts of one run,
+# bmm moving the same way), hence side by side; a miss is still measured again
+# (up to 3 attempts, load average printed), as test_torch_ops does: a wrong
+# FLOP count or a wrong time would miss every time.
+sweeps() {
     for op in mm:$MKN bmm:$BMKN; do
         name=${op%%:*} shape=${op#*:}
-        log "+ opprof sweep --op torch.$name --shapes $shape --min-time 1"
         limited "$OPPROF" sweep --python "$PYTHON" --op "torch.$name" --shapes "$shape" --min-time 1 --warmup 3 \
-            -o "$WORK/sweep_$name" --format json >"$WORK/sweep_$name.json" 2>"$WORK/sweep_$name.err" ||
-            { show stderr "$WORK/sweep_$name.err" 8; return 1; }
+            -o "$WORK/sweep_$name" --format json >"$WORK/sweep_$name.json" 2>"$WORK/sweep_$name.err" || return 1
+    done
+}
+gflops_attempt() {
+    rm -rf "$WORK/gflops" "$WORK/sweep_mm" "$WORK/sweep_bmm"
+    # The sweeps run while the recording does, so that both see the machine
+    # in the same state (the recording's loop, ~5 s, spans both sweeps' timed
+    # calls); one sweep at a time, so each is one thread beside one thread.
+    log "+ opprof sweep --op torch.mm --shapes $MKN, then torch.bmm $BMKN (--min-time 1), beside:"
+    sweeps &
+    sweeps_pid=$!
+    record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS * 2)) --ops mm,bmm
+    wait "$sweeps_pid" || { show stderr "$WORK/sweep_mm.err" 8; show stderr "$WORK/sweep_bmm.err" 8; return 1; }
+    [ "$RECORD_STATUS" -eq 0 ] || die "the mm/bmm workload failed under --torch-shapes (exit $RECORD_STATUS)"
+    report_json "$WORK/gflops" "$WORK/gflops.json" --torch-shapes || die "opprof report --torch-shapes failed"
+    for name in mm bmm; do
         report_json "$(ls -d "$WORK/sweep_$name"/000-*/ | head -n 1)" "$WORK/sweep_${name}_ops.json" --group-by op ||
             return 1
     done
