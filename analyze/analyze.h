@@ -29,5 +29,6 @@
 #include "analyze/sweep.h"     /* sweeps and diffs */
 #include "analyze/filter.h"    /* report --pid/--tid/--comm */
 #include "analyze/memory.h"    /* memory over time */
+#include "analyze/torch_shapes.h" /* FLOPs per operator (record --torch-shapes) */
 
 #endif
