@@ -19,6 +19,8 @@ struct profile_priv {
     char **strings;
     size_t nstrings, strings_cap;
     struct hashmap string_index, frame_index, stack_index, thread_index; /* -> array index */
+    struct hashmap row_index; /* (thread, stack, flags) -> aggregated sample row */
+    bool aggregate;           /* loading with PROFILE_LOAD_AGGREGATED */
     size_t frames_cap, stacks_cap, threads_cap, samples_cap, processes_cap, warnings_cap;
 };
 
@@ -39,6 +41,9 @@ void *profile_grow(void *array, size_t *cap, size_t need, size_t elem) __attribu
  * they were — so a call site is one checked line and cannot lose its array
  * by assigning NULL over it. */
 int profile_grow_to(void *arrayp, size_t *cap, size_t need, size_t elem) __attribute__((warn_unused_result));
+/* Sorts p->samples by time once every row is in; rows are not added after
+ * (profile_add_sample_row's index is dropped). */
+void profile_sort_samples(struct profile *p);
 /* Appends a copy of text to p->warnings; -1 on out of memory. */
 int profile_add_warning(struct profile *p, const char *text);
 /* profile_load.c: a loader warning, printf-style (cut at 1 KB). */

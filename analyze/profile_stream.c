@@ -56,6 +56,14 @@ struct raw_pystack {
     const struct opr_pyframe *frames; /* points into the stream buffer */
 };
 
+/* Samples of one (thread, stack, Python stack, flags) folded while reading
+ * (PROFILE_LOAD_AGGREGATED): the stream keeps one of these per distinct key,
+ * not one stream_sample per sample. */
+struct stream_row {
+    uint32_t thread, stack_id, py_stack_plus1, flags;
+    uint64_t weight, count, first_ns, last_ns;
+};
+
 struct stream_load {
     struct profile *p;
     struct symbolizer *sym;
@@ -71,7 +79,12 @@ struct stream_load {
     struct hashmap mixed;       /* stack id << 32 | pystack id + 1 -> profile stack (u64 keys) */
     struct stream_sample *samples;
     size_t nsamples, samples_cap;
-    bool last_sample_kept;      /* the last SAMPLE record had a known stack */
+    bool aggregate;             /* fold samples into rows (stream_row) instead of samples */
+    struct stream_row *rows;    /* in the order of their first sample */
+    size_t nrows, rows_cap;
+    struct hashmap row_index;   /* stream_row key -> index in rows */
+    size_t nread;               /* samples kept, either way */
+    bool last_sample_kept;      /* the last SAMPLE record had a known stack and is in samples */
     uint64_t lost;
     struct opr_limits limits;   /* the last LIMITS record: cumulative */
     bool ended;
@@ -150,6 +163,54 @@ static const char *path_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
+}
+
+/* Stream rows are keyed by these four ids; the map reads them back from the
+ * row (callback keys, util/util.h). */
+struct stream_row_key {
+    uint32_t thread, stack_id, py_stack_plus1, flags;
+};
+
+static bool stream_row_eq(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)len;
+    const struct stream_load *sl = ctx;
+    const struct stream_row_key *k = key;
+    const struct stream_row *r = &sl->rows[value];
+    return r->thread == k->thread && r->stack_id == k->stack_id && r->py_stack_plus1 == k->py_stack_plus1 &&
+           r->flags == k->flags;
+}
+
+static const struct hashmap_type stream_row_type = {NULL, stream_row_eq};
+
+/* Adds one SAMPLE to its stream row (PROFILE_LOAD_AGGREGATED). 0, or -1
+ * with errno ENOMEM. */
+static int fold_sample(struct stream_load *sl, const struct opr_sample *s, uint32_t thread, uint32_t py_plus1)
+{
+    struct stream_row_key k = {thread, s->stack_id, py_plus1, s->flags};
+    uint64_t weight = s->weight ? s->weight : 1;
+    uint64_t at;
+    /* A row's sums fit the profile's 32-bit row: a full one is left as it
+     * is and a new one started for its key. */
+    if (hashmap_find(&sl->row_index, &k, sizeof k, &at) && sl->rows[at].weight + weight <= UINT32_MAX &&
+        sl->rows[at].count < UINT32_MAX) {
+        struct stream_row *r = &sl->rows[at];
+        r->weight += weight;
+        r->count++;
+        if (s->time_ns < r->first_ns)
+            r->first_ns = s->time_ns;
+        if (s->time_ns > r->last_ns)
+            r->last_ns = s->time_ns;
+        return 0;
+    }
+    if (profile_grow_to(&sl->rows, &sl->rows_cap, sl->nrows + 1, sizeof *sl->rows) != 0)
+        return -1;
+    sl->rows[sl->nrows] = (struct stream_row){thread, s->stack_id, py_plus1, s->flags, weight, 1, s->time_ns,
+                                              s->time_ns};
+    if (hashmap_put(&sl->row_index, &k, sizeof k, sl->nrows) != 0)
+        return -1;
+    sl->nrows++;
+    return 0;
 }
 
 /* ---- the records every profile has ----------------------------------------
@@ -324,8 +385,14 @@ static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
         return 0;
     }
     uint32_t thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL);
-    if (thread == UINT32_MAX ||
-        profile_grow_to(&sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples) != 0)
+    if (thread == UINT32_MAX)
+        return -1;
+    sl->nread++;
+    if (sl->aggregate) {
+        sl->last_sample_kept = false; /* no record qualifies a folded sample (stream_wants_samples) */
+        return fold_sample(sl, &s, thread, spy.py_stack_id_plus1);
+    }
+    if (profile_grow_to(&sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples) != 0)
         return -1;
     struct stream_sample *ss = &sl->samples[sl->nsamples++];
     *ss = (struct stream_sample){.s = s,
@@ -555,6 +622,23 @@ static int resolve_samples(struct stream_load *sl)
     struct prof_process *proc = stream_process(sl);
     if (!proc)
         return -1;
+    /* Rows are in the order of their first sample, so stacks are resolved
+     * (and get their profile index) in the same order as sample by sample. */
+    for (size_t i = 0; i < sl->nrows; i++) {
+        const struct stream_row *r = &sl->rows[i];
+        uint32_t stack = stream_resolve_stack(sl, r->stack_id, r->py_stack_plus1);
+        if (stack == UINT32_MAX ||
+            profile_add_sample_row(p, r->first_ns, r->last_ns, r->thread, stack, r->flags, r->weight, r->count) != 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+        if (r->flags & OPR_SAMPLE_TRUNCATED) {
+            proc->truncated += r->count;
+            p->truncated_samples += r->count;
+        }
+        if (r->flags & OPR_SAMPLE_UNWIND_FAILED)
+            proc->unwind_failed += r->count;
+    }
     for (size_t i = 0; i < sl->nsamples; i++) {
         struct stream_sample *ss = &sl->samples[i];
         /* on_sample kept only samples whose stack exists: UINT32_MAX here is
@@ -575,7 +659,7 @@ static int resolve_samples(struct stream_load *sl)
         if (ss->s.flags & OPR_SAMPLE_UNWIND_FAILED)
             proc->unwind_failed++;
     }
-    proc->samples += sl->nsamples;
+    proc->samples += sl->nread;
     proc->lost += sl->lost;
     p->lost_samples += sl->lost;
     p->outside_window_samples += sl->limits.outside_window;
@@ -593,12 +677,49 @@ static void on_skipped(void *ctx, const char *what) { stream_warn(ctx, "%s; skip
 static void on_stopped(void *ctx, const char *what)
 {
     struct stream_load *sl = ctx;
-    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nsamples);
+    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nread);
     /* No process only when out of memory: then the flag is lost, and the
      * next allocation that fails ends the load. */
     struct prof_process *proc = stream_process(sl);
     if (proc)
         proc->stream_truncated = true;
+}
+
+/* ---- whether a stream's samples can be folded ----------------------------
+ * A stream is read twice when the profile is aggregated: this first pass
+ * only looks for what needs samples one by one. A SAMPLE in an OpenMP region
+ * (threading grafts a worker's sample onto its opener's sample nearest in
+ * time, any of the opener's samples) or a COUNTER_SAMPLE (its values qualify
+ * the SAMPLE before it) keeps the whole stream sample by sample. */
+static int prescan_sample(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    uint64_t region = 0;
+    size_t at = sizeof(struct opr_sample) + sizeof(struct opr_sample_python);
+    if (rec->len >= at + sizeof(struct opr_sample_openmp))
+        memcpy(&region, rec->body + at, sizeof region);
+    if (region == 0)
+        return 0;
+    *(bool *)ctx = true;
+    return -1; /* found: stop reading */
+}
+
+static int prescan_counter(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg, (void)rec;
+    *(bool *)ctx = true;
+    return -1;
+}
+
+static bool stream_wants_samples(const char *buf, size_t size, size_t header_size)
+{
+    bool wants = false;
+    struct opr_reader r = {.ctx = &wants};
+    if (opr_reader_on(&r, OPR_REC_SAMPLE, sizeof(struct opr_sample), prescan_sample, NULL) != 0 ||
+        opr_reader_on(&r, OPR_REC_COUNTER_SAMPLE, sizeof(struct opr_counter_sample), prescan_counter, NULL) != 0)
+        return true;
+    (void)opr_stream_read_records(&r, buf, size, header_size);
+    return wants;
 }
 
 /* Registers the core handlers and lets each feature register its own and
@@ -644,6 +765,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     hashmap_init_u64(&sl.mixed);
+    hashmap_init(&sl.row_index, &stream_row_type, &sl);
+    sl.aggregate = ((struct profile_priv *)p->priv)->aggregate && !stream_wants_samples(buf, size, h.header_size);
     struct prof_process *proc = stream_process(&sl);
     if (!proc) {
         free(buf);
@@ -667,6 +790,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
         free(state[i]);
     }
     free(sl.samples);
+    free(sl.rows);
+    hashmap_free(&sl.row_index);
     free(sl.stacks);
     free(sl.pycodes);
     free(sl.pystacks);
