@@ -204,6 +204,12 @@ int profile_load(const char *dir, struct profile **out, char *err, size_t errlen
 
 int profile_load_as(const char *dir, enum profile_load_mode mode, struct profile **out, char *err, size_t errlen)
 {
+    /* OPPROF_LOAD_EVERY_SAMPLE=1 loads sample by sample what would be
+     * aggregated: tests/integration/test_report_streams.sh compares the
+     * outputs of both ways on real recordings (they must be identical). */
+    const char *every = getenv("OPPROF_LOAD_EVERY_SAMPLE");
+    if (every && strcmp(every, "1") == 0)
+        mode = PROFILE_LOAD_SAMPLES;
     if (profile_read(dir, mode, out, err, errlen) != 0) {
         /* The cli tells out of memory (exit 2, one line) from a bad result
          * by errno, and the user by err: say it wherever it happened (the
