@@ -84,6 +84,8 @@ struct stream_load {
     size_t nrows, rows_cap;
     struct hashmap row_index;   /* stream_row key -> index in rows */
     size_t nread;               /* samples kept, either way */
+    size_t last_row;            /* the row the previous sample went to (a thread's samples come in runs) */
+    uint32_t last_tid, last_thread; /* the previous sample's tid and profile thread (last_thread + 1: 0 none) */
     bool last_sample_kept;      /* the last SAMPLE record had a known stack and is in samples */
     uint64_t lost;
     struct opr_limits limits;   /* the last LIMITS record: cumulative */
@@ -189,12 +191,16 @@ static int fold_sample(struct stream_load *sl, const struct opr_sample *s, uint3
 {
     struct stream_row_key k = {thread, s->stack_id, py_plus1, s->flags};
     uint64_t weight = s->weight ? s->weight : 1;
-    uint64_t at;
+    uint64_t at = sl->last_row;
+    /* The writer drains one thread's queue at a time and a hot loop repeats
+     * its stack: most samples go to the previous sample's row, no hash. */
+    bool same = at < sl->nrows && stream_row_eq(&k, sizeof k, at, sl);
     /* A row's sums fit the profile's 32-bit row: a full one is left as it
      * is and a new one started for its key. */
-    if (hashmap_find(&sl->row_index, &k, sizeof k, &at) && sl->rows[at].weight + weight <= UINT32_MAX &&
+    if ((same || hashmap_find(&sl->row_index, &k, sizeof k, &at)) && sl->rows[at].weight + weight <= UINT32_MAX &&
         sl->rows[at].count < UINT32_MAX) {
         struct stream_row *r = &sl->rows[at];
+        sl->last_row = at;
         r->weight += weight;
         r->count++;
         if (s->time_ns < r->first_ns)
@@ -209,7 +215,7 @@ static int fold_sample(struct stream_load *sl, const struct opr_sample *s, uint3
                                               s->time_ns};
     if (hashmap_put(&sl->row_index, &k, sizeof k, sl->nrows) != 0)
         return -1;
-    sl->nrows++;
+    sl->last_row = sl->nrows++;
     return 0;
 }
 
@@ -384,9 +390,11 @@ static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
         sl->last_sample_kept = false; /* its counter values go with it */
         return 0;
     }
-    uint32_t thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL);
+    uint32_t thread = sl->last_thread && sl->last_tid == s.tid ? sl->last_thread - 1
+                                                                 : profile_add_thread(sl->p, sl->pid, s.tid, NULL);
     if (thread == UINT32_MAX)
         return -1;
+    sl->last_tid = s.tid, sl->last_thread = thread + 1;
     sl->nread++;
     if (sl->aggregate) {
         sl->last_sample_kept = false; /* no record qualifies a folded sample (stream_wants_samples) */
