@@ -80,6 +80,11 @@ struct symbolizer;
 int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
                         uint32_t asid, uint32_t **scratch, size_t *scratch_cap);
 
+/* profile_fold.c: whether the stream in buf (records from header_size)
+ * needs its samples one by one (OpenMP regions, counters): then it is not
+ * folded even when the profile is aggregated. */
+bool stream_wants_samples(const char *buf, size_t size, size_t header_size);
+
 struct stream_load; /* one stream being read: opaque to the features */
 
 /* A SAMPLE record, kept until the maps are all read and its stack can be

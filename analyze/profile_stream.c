@@ -693,43 +693,6 @@ static void on_stopped(void *ctx, const char *what)
         proc->stream_truncated = true;
 }
 
-/* ---- whether a stream's samples can be folded ----------------------------
- * A stream is read twice when the profile is aggregated: this first pass
- * only looks for what needs samples one by one. A SAMPLE in an OpenMP region
- * (threading grafts a worker's sample onto its opener's sample nearest in
- * time, any of the opener's samples) or a COUNTER_SAMPLE (its values qualify
- * the SAMPLE before it) keeps the whole stream sample by sample. */
-static int prescan_sample(void *ctx, void *arg, const struct opr_record *rec)
-{
-    (void)arg;
-    uint64_t region = 0;
-    size_t at = sizeof(struct opr_sample) + sizeof(struct opr_sample_python);
-    if (rec->len >= at + sizeof(struct opr_sample_openmp))
-        memcpy(&region, rec->body + at, sizeof region);
-    if (region == 0)
-        return 0;
-    *(bool *)ctx = true;
-    return -1; /* found: stop reading */
-}
-
-static int prescan_counter(void *ctx, void *arg, const struct opr_record *rec)
-{
-    (void)arg, (void)rec;
-    *(bool *)ctx = true;
-    return -1;
-}
-
-static bool stream_wants_samples(const char *buf, size_t size, size_t header_size)
-{
-    bool wants = false;
-    struct opr_reader r = {.ctx = &wants};
-    if (opr_reader_on(&r, OPR_REC_SAMPLE, sizeof(struct opr_sample), prescan_sample, NULL) != 0 ||
-        opr_reader_on(&r, OPR_REC_COUNTER_SAMPLE, sizeof(struct opr_counter_sample), prescan_counter, NULL) != 0)
-        return true;
-    (void)opr_stream_read_records(&r, buf, size, header_size);
-    return wants;
-}
-
 /* Registers the core handlers and lets each feature register its own and
  * start its per-stream state. 0, or -1 with errno. */
 static int stream_begin(struct stream_load *sl, const struct opr_file_header *h, struct opr_reader *r,

@@ -5,6 +5,7 @@
 # (OPPROF_LOAD_EVERY_SAMPLE=1, the loader as it was before aggregation), on
 # real recordings of each kind of stream:
 #   known_split, 2 threads at 4000 Hz  native stacks, folded (~5 stacks, many samples each)
+#   known_split -e page-faults          per-sample counters: that stream stays per sample
 #   omp_regions_gomp                    OpenMP-region samples: that stream stays per sample
 #   py_split.py                         Python frames spliced into native stacks
 #   torch_train.py --seconds 2          PyTorch operators, phases, libgomp regions (when torch imports)
@@ -77,6 +78,10 @@ if [ -n "$n_folded" ] && [ "$n_folded" = "$n_every" ] && [ "$n_folded" -gt 1000 
 else
     fail "known_split: $n_folded samples aggregated, $n_every sample by sample"
 fi
+
+# Per-sample counters (-e): that stream stays per sample too.
+record cnt -e page-faults -- "$KNOWN_SPLIT" --seconds 0.5
+if [ "$RECORD_STATUS" -eq 0 ]; then compare_all cnt; else fail "recording known_split -e page-faults failed"; fi
 
 if [ -x "$GOMP" ]; then
     OMP_NUM_THREADS=2 record omp -- "$GOMP" --regions 2000
