@@ -14,11 +14,13 @@
 # Records known_split once at a high rate, replicates the result dir (hard
 # links) until the copies hold REPORT_SCALE_SAMPLES samples, and runs
 # `opprof report COPY1 COPY2 ...` (the merged report, as for the ranks of a
-# job) under /usr/bin/time. Prints samples, peak RSS, wall seconds and MB of
-# peak RSS per million samples per build, and whether both builds printed
-# the same report. Copies of one recording have the same distinct stacks and
-# threads, so a report whose memory follows distinct stacks x threads stays
-# flat as the sample count grows, and one that keeps every sample grows with it.
+# job) under /usr/bin/time. Prints samples, peak RSS, wall and CPU (user +
+# sys) seconds and MB of peak RSS per million samples per build (CPU time is
+# what to trust on a busy machine: neighbours stretch the wall time), and
+# whether both builds printed the same report. Copies of one recording have
+# the same distinct stacks and threads, so a report whose memory follows
+# distinct stacks x threads stays flat as the sample count grows, and one that
+# keeps every sample grows with it.
 set -u
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,19 +59,20 @@ echo "report_scale: one recording of known_split --threads 2 at $HZ Hz: $per sam
      "$copies copies merged: $((per * copies)) samples"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# one NAME OPPROF: one run of the merged report, "peak_kb seconds" appended to NAME.runs
+# one NAME OPPROF: one run of the merged report, "peak_kb wall_s cpu_s" appended to NAME.runs
 one() {
-    /usr/bin/time -f '%M %e' -o "$TMP/$1.time" "$2" report copy.* >"$TMP/$1.out" 2>"$TMP/$1.err" ||
+    /usr/bin/time -f '%M %e %U %S' -o "$TMP/$1.time" "$2" report copy.* >"$TMP/$1.out" 2>"$TMP/$1.err" ||
         { echo "report_scale: $2 report failed:" >&2; cat "$TMP/$1.err" >&2; exit 1; }
-    cat "$TMP/$1.time" >>"$TMP/$1.runs"
+    awk '{ printf "%s %s %.2f\n", $1, $2, $3 + $4 }' "$TMP/$1.time" >>"$TMP/$1.runs"
 }
 # row NAME: the medians of NAME's runs
 row() {
     samples=$(awk '$1 == "samples" { print $2; exit }' "$TMP/$1.out")
     rss_kb=$(cut -d' ' -f1 "$TMP/$1.runs" | median)
     secs=$(cut -d' ' -f2 "$TMP/$1.runs" | median)
-    awk -v n="$1" -v s="$samples" -v k="$rss_kb" -v t="$secs" \
-        'BEGIN { printf "%-8s %10d %10.1f %8.2f %10.2f\n", n, s, k / 1024, t, k / 1024 / (s / 1e6) }'
+    cpu=$(cut -d' ' -f3 "$TMP/$1.runs" | median)
+    awk -v n="$1" -v s="$samples" -v k="$rss_kb" -v t="$secs" -v c="$cpu" \
+        'BEGIN { printf "%-8s %10d %10.1f %8.2f %8.2f %10.2f\n", n, s, k / 1024, t, c, k / 1024 / (s / 1e6) }'
 }
 # Old and new alternate run by run, so that a neighbour's load falls on both.
 r=0
@@ -80,12 +83,13 @@ while [ $r -lt "$RUNS" ]; do
     [ -n "$OLD" ] && one old "$OLD/opprof"
     one new "$BUILD/opprof"
 done
-printf '%-8s %10s %10s %8s %10s\n' build samples "peak MB" seconds "MB/Msmp"
+printf '%-8s %10s %10s %8s %8s %10s\n' build samples "peak MB" "wall s" "CPU s" "MB/Msmp"
 [ -n "$OLD" ] && row old
 row new
 if [ -n "$OLD" ]; then
     awk -v a="$(cut -d' ' -f1 "$TMP/old.runs" | median)" -v b="$(cut -d' ' -f1 "$TMP/new.runs" | median)" \
         -v c="$(cut -d' ' -f2 "$TMP/old.runs" | median)" -v d="$(cut -d' ' -f2 "$TMP/new.runs" | median)" \
-        'BEGIN { printf "new/old  peak RSS x%.3f, time x%.3f\n", b / a, d / c }'
+        -v e="$(cut -d' ' -f3 "$TMP/old.runs" | median)" -v f="$(cut -d' ' -f3 "$TMP/new.runs" | median)" \
+        'BEGIN { printf "new/old  peak RSS x%.3f, wall x%.3f, CPU x%.3f\n", b / a, d / c, f / e }'
     if cmp -s "$TMP/old.out" "$TMP/new.out"; then echo "reports: identical"; else echo "reports: DIFFERENT"; fi
 fi
