@@ -28,5 +28,7 @@
 #include "analyze/threading.h" /* threads and OpenMP */
 #include "analyze/ranks.h"     /* ranks of a parallel job */
 #include "analyze/sweep.h"     /* sweeps and diffs */
+#include "analyze/filter.h"    /* report --pid/--tid/--comm */
+#include "analyze/memory.h"    /* memory over time */
 
 #endif

@@ -213,6 +213,21 @@ static long python_row(struct walk *w, uint32_t f, bool by_line)
     return r;
 }
 
+/* GROUP_LINE's row of a native frame with line info ("path:line", the
+ * function as detail, as a Python line's row), cached per frame. */
+static long native_line_row(struct walk *w, uint32_t f)
+{
+    if (w->frame_row[f])
+        return (long)w->frame_row[f] - 1;
+    const struct prof_frame *fr = &w->p->frames[f];
+    char key[4096];
+    snprintf(key, sizeof key, "%s:%d", fr->source_file, fr->line);
+    long r = hs_builder_row(&w->b, key, fr->name);
+    if (r >= 0)
+        w->frame_row[f] = (uint32_t)r + 1;
+    return r;
+}
+
 /* Position of the innermost native (non-Python) frame, -1 when none. */
 static long native_leaf(const struct profile *p, const struct prof_stack *st)
 {
@@ -224,6 +239,59 @@ static long native_leaf(const struct profile *p, const struct prof_stack *st)
     return -1;
 }
 
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Whether st runs library constructors or destructors: under the dynamic
+ * loader's initialisation of a library (_dl_init, from dlopen or at
+ * start-up) or under exit's handlers (static destructors, atexit). */
+static bool stack_in_loader_init(const struct profile *p, const struct prof_stack *st)
+{
+    static const char *const names[] = {"_dl_init", "call_init", "__run_exit_handlers", "_dl_fini", "__cxa_finalize"};
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        uint32_t f = st->frames[i];
+        if (f >= p->nframes || p->frames[f].kind == FRAME_PYTHON || !p->frames[f].name)
+            continue;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strcmp(p->frames[f].name, names[k]) == 0)
+                return true;
+    }
+    return false;
+}
+
+const char *kernel_elsewhere_row(const struct prof_frame *leaf)
+{
+    const char *path = leaf->module ? leaf->module : "";
+    const char *slash = strrchr(path, '/');
+    const char *m = slash ? slash + 1 : path; /* the file, wherever the venv put it */
+    const char *n = leaf->name ? leaf->name : "";
+    if (has_prefix(m, "[kernel") || has_prefix(m, "vmlinux") || has_prefix(n, "[k]"))
+        return "[not a kernel: system calls and the OS]";
+    /* The C library and loader (syscall wrappers, malloc, symbol lookup at
+     * start-up, __libc_start_call_main) and the C++ runtime; libm stays a
+     * kernel: its expf/logf are compute. */
+    if (has_prefix(m, "libc.so") || has_prefix(m, "libc-") || has_prefix(m, "ld-linux") || has_prefix(m, "ld-") ||
+        has_prefix(m, "libpthread") || has_prefix(m, "libdl.") || has_prefix(m, "librt.") ||
+        has_prefix(m, "libstdc++") || has_prefix(m, "libgcc_s") || has_prefix(m, "[vdso]") ||
+        has_prefix(m, "libunwind") || has_prefix(m, "libopprof"))
+        return "[not a kernel: libc, loader, C++ runtime]";
+    if (has_prefix(m, "python") || has_prefix(m, "libpython"))
+        return "[not a kernel: Python interpreter]";
+    if (has_prefix(m, "libgomp") || has_prefix(m, "libomp") || has_prefix(m, "libiomp") || has_prefix(n, "GOMP_") ||
+        has_prefix(n, "__kmp"))
+        return "[not a kernel: OpenMP runtime (waits, barriers, fork/join)]";
+    /* PyTorch's machinery between the Python call and the kernel: dispatch,
+     * the autograd engine, tensor bookkeeping, the Python bindings. */
+    if (has_prefix(n, "c10::") || has_prefix(n, "torch::autograd::") || has_prefix(n, "torch::jit::") ||
+        has_prefix(n, "at::_ops::") || has_prefix(n, "at::Tensor") || has_prefix(n, "at::impl::") ||
+        has_prefix(n, "pybind11::") || has_prefix(n, "THP") || has_prefix(m, "libtorch_python") ||
+        has_prefix(m, "libc10."))
+        return "[not a kernel: PyTorch dispatch, autograd, bindings]";
+    return NULL;
+}
+
 /* The kernel row of a stack whose innermost operator is op (NULL: none). */
 static long kernel_row(struct walk *w, const struct prof_stack *st, const char *op)
 {
@@ -231,6 +299,14 @@ static long kernel_row(struct walk *w, const struct prof_stack *st, const char *
     if (k < 0)
         return hs_builder_row(&w->b, NO_NATIVE_FRAME_NAME, NULL);
     const struct prof_frame *fr = &w->p->frames[st->frames[k]];
+    /* Library constructors, registrations and destructors run by `import`,
+     * by the loader at start-up or by exit are not the program's kernels,
+     * whatever code they run (libtorch_cpu's op registration, codec tables). */
+    if ((!op || strcmp(op, NO_OPERATOR_NAME) == 0) && (stack_is_import(w->p, st) || stack_in_loader_init(w->p, st)))
+        return hs_builder_row(&w->b, "[not a kernel: start-up, imports, exit]", NULL);
+    const char *elsewhere = kernel_elsewhere_row(fr);
+    if (elsewhere)
+        return hs_builder_row(&w->b, elsewhere, NULL);
     if (!op)
         return hs_builder_row(&w->b, fr->name, fr->module);
     size_t mlen = strlen(fr->module), olen = strlen(op);
@@ -310,6 +386,9 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
     if (walk_init(&w, p) != 0)
         return -1;
     uint64_t counted = 0;
+    bool any_python = false; /* GROUP_LINE: Python lines, else native ones */
+    for (size_t f = 0; f < p->nframes && !any_python; f++)
+        any_python = p->frames[f].kind == FRAME_PYTHON;
     for (size_t s = 0; s <= p->nstacks; s++) {
         uint64_t weight = w.sw[s], n = w.sc[s];
         if (n == 0)
@@ -351,6 +430,24 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
                 if (f >= p->nframes || p->frames[f].kind != FRAME_PYTHON)
                     continue;
                 long r = python_row(&w, f, by == GROUP_LINE);
+                if (r < 0)
+                    goto oom;
+                count_row(&w.b, (size_t)r, gen, !any, weight, n);
+                any = true;
+            }
+            /* A native program: its own source lines, as perf's srcline
+             * (innermost frame with line info: self; every one: total). */
+            for (uint32_t i = 0; !any_python && by == GROUP_LINE && i < st->nframes; i++) {
+                uint32_t f = st->frames[i];
+                if (f >= p->nframes)
+                    continue;
+                bool has_line = p->frames[f].source_file && p->frames[f].line > 0;
+                if (!has_line && i > 0)
+                    continue;
+                /* A leaf without line info (a stripped library) keeps its
+                 * self time: "[no line info]" beside its function, not
+                 * moved to the caller's line. */
+                long r = has_line ? native_line_row(&w, f) : hs_builder_row(&w.b, "[no line info]", p->frames[f].name);
                 if (r < 0)
                     goto oom;
                 count_row(&w.b, (size_t)r, gen, !any, weight, n);

@@ -46,6 +46,11 @@ bool op_name_matches(const char *op, const char *query);
 bool is_no_operator_row(const char *name);
 #define NO_PYTHON_FRAME_NAME "[no Python frame]"
 #define NO_NATIVE_FRAME_NAME "[no native frame]"
+/* --group-by kernel lists compute kernels only (at::native and vectorized
+ * loops, BLAS, OpenMP region bodies, the program's own code); a sample whose
+ * innermost native frame is elsewhere lands in one row per kind of elsewhere.
+ * Returns that row's name, or NULL when the frame is a compute kernel. */
+const char *kernel_elsewhere_row(const struct prof_frame *leaf);
 
 /* The canonical op name in p matching query (see op_name_matches), copied into
  * buf; false when no operator of p matches. */

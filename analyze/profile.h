@@ -130,6 +130,7 @@ struct profile {
     struct prof_threading *threading; /* threads and OpenMP (NULL: none recorded) */
     struct prof_counters *counters;   /* per-sample counters (NULL: none recorded) */
     struct prof_ranks *ranks;         /* ranks and off-CPU time (NULL: none recorded) */
+    struct prof_memory *memory;       /* memory over time (analyze/memory.c; NULL: none recorded) */
 };
 
 /* Loads dir, then runs profile_prepare. On failure returns -1, prints

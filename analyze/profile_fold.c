@@ -10,6 +10,10 @@
  * the opener's samples) or a COUNTER_SAMPLE (its values qualify the SAMPLE
  * before it) keeps the whole stream sample by sample; every other stream's
  * outputs are the same folded or not (tests/integration/test_report_streams.sh).
+ * A stream with memory readings (MEM_TICK) keeps its samples with their times
+ * while it is read (analyze/memory.c shares each interval's RSS growth among
+ * the samples in it) and folds them into the profile's rows after: memory
+ * then follows the largest stream's samples while reading, not all samples.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -37,12 +41,21 @@ static int prescan_counter(void *ctx, void *arg, const struct opr_record *rec)
     return -1;
 }
 
-bool stream_wants_samples(const char *buf, size_t size, size_t header_size)
+static int prescan_memory(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)ctx, (void)rec;
+    *(bool *)arg = true; /* not the end: an OpenMP region or counters may follow */
+    return 0;
+}
+
+bool stream_wants_samples(const char *buf, size_t size, size_t header_size, bool *memory)
 {
     bool wants = false;
+    *memory = false;
     struct opr_reader r = {.ctx = &wants};
     if (opr_reader_on(&r, OPR_REC_SAMPLE, sizeof(struct opr_sample), prescan_sample, NULL) != 0 ||
-        opr_reader_on(&r, OPR_REC_COUNTER_SAMPLE, sizeof(struct opr_counter_sample), prescan_counter, NULL) != 0)
+        opr_reader_on(&r, OPR_REC_COUNTER_SAMPLE, sizeof(struct opr_counter_sample), prescan_counter, NULL) != 0 ||
+        opr_reader_on(&r, OPR_REC_MEM_TICK, 0, prescan_memory, memory) != 0)
         return true;
     (void)opr_stream_read_records(&r, buf, size, header_size);
     return wants;

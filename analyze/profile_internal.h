@@ -82,8 +82,10 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
 
 /* profile_fold.c: whether the stream in buf (records from header_size)
  * needs its samples one by one (OpenMP regions, counters): then it is not
- * folded even when the profile is aggregated. */
-bool stream_wants_samples(const char *buf, size_t size, size_t header_size);
+ * folded even when the profile is aggregated. *memory: it has memory
+ * readings, whose charging needs the stream's samples with their times
+ * (they are folded into the profile's rows after the stream's end hooks). */
+bool stream_wants_samples(const char *buf, size_t size, size_t header_size, bool *memory);
 
 struct stream_load; /* one stream being read: opaque to the features */
 
@@ -136,5 +138,6 @@ extern const struct stream_feature threading_stream_feature; /* threading_load.c
 extern const struct stream_feature accounting_stream_feature; /* accounting.c */
 extern const struct stream_feature ranks_stream_feature;     /* ranks.c */
 extern const struct stream_feature counters_stream_feature;  /* counters.c */
+extern const struct stream_feature memory_stream_feature;    /* memory.c */
 
 #endif

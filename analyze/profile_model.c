@@ -366,6 +366,7 @@ void profile_free(struct profile *p)
     threading_free(p->threading); /* threads and OpenMP (analyze/threading.c) */
     counters_free(p->counters);   /* per-sample counters (analyze/counters.c) */
     ranks_free(p->ranks); /* ranks (analyze/ranks.c) */
+    prof_memory_free(p->memory); /* memory over time (analyze/memory.c) */
     free(p->dir);
     free(p->command);
     free(p->event);

@@ -34,6 +34,7 @@ static const struct stream_feature *const features[] = {
     &ranks_stream_feature,
     &counters_stream_feature,
     &accounting_stream_feature,
+    &memory_stream_feature,
 };
 #define NFEATURES (sizeof features / sizeof features[0])
 
@@ -80,6 +81,7 @@ struct stream_load {
     struct stream_sample *samples;
     size_t nsamples, samples_cap;
     bool aggregate;             /* fold samples into rows (stream_row) instead of samples */
+    bool fold_late;             /* keep the stream's samples, fold them into profile rows (memory readings) */
     struct stream_row *rows;    /* in the order of their first sample */
     size_t nrows, rows_cap;
     struct hashmap row_index;   /* stream_row key -> index in rows */
@@ -652,14 +654,22 @@ static int resolve_samples(struct stream_load *sl)
         /* on_sample kept only samples whose stack exists: UINT32_MAX here is
          * out of memory. */
         uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
-        if (stack == UINT32_MAX ||
-            profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1) != 0) {
-            errno = ENOMEM;
-            return -1;
+        uint32_t weight = ss->s.weight ? ss->s.weight : 1;
+        if (sl->fold_late) { /* no OpenMP region, no counters (stream_wants_samples): index stays unset */
+            if (stack == UINT32_MAX || profile_add_sample_row(p, ss->s.time_ns, ss->s.time_ns, ss->thread, stack,
+                                                              ss->s.flags, weight, 1) != 0) {
+                errno = ENOMEM;
+                return -1;
+            }
+        } else {
+            if (stack == UINT32_MAX || profile_add_sample(p, ss->s.time_ns, ss->thread, stack, weight) != 0) {
+                errno = ENOMEM;
+                return -1;
+            }
+            ss->index = p->nsamples - 1;
+            p->samples[ss->index].flags = ss->s.flags;
+            p->samples[ss->index].counters = ss->counters;
         }
-        ss->index = p->nsamples - 1;
-        p->samples[ss->index].flags = ss->s.flags;
-        p->samples[ss->index].counters = ss->counters;
         if (ss->s.flags & OPR_SAMPLE_TRUNCATED) {
             proc->truncated++;
             p->truncated_samples++;
@@ -737,7 +747,10 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     hashmap_init_u64(&sl.mixed);
     hashmap_init(&sl.row_index, &stream_row_type, &sl);
-    sl.aggregate = ((struct profile_priv *)p->priv)->aggregate && !stream_wants_samples(buf, size, h.header_size);
+    bool memory = false;
+    bool folds = ((struct profile_priv *)p->priv)->aggregate && !stream_wants_samples(buf, size, h.header_size, &memory);
+    sl.aggregate = folds && !memory;
+    sl.fold_late = folds && memory;
     struct prof_process *proc = stream_process(&sl);
     if (!proc) {
         free(buf);

@@ -339,6 +339,8 @@ int diff_compute(const struct hotspot_table *a, const struct hotspot_table *b, s
         diff_free(out);
         return -1;
     }
+    /* The coarser period: a figure is no finer than either side's. */
+    out->period_ns = a->period_ns > b->period_ns ? a->period_ns : b->period_ns;
     return 0;
 }
 

@@ -87,6 +87,7 @@ struct diff_table {
     size_t nrows;
     const char *grouping;    /* "op" or "function" */
     const char *scope;       /* which samples were compared, one sentence (NULL: all) */
+    uint64_t period_ns;      /* the sample period (the times' resolution); 0: record -c */
 };
 /* Joins two self tables by row name. 0 or -1 on out of memory. */
 int diff_compute(const struct hotspot_table *a, const struct hotspot_table *b, struct diff_table *out);

@@ -10,6 +10,8 @@
  * question is how the operator changed, and interpreter start-up and
  * `import torch` would otherwise be most of both profiles. --all-samples
  * compares everything. The output says which samples were compared.
+ * --flamegraph FILE also writes a differential flame graph: B's call tree,
+ * each box coloured by the change of its share from A (export_flamediff.c).
  * Exit status: 0 ok, 2 usage or load error.
  */
 #include <ctype.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "analyze/analyze.h"
 #include "cli/cli.h"
@@ -29,7 +32,7 @@
 static void diff_usage(FILE *out)
 {
     fputs("usage: opprof diff A B [--format text|csv|json] [--limit N] [--group-by op|function]\n"
-          "                          [--all-samples]\n"
+          "                          [--all-samples] [--flamegraph FILE.svg]\n"
           "       opprof diff --sweep SWEEPDIR ROW ROW [options]\n"
           "\n"
           "Self time and share of every operator (or function, when neither profile has\n"
@@ -38,14 +41,17 @@ static void diff_usage(FILE *out)
           "(0, 1, ...) or its label (\"bmm 8x64x13x64 float32\", or a part naming one row).\n"
           "Rows of `opprof sweep --op` are compared on the samples of their timed calls\n"
           "only (not start-up, imports or warm-up); --all-samples compares all samples.\n"
-          "Text shows 20 rows by default (--limit 0: all).\n",
+          "Text shows 20 rows by default (--limit 0: all).\n"
+          "--flamegraph FILE.svg: also a differential flame graph, B's call tree with each\n"
+          "box red where its share of the samples grew from A, blue where it shrank.\n",
           out);
 }
 
-enum { OPT_FORMAT = 256, OPT_LIMIT, OPT_GROUP_BY, OPT_SWEEP, OPT_ALL_SAMPLES };
+enum { OPT_FORMAT = 256, OPT_LIMIT, OPT_GROUP_BY, OPT_SWEEP, OPT_ALL_SAMPLES, OPT_FLAMEGRAPH };
 static const struct option diff_long_options[] = {
     {"sweep", required_argument, NULL, OPT_SWEEP},
     {"all-samples", no_argument, NULL, OPT_ALL_SAMPLES},
+    {"flamegraph", required_argument, NULL, OPT_FLAMEGRAPH},
     {"format", required_argument, NULL, OPT_FORMAT},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"group-by", required_argument, NULL, OPT_GROUP_BY},
@@ -214,6 +220,33 @@ static size_t timed_samples(const struct profile *p, uint64_t *weight)
     return n;
 }
 
+/* B's flame graph coloured by the change from A. Returns 0 or 2 (a sentence
+ * on stderr; no half-written file is left). */
+static int write_diff_flamegraph(const char *path, const struct profile *a, const struct profile *b,
+                                 const char *name_a, const char *name_b)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "opprof diff: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    char title[2 * PATH_MAX + 700];
+    snprintf(title, sizeof title, "Differential flame graph: %s against %s", name_b, name_a);
+    struct export_options o = {.title = title, .diff_base = a, .diff_base_name = name_a};
+    int rc = export_flamegraph(out, b, &o, false);
+    errno = 0;
+    bool failed = ferror(out) != 0;
+    failed = fclose(out) != 0 || failed;
+    if (rc != 0 || failed) {
+        fprintf(stderr, "opprof diff: cannot write %s: %s\n", path,
+                rc != 0 ? "out of memory" : errno ? strerror(errno) : "write error");
+        unlink(path); /* never leave a half file a viewer would choke on */
+        return 2;
+    }
+    fprintf(stderr, "opprof diff: differential flame graph -> %s\n", path);
+    return 0;
+}
+
 int cmd_diff(int argc, char **argv)
 {
     enum report_format format = FORMAT_TEXT;
@@ -222,6 +255,7 @@ int cmd_diff(int argc, char **argv)
     int group = -1; /* -1: automatic */
     const char *sweepdir = NULL;
     bool all_samples = false;
+    const char *flamegraph = NULL;
     optind = 0;
     opterr = 0;
     int c;
@@ -260,6 +294,9 @@ int cmd_diff(int argc, char **argv)
             break;
         case OPT_ALL_SAMPLES:
             all_samples = true;
+            break;
+        case OPT_FLAMEGRAPH:
+            flamegraph = optarg;
             break;
         case 'h':
             diff_usage(stdout);
@@ -354,6 +391,8 @@ int cmd_diff(int argc, char **argv)
     report_print_diff(stdout, &d, names[0], names[1], format, limit);
     diff_free(&d);
     rc = fflush(stdout) == 0 ? 0 : 2;
+    if (rc == 0 && flamegraph)
+        rc = write_diff_flamegraph(flamegraph, p[0], p[1], names[0], names[1]);
     goto done;
 oom:
     fputs("opprof diff: out of memory while aggregating samples\n", stderr);

@@ -34,7 +34,9 @@ static void export_usage(FILE *out)
           "\n"
           "outputs:\n"
           "  --flamegraph FILE    interactive flame graph, one self-contained SVG\n"
-          "                       (click to zoom, Search / Ctrl-F, tooltips)\n"
+          "                       (click to zoom, Search / Ctrl-F, tooltips); with two DIRs A B,\n"
+          "                       a differential one: B's, red where a share grew from A, blue\n"
+          "                       where it shrank (as opprof diff A B --flamegraph FILE)\n"
           "  --folded FILE        folded stacks (flamegraph.pl, inferno, speedscope)\n"
           "  --speedscope FILE    speedscope JSON, one profile per thread\n"
           "  --chrome-trace FILE  Chrome Trace Event JSON (chrome://tracing, Perfetto):\n"
@@ -100,7 +102,9 @@ static int write_output(enum output_kind kind, const char *path, struct profile 
     char err[512] = "";
     int rc;
     switch (kind) {
-    case OUT_FLAMEGRAPH: rc = export_flamegraph(out, p, &opts[0], false); break;
+    case OUT_FLAMEGRAPH: /* two DIRs: the second, coloured by the change from the first */
+        rc = export_flamegraph(out, profiles[nprofiles - 1], &opts[nprofiles - 1], false);
+        break;
     case OUT_FOLDED: rc = export_folded(out, p); break;
     case OUT_SPEEDSCOPE: rc = export_speedscope(out, p); break;
     case OUT_CHROME: rc = export_chrome_trace(out, (const struct profile *const *)profiles, opts, nprofiles); break;
@@ -230,9 +234,9 @@ int cmd_export(int argc, char **argv)
     size_t ndirs = (size_t)(argc - optind);
     if (ndirs > 1)
         for (int k = 0; k < OUT_KINDS; k++)
-            if (outputs[k] && k != OUT_CHROME) {
+            if (outputs[k] && k != OUT_CHROME && !(k == OUT_FLAMEGRAPH && ndirs == 2)) {
                 fprintf(stderr, "opprof export: %s takes one result directory; only --chrome-trace merges "
-                                "several (got %zu)\n", kind_option[k], ndirs);
+                                "several and --flamegraph compares two (got %zu)\n", kind_option[k], ndirs);
                 return 2;
             }
 
@@ -276,6 +280,10 @@ int cmd_export(int argc, char **argv)
         }
         opts[i] = base;
         opts[i].online_cpus = profiles[i]->online_cpus; /* the info file, read by profile_load */
+        if (i == 1 && ndirs == 2) { /* A B --flamegraph: differential, B against A */
+            opts[i].diff_base = profiles[0];
+            opts[i].diff_base_name = dirs[0];
+        }
         if (!profiles[i]->complete)
             fprintf(stderr, "opprof export: warning: %s: recording did not finish (opprof record was "
                             "interrupted); exporting what was written\n", dirs[i]);

@@ -53,6 +53,13 @@ static void report_usage(FILE *out)
           "                      CPU and wall time, communication, the slowest rank and why\n"
           "  --threading         only the Threading section (CPUs, runnable threads,\n"
           "                      runqueue wait, OpenMP regions; json: with its timeline)\n"
+          "  --pid PID[,PID...]  only the samples of these processes (as perf report)\n"
+          "  --tid TID[,TID...]  only the samples of these threads\n"
+          "  --comm NAME[,...]   only the samples of threads of this name, or of processes\n"
+          "                      running this executable; filters combine (all must pass)\n"
+          "  --memory            only the Memory section: peak RSS per process and when,\n"
+          "                      page faults, RSS growth by function, Python line and\n"
+          "                      operator (csv: the growth rows; json: with the readings)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
@@ -85,7 +92,11 @@ enum {
     OPT_CALLERS,
     OPT_CALLEES,
     OPT_THREADING, /* threads and OpenMP */
+    OPT_MEMORY,    /* memory over time */
     OPT_RANKS,     /* ranks of a parallel job */
+    OPT_PID,       /* sample filters */
+    OPT_TID,
+    OPT_COMM,
 };
 
 static const struct option report_long_options[] = {
@@ -96,7 +107,11 @@ static const struct option report_long_options[] = {
     {"callers", required_argument, NULL, OPT_CALLERS},
     {"callees", required_argument, NULL, OPT_CALLEES},
     {"threading", no_argument, NULL, OPT_THREADING},
+    {"memory", no_argument, NULL, OPT_MEMORY},
     {"ranks", no_argument, NULL, OPT_RANKS},
+    {"pid", required_argument, NULL, OPT_PID},
+    {"tid", required_argument, NULL, OPT_TID},
+    {"comm", required_argument, NULL, OPT_COMM},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -107,10 +122,12 @@ struct report_request {
     struct report_options opts;
     bool limit_given;
     bool threading_only; /* threads and OpenMP: --threading */
+    bool memory_only;    /* memory over time: --memory */
     bool ranks_only;     /* ranks: --ranks, --group-by rank */
     const char *output;  /* -o FILE; NULL: standard output */
     char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
     size_t ndirs;
+    struct sample_filter filter; /* --pid, --tid, --comm */
 };
 
 /* Applies one parsed option c (with optarg). -1 to go on, or the exit status. */
@@ -153,6 +170,9 @@ static int apply_option(int c, char **argv, struct report_request *rq)
     case OPT_THREADING:
         rq->threading_only = true;
         return -1;
+    case OPT_MEMORY:
+        rq->memory_only = true;
+        return -1;
     case OPT_RANKS:
         rq->ranks_only = true;
         return -1;
@@ -171,6 +191,15 @@ static int apply_option(int c, char **argv, struct report_request *rq)
     case 'o':
         rq->output = optarg;
         return -1;
+    case OPT_PID:
+        rq->filter.pids = optarg;
+        return -1;
+    case OPT_TID:
+        rq->filter.tids = optarg;
+        return -1;
+    case OPT_COMM:
+        rq->filter.comms = optarg;
+        return -1;
     case 'h':
         report_usage(stdout);
         return 0;
@@ -182,7 +211,7 @@ static int apply_option(int c, char **argv, struct report_request *rq)
         char shortopt[3] = {'-', (char)optopt, '\0'};
         fprintf(stderr,
                 "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
-                "--callers, --callees, -o/--output, --help\n",
+                "--callers, --callees, --threading, --memory, --ranks, -o/--output, --help\n",
                 optopt ? shortopt : argv[optind - 1]);
         return 2;
     }
@@ -205,9 +234,11 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     rq->dirs = argv + optind;
     rq->ndirs = argc > optind ? (size_t)(argc - optind) : 0;
     const struct report_options *o = &rq->opts;
-    if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only)) {
+    if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only || rq->memory_only)) {
         fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
-                rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"), rq->ndirs);
+                rq->memory_only ? "--memory"
+                : rq->threading_only ? "--threading" : (o->callers_of ? "--callers" : "--callees"),
+                rq->ndirs);
         return 2;
     }
     if (o->callers_of && o->callees_of && o->format != FORMAT_TEXT) {
@@ -218,6 +249,8 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     }
     if (!rq->limit_given && o->format == FORMAT_TEXT)
         rq->opts.limit = DEFAULT_TEXT_LIMIT;
+    if (o->format == FORMAT_TEXT) /* on a terminal the table fits its width */
+        rq->opts.columns = report_terminal_columns(STDOUT_FILENO);
     return -1;
 }
 
@@ -385,12 +418,23 @@ int cmd_report(int argc, char **argv)
     st = load_results(&rq, &res);
     if (st != 0)
         return st;
+    char ferr[2048];
+    int frc = profile_filter_samples(res.merged, &rq.filter, ferr, sizeof ferr);
+    if (frc != 0) {
+        if (frc == -2)
+            fputs("opprof report: out of memory while filtering samples\n", stderr);
+        else
+            fprintf(stderr, "opprof report: %s\n", ferr);
+        free_results(&res);
+        return 2;
+    }
 
     struct report_plan plan = {
         .profile = res.merged,
         .opts = rq.opts,
         .ranks_only = rq.ranks_only,
         .threading_only = rq.threading_only,
+        .memory_only = rq.memory_only,
     };
     struct rank_summary ranks = {0};
     struct phase_summary phases;
@@ -425,7 +469,22 @@ int cmd_report(int argc, char **argv)
         plan.findings = plan.opts.findings = &findings;
     }
 
-    st = close_output(out, rq.output, report_render(out, &plan));
+    if (out == stdout && rq.opts.columns) {
+        /* A terminal: render, then wrap what is wider than it. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        int rrc = mem ? report_render(mem, &plan) : -1;
+        if (mem && fclose(mem) == 0 && rrc >= 0) {
+            report_write_fitted(out, text, len, rq.opts.columns);
+            st = close_output(out, rq.output, rrc);
+        } else {
+            st = close_output(out, rq.output, report_render(out, &plan)); /* unwrapped */
+        }
+        free(text);
+    } else {
+        st = close_output(out, rq.output, report_render(out, &plan));
+    }
     /* An empty profile is printed (its header and warnings say why) but is
      * not a success: scripts must not take it for a measurement. */
     if (st == 0 && res.merged->nsamples == 0) {

@@ -365,6 +365,41 @@ struct opr_offcpu {
 };
 
 
+/* --- memory over time (types 30-39; docs/format.md "Memory") --------------- */
+/* Written by the agent's writer thread (sampler/agent/agent_memory.c) and by
+ * attach mode from outside. Optional: a stream without them has no Memory
+ * section. */
+#define OPR_REC_MEM_TICK 30  /* struct opr_mem_tick: one reading of the process's RSS and page faults */
+#define OPR_REC_MEM_LIMIT 31 /* struct opr_mem_limit + cgroup path: the memory limit the process runs under */
+
+/* A reading is taken every writer period (~10 ms) and written when the RSS,
+ * the high-water mark or the major faults changed since the last record
+ * (and always for the first and last reading): growth between two records
+ * happened after since_ns, the previous reading, which found the RSS of the
+ * record before. */
+struct opr_mem_tick {
+    uint64_t time_ns;    /* CLOCK_MONOTONIC of this reading */
+    uint64_t since_ns;   /* the reading before this one (0: none): the growth happened in (since_ns, time_ns] */
+    uint64_t rss_bytes;  /* resident set: statm resident x page size */
+    uint64_t anon_bytes; /* anonymous resident memory (RssAnon = resident - shared) */
+    uint64_t file_bytes; /* file-backed and shared-memory resident pages (statm shared: RssFile + RssShmem) */
+    uint64_t hwm_bytes;  /* the kernel's peak RSS so far (VmHWM, getrusage ru_maxrss); 0: unknown */
+    uint64_t minflt;     /* minor page faults so far (cumulative, the whole process) */
+    uint64_t majflt;     /* major page faults so far (had to read from disk or swap) */
+};
+
+/* The cgroup memory limit, read at the start of a stream: the smallest over
+ * the process's cgroup and its parents (v2 memory.max, v1
+ * memory.limit_in_bytes). */
+struct opr_mem_limit {
+    uint64_t time_ns;
+    uint64_t limit_bytes; /* 0: no limit (max) or none readable */
+    uint64_t high_bytes;  /* v2 memory.high (throttling starts there); 0: none */
+    uint32_t version;     /* cgroup version the limit came from: 1, 2, 0 = none found */
+    uint32_t path_len;    /* bytes of the process's cgroup path that follow (where the limit was read) */
+};
+/* --- end of memory over time ------------------------------------------------ */
+
 /* ------------------------------------------------------------------------- */
 /* Stream writer (format/stream_writer.c, format/stream_process.c)            */
 /* ------------------------------------------------------------------------- */
@@ -501,6 +536,22 @@ size_t opr_write_all(int fd, const void *bytes, size_t len);
 /* NT_GNU_BUILD_ID of an ELF file, from its PT_NOTE segments (libc only: the
  * agent may not use libelf). Its length, 0 when there is none. */
 int opr_read_build_id(const char *path, uint8_t out[OPR_BUILD_ID_MAX]);
+
+/* ---- memory readings for both samplers (format/stream_memory.c) ---- */
+/* The RSS, anonymous and file-backed resident bytes from <proc_dir>/statm
+ * (fields of struct opr_mem_tick; the others are left alone). 0, or -1 when
+ * the file cannot be read (the process is gone). */
+int opr_memory_read_statm(const char *proc_dir, struct opr_mem_tick *t);
+/* Minor and major faults from <proc_dir>/stat, and the peak RSS (VmHWM)
+ * from <proc_dir>/status: what getrusage gives the process itself, read from
+ * outside (attach mode). 0, or -1. */
+int opr_memory_read_faults(const char *proc_dir, struct opr_mem_tick *t);
+/* The cgroup memory limit of the process at proc_dir (see struct
+ * opr_mem_limit); path gets its cgroup path. Pure file reads; a machine
+ * without cgroups gives version 0. */
+void opr_memory_read_limit(const char *proc_dir, struct opr_mem_limit *l, char *path, size_t pathlen);
+/* Writes a MEM_LIMIT record for the process at proc_dir. */
+void opr_writer_memory_limit(struct opr_writer *w, const char *proc_dir, uint64_t time_ns);
 
 /* Environment variables the launcher passes to the agent. */
 #define OPR_ENV_DIR "OPPROF_RESULT_DIR"

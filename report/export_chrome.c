@@ -318,6 +318,40 @@ static int write_lane_active_threads(FILE *out, const struct thread_samples *ts,
     return 0;
 }
 
+/* Memory over time: per process a "memory" counter track (RSS, anonymous,
+ * file-backed, in MiB) from its MEM_TICK readings, and a "page faults"
+ * track (faults per second between two readings, minor and major). A
+ * process without samples still gets its lane. */
+static int write_memory_counters(FILE *out, const struct profile *p, size_t pi, struct lanes *lanes, uint64_t origin,
+                                 bool *first)
+{
+    for (size_t i = 0; p->memory && i < p->memory->nstreams; i++) {
+        const struct prof_memory_stream *ms = &p->memory->streams[i];
+        long lane = lane_of(lanes, pi, ms->pid);
+        if (lane < 0)
+            return -1;
+        for (size_t k = 0; k < ms->nticks; k++) {
+            const struct opr_mem_tick *t = &ms->ticks[k];
+            if (t->time_ns < origin)
+                continue;
+            uint64_t us = (t->time_ns - origin) / 1000;
+            fprintf(out, "%s{\"ph\":\"C\",\"cat\":\"opprof\",\"name\":\"memory\",\"pid\":%ld,\"tid\":0,"
+                         "\"ts\":%" PRIu64 ",\"args\":{\"RSS MiB\":%.3f,\"anon MiB\":%.3f,\"file MiB\":%.3f}}",
+                    *first ? "" : ",\n", lane, us, t->rss_bytes / 1048576.0, t->anon_bytes / 1048576.0, t->file_bytes / 1048576.0);
+            *first = false;
+            if (k == 0 || t->time_ns <= ms->ticks[k - 1].time_ns)
+                continue;
+            const struct opr_mem_tick *b = &ms->ticks[k - 1];
+            double dt = (double)(t->time_ns - b->time_ns) / 1e9;
+            fprintf(out, ",\n{\"ph\":\"C\",\"cat\":\"opprof\",\"name\":\"page faults/s\",\"pid\":%ld,\"tid\":0,"
+                         "\"ts\":%" PRIu64 ",\"args\":{\"minor\":%.0f,\"major\":%.0f}}",
+                    lane, (b->time_ns - origin) / 1000, (double)opr_counter_delta(t->minflt, b->minflt) / dt,
+                    (double)opr_counter_delta(t->majflt, b->majflt) / dt);
+        }
+    }
+    return 0;
+}
+
 static int write_profile(FILE *out, const struct profile *p, const struct export_options *o, size_t pi,
                          size_t nprofiles, uint64_t origin, struct lanes *lanes, bool *first)
 {
@@ -344,6 +378,8 @@ static int write_profile(FILE *out, const struct profile *p, const struct export
     for (size_t li = 0; li < lanes->n; li++)
         if (lanes->v[li].profile == pi && write_lane_active_threads(out, &ts, (long)lanes->v[li].lane, o, origin) != 0)
             goto done;
+    if (write_memory_counters(out, p, pi, lanes, origin, first) != 0)
+        goto done;
     rc = 0;
 done:
     free(ts.start);

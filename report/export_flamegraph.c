@@ -235,6 +235,8 @@ struct fg_layout {
     uint64_t total;
     bool inverted;
     const char *countname, *colors;
+    const struct flamediff *diff; /* differential: colours by change in share */
+    const struct export_node *nodes; /* the tree's nodes (a box's index for diff) */
 };
 
 /* Title, summary line, buttons and the legend of the classes present. */
@@ -246,7 +248,7 @@ static void write_header(FILE *out, const struct profile *p, const struct export
     if (o && o->title) {
         export_xml_text(out, o->title);
     } else {
-        fputs(l->inverted ? "Icicle graph: " : "Flame graph: ", out);
+        fputs(l->diff ? "Differential flame graph: " : l->inverted ? "Icicle graph: " : "Flame graph: ", out);
         export_xml_text(out, p->command ? p->command : "opprof profile");
     }
     fputs("</text>\n", out);
@@ -265,6 +267,19 @@ static void write_header(FILE *out, const struct profile *p, const struct export
     fprintf(out, "<text class=\"fg-btn fg-search\" x=\"%.0f\" y=\"22\" text-anchor=\"end\">Search</text>\n",
             l->width - FG_PAD);
     fprintf(out, "<text class=\"fg-matched\" x=\"%.0f\" y=\"40\" text-anchor=\"end\"> </text>\n", l->width - FG_PAD);
+    if (l->diff) { /* the legend says what the colours compare */
+        const char *base = export_base_name(o && o->diff_base_name ? o->diff_base_name : "A");
+        fputs("<rect x=\"10\" y=\"47\" width=\"10\" height=\"10\" fill=\"rgb(255,45,45)\"/>"
+              "<text x=\"24\" y=\"56\">share grew from ",
+              out);
+        export_xml_text(out, base);
+        double x = 24 + (16 + strlen(base)) * FG_CHAR_W + 16;
+        fprintf(out, "</text><rect x=\"%.0f\" y=\"47\" width=\"10\" height=\"10\" fill=\"rgb(45,45,255)\"/>"
+                     "<text x=\"%.0f\" y=\"56\">shrank; widths: this profile; %.1f%% of the base's samples "
+                     "are on call paths absent here (not drawn)</text>\n",
+                x, x + 14, 100.0 * l->diff->base_only_share);
+        return;
+    }
     if (l->colors && strcmp(l->colors, "opprof") != 0)
         return; /* a flamegraph.pl palette says nothing about classes */
     bool present[EXPORT_CLASS_COUNT] = {false};
@@ -291,7 +306,12 @@ static void write_frame(FILE *out, const struct profile *p, const struct fg_layo
     double x = FG_PAD + (double)start * l->scale;
     double y = l->inverted ? FG_TOP + (n->depth - 1) * FG_FRAME_H : FG_TOP + (l->depth - n->depth) * FG_FRAME_H;
     int rgb[3];
-    palette_colour(l->colors, g->cls, g->name, rgb);
+    size_t index = (size_t)(n - l->nodes);
+    double share = l->total ? (double)n->total / (double)l->total : 0;
+    if (l->diff)
+        flamediff_colour(l->diff, l->diff->base_share[index], share, rgb);
+    else
+        palette_colour(l->colors, g->cls, g->name, rgb);
     fprintf(out, "<g class=\"f\" data-s=\"%" PRIu64 "\" data-n=\"%" PRIu64 "\" data-d=\"%" PRIu32 "\"><title>", start,
             n->total, n->depth);
     export_xml_text(out, g->name);
@@ -314,6 +334,9 @@ static void write_frame(FILE *out, const struct profile *p, const struct fg_layo
         if (g->min_line > 0)
             fprintf(out, ":%d", g->min_line);
     }
+    if (l->diff)
+        fprintf(out, ", base %.2f%% (%+.2f pp)", 100.0 * l->diff->base_share[index],
+                100.0 * (share - l->diff->base_share[index]));
     fprintf(out, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" rx=\"2\" "
                  "fill=\"rgb(%d,%d,%d)\"/><text class=\"l\" x=\"%.2f\" y=\"%.1f\">",
             x, y, w - 0.5 > 0.1 ? w - 0.5 : 0.1, FG_FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y + FG_FRAME_H - 4.5);
@@ -354,7 +377,18 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
         .period_s = (double)(p->period_ns ? p->period_ns : 1000000) / 1e9,
         .countname = o && o->countname && o->countname[0] ? o->countname : "samples",
         .colors = o ? o->colors : NULL,
+        .nodes = t.nodes,
     };
+    struct flamediff diff;
+    if (o && o->diff_base) {
+        if (flamediff_compute(o->diff_base, &fn, &t, &diff) != 0) {
+            free(start);
+            export_tree_free(&t);
+            export_funcs_free(&fn);
+            return -1;
+        }
+        l.diff = &diff;
+    }
     l.height = FG_TOP + l.depth * FG_FRAME_H + FG_BOTTOM;
     l.scale = l.total ? (l.width - 2 * FG_PAD) / (double)l.total : 0;
     l.minw = o && o->minwidth_pct > 0 ? o->minwidth_pct / 100.0 * (l.width - 2 * FG_PAD)
@@ -390,6 +424,8 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
     fputs("</g>\n", out);
     fprintf(out, "<text class=\"fg-details\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD, l.height - 12);
     fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n", flame_script);
+    if (l.diff)
+        flamediff_free(&diff);
     free(start);
     export_tree_free(&t);
     export_funcs_free(&fn);

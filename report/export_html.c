@@ -340,6 +340,67 @@ static int write_threads_chart(FILE *out, const struct profile *p, const struct 
     return 0;
 }
 
+/* Memory over time: one RSS line per process (anonymous memory dashed
+ * beneath it) from its MEM_TICK readings, on the recording's time axis. */
+static void write_memory_chart(FILE *out, const struct profile *p)
+{
+    const struct prof_memory *m = p->memory;
+    uint64_t lo = UINT64_MAX, hi = 0, peak = 1;
+    for (size_t i = 0; m && i < m->nstreams; i++)
+        for (size_t k = 0; k < m->streams[i].nticks; k++) {
+            const struct opr_mem_tick *t = &m->streams[i].ticks[k];
+            lo = t->time_ns < lo ? t->time_ns : lo;
+            hi = t->time_ns > hi ? t->time_ns : hi;
+            peak = t->rss_bytes > peak ? t->rss_bytes : peak;
+        }
+    if (lo == UINT64_MAX) {
+        fputs("<p class=\"note\">No memory readings in this result.</p>\n", out);
+        return;
+    }
+    if (p->start_ns && p->start_ns < lo)
+        lo = p->start_ns;
+    double span = (double)(hi - lo) + 1, left = 190, width = 1000, top = 20, area_h = 140;
+    static const char *const colors[] = {"rgb(40,80,140)", "rgb(200,90,40)", "rgb(60,150,60)", "rgb(140,60,160)"};
+    fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"100%%\" viewBox=\"0 0 %.0f %.0f\" "
+                 "style=\"max-width:1200px;font-family:monospace;font-size:11px\">\n",
+            left + width + 10, top + area_h + 30 + 14.0 * (double)m->nstreams);
+    double ybase = top + area_h;
+    fprintf(out, "<text x=\"0\" y=\"%.0f\">RSS (max %.1f MiB)</text>\n", top + 10, peak / 1048576.0);
+    for (size_t i = 0; i < m->nstreams; i++) {
+        const struct prof_memory_stream *ms = &m->streams[i];
+        const char *color = colors[i % 4];
+        for (int anon = 0; anon < 2 && ms->nticks; anon++) {
+            fprintf(out, "<path fill=\"none\" stroke=\"%s\"%s d=\"", color, anon ? " stroke-dasharray=\"4 3\"" : "");
+            for (size_t k = 0; k < ms->nticks; k++) {
+                const struct opr_mem_tick *t = &ms->ticks[k];
+                double x = left + width * (double)(t->time_ns - lo) / span;
+                double y = ybase - area_h * (double)(anon ? t->anon_bytes : t->rss_bytes) / (double)peak;
+                if (k && t->since_ns > ms->ticks[k - 1].time_ns && t->since_ns < t->time_ns) {
+                    /* unchanged up to the reading before this record (none was written) */
+                    const struct opr_mem_tick *b = &ms->ticks[k - 1];
+                    double yb = ybase - area_h * (double)(anon ? b->anon_bytes : b->rss_bytes) / (double)peak;
+                    fprintf(out, " L%.1f %.1f", left + width * (double)(t->since_ns - lo) / span, yb);
+                }
+                fprintf(out, "%s%.1f %.1f", k ? " L" : "M", x, y);
+            }
+            fputs("\"/>\n", out);
+        }
+        char label[96];
+        snprintf(label, sizeof label, "pid %u", ms->pid);
+        fprintf(out, "<text x=\"0\" y=\"%.1f\" fill=\"%s\">", ybase + 28 + 14.0 * (double)i, color);
+        export_xml_text(out, label);
+        fputs("</text>\n", out);
+    }
+    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n", left, left + width,
+            ybase, ybase);
+    for (int k = 0; k <= 5; k++)
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.2f s</text>\n", left + width * k / 5,
+                ybase + 14, span / 1e9 * k / 5);
+    fputs("</svg>\n<p class=\"note\">Resident set size per process, read every ~10 ms; dashed: its anonymous "
+          "part (heap, stacks), the rest is file-backed or shared memory.</p>\n",
+          out);
+}
+
 int export_html(FILE *out, const struct profile *p, const struct export_options *o)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>opprof: ", out);
@@ -362,6 +423,10 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
     fputs("</div>\n<h2>Threads over time</h2>\n", out);
     if (write_threads_chart(out, p, o) != 0)
         return -1;
+    if (p->memory) {
+        fputs("<h2>Memory over time</h2>\n", out);
+        write_memory_chart(out, p);
+    }
     fprintf(out, "<p class=\"note\">Written by opprof %s.</p>\n<script>\n%s</script>\n</body></html>\n",
             PACKAGE_VERSION, page_script);
     return 0;

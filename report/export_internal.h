@@ -114,6 +114,23 @@ int export_stack_weights(const struct profile *p, uint64_t **weight, uint64_t **
  * about the program. A stack made only of such frames keeps its leaf. */
 uint32_t export_stack_len(const struct profile *p, const struct prof_stack *st);
 
+/* ---- differential flame graph (export_flamediff.c) ----------------------- */
+
+struct flamediff {
+    double *base_share;     /* per node of B's tree: share of A's samples through the same path */
+    double max_change;      /* largest |share in B - share in A| of any box */
+    double base_only_share; /* share of A on paths B lacks (not drawn) */
+    uint64_t base_total;    /* A's samples */
+};
+
+/* Matches every node of t (B's tree, functions fn) to the same path of
+ * function names in base (A). Returns 0, -1 on out of memory. */
+int flamediff_compute(const struct profile *base, const struct export_funcs *fn, const struct export_tree *t,
+                      struct flamediff *out);
+void flamediff_free(struct flamediff *d);
+/* Red when the share grew, blue when it shrank, by how much of the largest change. */
+void flamediff_colour(const struct flamediff *d, double base_share, double share, int rgb[3]);
+
 /* Basename of a path ("?" for NULL). */
 const char *export_base_name(const char *path);
 

@@ -25,7 +25,17 @@ struct report_options {
     const struct phase_summary *phases;
     const struct findings *findings;
     const struct rank_summary *ranks; /* JSON only: the "ranks" key (NULL: omitted) */
+    /* Text: the terminal's width when stdout is one (report_terminal_columns),
+     * the table's name/module/detail/source columns shrink to fit; 0: none. */
+    unsigned columns;
 };
+/* The width of the terminal on fd (TIOCGWINSZ, else $COLUMNS), 0 when fd is
+ * not a terminal: output to files and pipes keeps every character. */
+unsigned report_terminal_columns(int fd);
+/* Writes the text report text (len bytes) to out with every line longer than
+ * columns wrapped at spaces, under its own value column ("  samples     ..."
+ * continues under "...") or its bullet. */
+void report_write_fitted(FILE *out, const char *text, size_t len, unsigned columns);
 
 int report_format_parse(const char *text, enum report_format *out);
 
@@ -47,6 +57,7 @@ struct report_plan {
     struct report_options opts;        /* opts.ranks/phases/findings: JSON keys */
     bool ranks_only;                   /* --ranks, --group-by rank */
     bool threading_only;               /* --threading */
+    bool memory_only;                  /* --memory */
     const struct rank_summary *ranks;  /* the Ranks section's figures */
     bool show_ranks;                   /* the text report ends with a Ranks section */
     /* Findings and Phases head the hotspot view (NULL: not computed). */
@@ -97,6 +108,10 @@ struct export_options {
     double minwidth_pct;   /* or narrower than this % of the total when > 0 */
     const char *colors;    /* NULL/"opprof": by frame class; else a flamegraph.pl palette */
     const char *countname; /* what a sample is called; NULL: "samples" */
+    /* differential flame graph (opprof diff --flamegraph): B's tree coloured
+     * by the change in share from this profile (A); NULL: none */
+    const struct profile *diff_base;
+    const char *diff_base_name; /* how A is named in the graph */
 };
 /* Whether name is a palette --colors accepts. */
 bool export_colors_valid(const char *name);
@@ -134,6 +149,13 @@ int report_print_ranks(FILE *out, const struct rank_summary *s, enum report_form
 /* Appends ,"ranks":{...} to the JSON object being written (nothing for NULL). */
 void report_json_ranks(FILE *out, const struct rank_summary *s);
 /* --- end of ranks ------------------------------------------------------------ */
+
+/* --- memory over time (report/memory_section.c) ---------------------------- */
+/* The "Memory" section: text (limit rows per growth table, 0: 10), CSV (the
+ * growth rows of every view) or one JSON object {"memory": {...}} with each
+ * process's readings. 0, or -1 on out of memory. */
+int report_print_memory(FILE *out, const struct profile *p, enum report_format format, size_t limit);
+/* --- end of memory --------------------------------------------------------- */
 
 /* --- sweeps and diffs (report/sweep_table.c, sweep_plot.c, sweep_html.c) -- */
 /* One row per combination; title (may be NULL) heads the text table. CPI and

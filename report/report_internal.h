@@ -14,7 +14,13 @@ void report_json_string(FILE *out, const char *s);
 /* One CSV field, quoted (RFC 4180) only when it has to be; NULL writes nothing. */
 void report_csv_field(FILE *out, const char *s);
 /* A duration with a readable unit: "1.492 s", "12.000 ms". */
-void report_format_time(char *buf, size_t len, uint64_t ns);
+/* ns at the precision resolution_ns (the sample period) supports: "999 ms",
+ * "1.967 s" at 1 ms per sample. */
+void report_format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns);
+void report_format_duration(char *buf, size_t len, double ns, double resolution_ns);
+/* text after first, wrapped at spaces to columns (0: one line), later lines
+ * after rest; a word longer than a line stays whole. Ends with a newline. */
+void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns);
 
 /* sweep_table.c: the short word a sweep table's CPI/BW cell shows for the
  * reason a row has no counter values ("no PMU", "not asked", "n/a"). */

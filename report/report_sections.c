@@ -72,7 +72,7 @@ static bool is_drill_down(const struct report_plan *pl)
 /* The main view is the hotspot table unless an option picked another one. */
 static bool is_hotspot_view(const struct report_plan *pl)
 {
-    return !pl->ranks_only && !pl->threading_only && !is_drill_down(pl);
+    return !pl->ranks_only && !pl->threading_only && !pl->memory_only && !is_drill_down(pl);
 }
 
 static bool header_applies(const struct report_plan *pl)
@@ -123,6 +123,18 @@ static bool trailing_ranks_applies(const struct report_plan *pl)
 static bool trailing_threading_applies(const struct report_plan *pl)
 {
     return is_hotspot_view(pl) && is_text(pl) && pl->profile->threading;
+}
+
+/* The Memory section: alone with --memory, else after the text hotspot
+ * report when the result has memory readings. */
+static bool memory_only_applies(const struct report_plan *pl)
+{
+    return !pl->ranks_only && !pl->threading_only && pl->memory_only;
+}
+
+static bool trailing_memory_applies(const struct report_plan *pl)
+{
+    return is_hotspot_view(pl) && is_text(pl) && pl->profile->memory;
 }
 
 /* --- how each section renders: 0, or the exit status --------------------- */
@@ -212,6 +224,23 @@ static int render_trailing_threading(FILE *out, const struct report_plan *pl)
     return report_print_threading(out, pl->profile, FORMAT_TEXT) != 0 ? threading_oom() : 0;
 }
 
+static int memory_oom(void)
+{
+    fputs("opprof report: out of memory while analysing memory readings\n", stderr);
+    return 2;
+}
+
+static int render_memory_only(FILE *out, const struct report_plan *pl)
+{
+    return report_print_memory(out, pl->profile, pl->opts.format, pl->opts.limit) != 0 ? memory_oom() : 0;
+}
+
+static int render_trailing_memory(FILE *out, const struct report_plan *pl)
+{
+    fputc('\n', out);
+    return report_print_memory(out, pl->profile, FORMAT_TEXT, 0) != 0 ? memory_oom() : 0;
+}
+
 struct report_section {
     const char *name;
     bool (*applies)(const struct report_plan *pl);
@@ -230,6 +259,8 @@ static const struct report_section report_sections[] = {
     {"hotspots", is_hotspot_view, render_hotspots},
     {"ranks", trailing_ranks_applies, render_trailing_ranks},
     {"threading", trailing_threading_applies, render_trailing_threading},
+    {"memory-only", memory_only_applies, render_memory_only},
+    {"memory", trailing_memory_applies, render_trailing_memory},
 };
 
 int report_render(FILE *out, const struct report_plan *pl)

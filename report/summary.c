@@ -35,7 +35,7 @@ void report_print_summary(FILE *out, const struct phase_summary *ph, const struc
             continue; /* a phase that never ran is noise in a short summary */
         char time[32] = "-";
         if (period_ns)
-            report_format_time(time, sizeof time, ph->weight[i] * period_ns);
+            report_format_time(time, sizeof time, ph->weight[i] * period_ns, period_ns);
         fprintf(out, "  %-15s %6.1f %% %12s  %" PRIu64 " samples\n", phase_name((enum phase)i),
                 pct(ph->weight[i], ph->total_weight), time, ph->samples[i]);
     }

@@ -259,14 +259,17 @@ void report_print_diff(FILE *out, const struct diff_table *t, const char *a, con
     for (size_t i = 0; i < n; i++) {
         const struct diff_row *r = &t->rows[i];
         char at[32], bt[32], ct[32];
-        fmt_time(at, sizeof at, r->a_s);
-        fmt_time(bt, sizeof bt, r->b_s);
+        /* The samples' times, at the precision of the sample period (not
+         * fmt_time's per-call timer precision). */
+        double res = (double)t->period_ns;
+        report_format_duration(at, sizeof at, r->a_s * 1e9, res);
+        report_format_duration(bt, sizeof bt, r->b_s * 1e9, res);
         double d = r->b_s - r->a_s;
-        fmt_time(ct + 1, sizeof ct - 1, fabs(d));
-        ct[0] = d < 0 ? '-' : '+';
+        report_format_duration(ct + 1, sizeof ct - 1, fabs(d) * 1e9, res);
+        ct[0] = d < 0 ? '-' : d > 0 ? '+' : ' ';
         fprintf(out, "%-*.*s  %10s %6.1f%%  %10s %6.1f%%  %+9.1f %11s\n", (int)nw, (int)nw, r->name, at,
                 r->a_share * 100, bt, r->b_share * 100, (r->b_share - r->a_share) * 100, ct);
     }
     if (n < t->nrows)
-        fprintf(out, "(%zu more rows; --limit 0 shows all)\n", t->nrows - n);
+        fprintf(out, "(%zu more row%s; --limit 0 shows all)\n", t->nrows - n, t->nrows - n == 1 ? "" : "s");
 }

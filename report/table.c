@@ -14,9 +14,12 @@
  * characters escaped, invalid UTF-8 replaced by U+FFFD).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "report/report.h"
 #include "report/report_internal.h"
@@ -41,19 +44,35 @@ int report_format_parse(const char *text, enum report_format *out)
 /* Small formatting helpers                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* A duration with a unit people read at a glance: "1.492 s", "12.000 ms". */
-static void format_time(char *buf, size_t len, uint64_t ns)
+/* A duration at the precision the profile supports, in one style for every
+ * table: the unit by magnitude, and as many decimals as the resolution (the
+ * sample period) gives in that unit. At 1 ms per sample: "999 ms", "1.967 s",
+ * "0 ms" (not "999.000 ms" beside "0.0 us"); at 4000 Hz: "12.8 ms".
+ * resolution_ns 0 (not known): 1 ns, i.e. up to three decimals. */
+void report_format_duration(char *buf, size_t len, double ns, double resolution_ns)
 {
-    if (ns >= 1000000000u)
-        snprintf(buf, len, "%.3f s", (double)ns / 1e9);
-    else if (ns >= 1000000u)
-        snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
-    else if (ns >= 1000u)
-        snprintf(buf, len, "%.3f us", (double)ns / 1e3);
-    else if (ns > 0)
-        snprintf(buf, len, "%" PRIu64 " ns", ns);
-    else
-        snprintf(buf, len, "0 s");
+    if (resolution_ns <= 0)
+        resolution_ns = 1;
+    double mag = fabs(ns) > resolution_ns ? fabs(ns) : resolution_ns;
+    static const struct {
+        double scale;
+        const char *unit;
+    } units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+    size_t u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && mag < units[u].scale * 0.9995)
+        u++;
+    double step = resolution_ns / units[u].scale; /* the resolution in this unit */
+    int decimals = 0;
+    while (step < 0.9995 && decimals < 3) {
+        step *= 10;
+        decimals++;
+    }
+    snprintf(buf, len, "%.*f %s", decimals, ns / units[u].scale, units[u].unit);
+}
+
+static void format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns)
+{
+    report_format_duration(buf, len, (double)ns, (double)resolution_ns);
 }
 
 /* An event count (record -c): "40000", "1.23 M", "4.56 G". */
@@ -72,7 +91,7 @@ static void format_count(char *buf, size_t len, uint64_t n)
 static void format_amount(char *buf, size_t len, const struct hotspot_table *t, uint64_t weight)
 {
     if (t->period_ns)
-        format_time(buf, len, weight * t->period_ns);
+        format_time(buf, len, weight * t->period_ns, t->period_ns);
     else if (t->sample_period)
         format_count(buf, len, weight * t->sample_period);
     else
@@ -193,9 +212,87 @@ void report_json_string(FILE *out, const char *s)
     json_string(out, s);
 }
 
-void report_format_time(char *buf, size_t len, uint64_t ns)
+void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns)
 {
-    format_time(buf, len, ns);
+    const char *indent = first;
+    for (;;) {
+        size_t width = columns > text_width(indent) + 20 ? columns - text_width(indent) : 0;
+        size_t len = strlen(text);
+        if (!width || text_width(text) <= width) {
+            fprintf(out, "%s%s\n", indent, text);
+            return;
+        }
+        /* the last space at or before `width` characters (bytes of UTF-8
+         * continuation do not count) */
+        size_t cut = 0, chars = 0;
+        for (size_t i = 0; i < len && chars <= width; i++) {
+            if (text[i] == ' ')
+                cut = i;
+            if (((unsigned char)text[i] & 0xC0) != 0x80)
+                chars++;
+        }
+        if (cut == 0) { /* one long word: up to the next space */
+            const char *sp = strchr(text, ' ');
+            cut = sp ? (size_t)(sp - text) : len;
+        }
+        fprintf(out, "%s%.*s\n", indent, (int)cut, text);
+        text += cut;
+        while (*text == ' ')
+            text++;
+        if (!*text)
+            return;
+        indent = rest;
+    }
+}
+
+void report_write_fitted(FILE *out, const char *text, size_t len, unsigned columns)
+{
+    const char *end = text + len;
+    char indent[64];
+    while (text < end) {
+        const char *nl = memchr(text, '\n', (size_t)(end - text));
+        size_t n = nl ? (size_t)(nl - text) : (size_t)(end - text);
+        char *line = strndup(text, n);
+        if (!line) { /* out of memory: the line as it is */
+            fwrite(text, 1, n, out);
+            fputc('\n', out);
+        } else if (text_width(line) <= columns) {
+            fprintf(out, "%s\n", line);
+        } else {
+            /* Hanging indent: a "label   value" line continues under its
+             * value, a "* finding" under its text, anything else 4 in. */
+            size_t lead = strspn(line, " "), at = lead + 4;
+            const char *gap = strstr(line + lead, "  ");
+            if (strncmp(line + lead, "* ", 2) == 0)
+                at = lead + 2;
+            else if (gap && gap[strspn(gap, " ")])
+                at = (size_t)(gap - line) + strspn(gap, " ");
+            if (at > columns / 2 || at >= sizeof indent)
+                at = lead + 4 < sizeof indent ? lead + 4 : 4;
+            memset(indent, ' ', at);
+            indent[at] = '\0';
+            report_print_wrapped(out, "", indent, line, columns);
+        }
+        free(line);
+        text += n + (nl ? 1 : 0);
+    }
+}
+
+unsigned report_terminal_columns(int fd)
+{
+    if (!isatty(fd))
+        return 0;
+    struct winsize ws;
+    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    long c = env ? strtol(env, NULL, 10) : 0;
+    return c > 0 && c < 100000 ? (unsigned)c : 80;
+}
+
+void report_format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns)
+{
+    format_time(buf, len, ns, resolution_ns);
 }
 
 void report_csv_field(FILE *out, const char *s)
@@ -429,6 +526,42 @@ static size_t rows_to_print(const struct hotspot_table *t, const struct report_o
     return opts->limit && opts->limit < t->nrows ? opts->limit : t->nrows;
 }
 
+#define SOURCE_MAX_WIDTH 200
+
+/* Shrinks the text columns to fit `avail` characters (two between each):
+ * the source goes first (it is dropped, width 0, below 12 characters), then
+ * detail and module down to 10, then the name down to 14; what is cut ends
+ * in "...". NULL: a column the table does not have. */
+static void fit_columns(size_t avail, size_t *name_w, size_t *module_w, size_t *detail_w, size_t *source_w)
+{
+    size_t *cols[] = {source_w, detail_w, module_w, name_w};
+    const size_t min_w[] = {12, 10, 10, 14};
+    size_t need = *name_w + (module_w ? 2 + *module_w : 0) + (detail_w ? 2 + *detail_w : 0);
+    if (source_w) {
+        need += 2 + *source_w;
+        /* the source column takes what is left, not its maximum */
+        if (need > avail) {
+            size_t others = need - *source_w - 2;
+            size_t left = avail > others + 2 ? avail - others - 2 : 0;
+            need -= *source_w - (left < *source_w ? left : *source_w);
+            *source_w = left < *source_w ? left : *source_w;
+            if (*source_w < min_w[0]) {
+                need -= 2 + *source_w;
+                *source_w = 0;
+            }
+        }
+    }
+    for (size_t c = 1; c < 4 && need > avail; c++) {
+        if (!cols[c] || *cols[c] <= min_w[c])
+            continue;
+        size_t cut = need - avail, room = *cols[c] - min_w[c];
+        if (cut > room)
+            cut = room;
+        *cols[c] -= cut;
+        need -= cut;
+    }
+}
+
 static void print_text(FILE *out, const struct profile *p, const struct hotspot_table *t,
                        const struct report_options *opts, const char *title)
 {
@@ -482,6 +615,22 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
 
     bool events = !t->period_ns && t->sample_period; /* record -c */
     int total_w = events ? 13 : 12; /* "Total events" needs one more */
+    size_t source_w = SOURCE_MAX_WIDTH;
+    if (opts->columns) {
+        size_t fixed = 8 + 12 + 9 + (size_t)total_w + 9 + 2 + (have_share ? 9 : 0);
+        for (size_t i = 0; i < cc.n; i++)
+            fixed += (size_t)cc.col[i].width + 2;
+        fit_columns(opts->columns > fixed ? opts->columns - fixed : 0, &name_w, have_module ? &module_w : NULL,
+                    have_detail ? &detail_w : NULL, have_source ? &source_w : NULL);
+        if (have_source && source_w == 0)
+            have_source = false;
+        /* Still too wide (a narrow terminal): drop the detail, then the module. */
+        size_t avail = opts->columns > fixed ? opts->columns - fixed : 0;
+        if (have_detail && name_w + (have_module ? 2 + module_w : 0) + 2 + detail_w > avail)
+            have_detail = false;
+        if (have_module && name_w + 2 + module_w > avail)
+            have_module = false;
+    }
     fprintf(out, "%8s%12s%9s%*s%9s  ", "Self %", events ? "Self events" : "Self time", "Total %", total_w,
             events ? "Total events" : "Total time", "Samples");
     counter_columns_text_header(out, &cc);
@@ -533,7 +682,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         }
         if (has_source) {
             fputs("  ", out);
-            print_text_cell(out, r->source, 200, 0);
+            print_text_cell(out, r->source, source_w, 0);
         }
         fputc('\n', out);
     }

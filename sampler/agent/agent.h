@@ -120,6 +120,10 @@ AGENT_HIDDEN void agent_ranks_poll(agent_emit_fn emit, bool force);
  * emits OFFCPU when a Python thread was blocked for part of it. */
 AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
                                     uint64_t delta_run_ns, uint64_t delta_wait_ns);
+/* ---- agent_memory.c: RSS and page faults over time (MEM_TICK, MEM_LIMIT) ---- */
+/* Writer: one reading per writer period, written when it moved; final forces one. */
+AGENT_HIDDEN void agent_memory_poll(agent_emit_fn emit, bool final);
+AGENT_HIDDEN void agent_memory_atfork_child(void);
 /* agent_writer.c: PYSTACK id + 1 of captured frames (0: none), records written as needed. */
 AGENT_HIDDEN uint32_t agent_writer_python_stack(const struct py_frame_ref *py, unsigned n);
 

@@ -252,6 +252,8 @@ static void drain_locked(void)
     if (!size_cap_reached())
         agent_threads_poll(emit, false);
     agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
+    if (!size_cap_reached())
+        agent_memory_poll(emit, false); /* memory: RSS and page faults (agent_memory.c); not past --max-size */
     ompt_writer_drain(emit, false);
     agent_counters_reap(emit, false); /* per-sample counters of exited threads */
     samples_written += drained;
@@ -415,6 +417,7 @@ void agent_writer_stop(bool clean)
      * regions still open that samples were taken in */
     agent_threads_poll(emit, true);
     ompt_writer_drain(emit, true);
+    agent_memory_poll(emit, true); /* memory: the last reading */
     /* Names may have been set after a thread's first sample. */
     opr_writer_thread_names_again(writer);
     emit_lost_if_changed(true);
@@ -458,6 +461,7 @@ void agent_writer_atfork_child(void)
     opr_writer_reset(writer); /* ids, threads, mappings: the child's stream starts afresh */
     ompt_atfork_child();         /* threading/OpenMP: the parent's rings are not ours */
     agent_threads_atfork_child();
+    agent_memory_atfork_child();
     samples_written = last_lost_reported = last_taken_reported = 0;
     unwritten_reported = 0;
     write_errno = 0;

@@ -146,8 +146,10 @@ static void drain(struct attach_run *r, struct attach_events *ev)
         if (s)
             attach_stream_lost(s, attach_now_ns(), r->kernel_lost, r->samples_seen + r->kernel_lost);
     }
-    for (size_t i = 0; i < r->nstreams; i++)
+    for (size_t i = 0; i < r->nstreams; i++) {
+        attach_stream_memory(r->streams[i], false); /* memory over time: every ~10 ms */
         attach_stream_flush(r->streams[i]);
+    }
 }
 
 static int compare_u32(const void *a, const void *b)

@@ -140,6 +140,9 @@ pid_t attach_stream_pid(const struct attach_stream *s);
  * STACK/PYSTACK as needed and the SAMPLE. lag_ns gets the Python read lag. */
 void attach_stream_sample(struct attach_stream *s, const struct attach_event *e, uint64_t *python_lag_ns);
 void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total);
+/* Memory over time: a MEM_TICK when the RSS moved (at most every 10 ms;
+ * final: always, when the process can still be read). */
+void attach_stream_memory(struct attach_stream *s, bool final);
 void attach_stream_note(struct attach_stream *s, const char *text);
 void attach_stream_flush(struct attach_stream *s);
 /* Thread names again, LOST, END when clean; closes the file. */

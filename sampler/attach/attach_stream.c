@@ -33,6 +33,10 @@ struct attach_stream {
     struct attach_stream_totals t;
     uint64_t lost_reported;
     uint64_t dropped_size_cap, first_drop_ns; /* --max-size */
+    /* memory over time: the last MEM_TICK written, the last reading */
+    bool mem_have;
+    struct opr_mem_tick mem_last;
+    uint64_t mem_last_poll_ns;
 };
 
 pid_t attach_stream_pid(const struct attach_stream *s) { return s->pid; }
@@ -166,6 +170,8 @@ struct attach_stream *attach_stream_open(const char *dir, pid_t pid, uint64_t pe
     }
     opr_writer_read_maps(s->w);
     probe_python(s);
+    opr_writer_memory_limit(s->w, proc_dir, attach_now_ns()); /* memory over time */
+    attach_stream_memory(s, false);
     attach_stream_flush(s);
     s->t.processes = 1;
     return s;
@@ -250,10 +256,35 @@ void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost
     s->lost_reported = lost;
 }
 
+/* Memory over time from outside: the agent's reading (agent_memory.c) made
+ * from /proc/PID/statm, stat (faults) and status (VmHWM), at most every
+ * 10 ms (the agent's writer period) and written when it moved. */
+void attach_stream_memory(struct attach_stream *s, bool final)
+{
+    uint64_t now = attach_now_ns();
+    if (!final && s->mem_have && now - s->mem_last_poll_ns < 10000000ull)
+        return;
+    char proc_dir[32];
+    snprintf(proc_dir, sizeof proc_dir, "/proc/%d", (int)s->pid);
+    struct opr_mem_tick t = {.time_ns = now, .hwm_bytes = s->mem_last.hwm_bytes};
+    if (opr_memory_read_statm(proc_dir, &t) != 0 || t.rss_bytes == 0)
+        return; /* gone (a zombie has no resident set) */
+    (void)opr_memory_read_faults(proc_dir, &t);
+    t.since_ns = s->mem_last_poll_ns;
+    s->mem_last_poll_ns = now;
+    if (s->mem_have && !final && t.rss_bytes == s->mem_last.rss_bytes && t.hwm_bytes == s->mem_last.hwm_bytes &&
+        t.majflt == s->mem_last.majflt)
+        return;
+    opr_writer_emit(s->w, OPR_REC_MEM_TICK, &t, sizeof t, NULL, 0);
+    s->mem_last = t;
+    s->mem_have = true;
+}
+
 void attach_stream_close(struct attach_stream *s, bool clean, struct attach_stream_totals *add_to)
 {
     if (!s)
         return;
+    attach_stream_memory(s, true);
     opr_writer_thread_names_again(s->w); /* the last name wins */
     if (size_cap_bytes) {
         struct opr_limits l = {attach_now_ns(), 0, s->dropped_size_cap, s->first_drop_ns};

@@ -62,6 +62,7 @@ compare_all() {
     same "$_b.report-csv" report "$1" --format csv
     same "$_b.report-json" report "$1" --format json
     same "$_b.report-merged" report "$1" "$1"
+    same "$_b.report-memory" report "$1" --memory
     for _f in folded pprof callgrind pstats flamegraph; do
         same "$_b.$_f" export "$1" --$_f @OUT@
     done
@@ -70,6 +71,7 @@ compare_all() {
 record ks -F 4000 -- "$KNOWN_SPLIT" --threads 2 --seconds 1
 [ "$RECORD_STATUS" -eq 0 ] || die "recording known_split failed"
 compare_all ks
+same ks.report-comm report ks --comm split-w0   # report --comm keeps some threads' rows
 # The folded report counts every sample: its total is the sample-by-sample one.
 n_every=$(OPPROF_LOAD_EVERY_SAMPLE=1 "$OPPROF" report ks --limit 1 | awk '$1 == "samples" { print $2 }')
 n_folded=$("$OPPROF" report ks --limit 1 | awk '$1 == "samples" { print $2 }')

@@ -124,4 +124,40 @@ for attempt in 1 2; do
         fail "operator shares or bmm caller differ on both attempts (see above)"
     fi
 done
+
+# --group-by kernel lists compute kernels only: libc, the loader, the
+# interpreter, start-up and PyTorch's dispatch are rows of their own kind
+# ("[not a kernel: ...]"), never a kernel named __libc_start_call_main or brk.
+report_json "$WORK/res" "$WORK/kernels.json" --group-by kernel || fail "opprof report --group-by kernel failed"
+python3 - "$WORK/kernels.json" "$WORK/ops.json" <<'EOF' || fail "--group-by kernel lists something that is not a compute kernel"
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+rows, bad = d["rows"], 0
+total = sum(r["self_ns"] for r in rows)
+want = d["total_weight"] * d["period_ns"]
+if total != want:
+    print("FAIL: kernel rows add up to %d ns, the profile to %d ns" % (total, want)); bad += 1
+not_kernel = ("libc.so", "libc-", "ld-linux", "python", "libpython", "libstdc++", "libgcc_s", "libtorch_python")
+for r in rows:
+    if r["name"].startswith("["):
+        continue
+    m = os.path.basename(r["module"] or "")
+    if m.startswith(not_kernel) or r["name"].startswith(("c10::", "at::_ops::", "torch::autograd::")):
+        print("FAIL: %s (%s, %.2f %%) is listed as a compute kernel" % (r["name"], m, r["self_pct"])); bad += 1
+ops = {}
+for r in rows:
+    if not r["name"].startswith("[") and (r.get("operator") or "").startswith("aten::"):
+        ops[r["operator"]] = ops.get(r["operator"], 0) + r["self_pct"]
+mm = ops.get("aten::mm", 0) + ops.get("aten::addmm", 0) + ops.get("aten::bmm", 0)
+print("kernel rows: %d; under aten::mm/addmm/bmm %.1f %%; elsewhere rows: %s" % (len(rows), mm,
+      ", ".join("%s %.1f %%" % (r["name"], r["self_pct"]) for r in rows if r["name"].startswith("[not a kernel"))))
+# Most of the matmul operators' own time is their BLAS kernel: at least half
+# (in round 1's runs, 85-95 %; the rest is dispatch and tensor set-up).
+op_self = sum(r["self_pct"] for r in json.load(open(sys.argv[2]))["rows"]
+              if r["name"] in ("aten::mm", "aten::addmm", "aten::bmm"))
+print("aten::mm/addmm/bmm self time in the operator view: %.1f %%" % op_self)
+if mm < 0.5 * op_self:
+    print("FAIL: kernels under aten::mm/addmm/bmm hold %.1f %%, under half of the operators' %.1f %%" % (mm, op_self)); bad += 1
+sys.exit(1 if bad else 0)
+EOF
 finish

@@ -25,6 +25,7 @@ int main(void)
     register_python_walk_tests(); /* the CPython frame walker on fake memory */
     register_hashmap_tests(); /* util/hashmap.c */
     register_python_lines_tests(); /* CPython line tables against the real interpreters */
+    register_memory_tests(); /* memory over time (analyze/memory.c) */
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

@@ -321,10 +321,65 @@ static void test_group_by_kernel(void)
     CU_ASSERT_STRING_EQUAL(find(&t, "sgemm_", NULL)->module, "libblas.so.3");
     ROW(&t, "at::native::(anonymous namespace)::addmm_impl_cpu_(at::Tensor&)", "aten::addmm", 2, 2);
     ROW(&t, "libtorch_cpu.so+0x1234", "AddmmBackward0", 1, 1);
-    ROW(&t, "long_add", NO_OPERATOR_NAME, 4, 4);
+    /* CPython's long_add is the interpreter, not a kernel */
+    ROW(&t, "[not a kernel: Python interpreter]", NULL, 4, 4);
+    CU_ASSERT_PTR_NULL(find(&t, "long_add", NULL));
     ROW(&t, NO_NATIVE_FRAME_NAME, NULL, 1, 1);
     CU_ASSERT_STRING_EQUAL(t.detail_title, "Operator");
     CU_ASSERT_EQUAL(sum_self(&t), 20);
+    hotspots_free(&t);
+    profile_free(p);
+}
+
+/* A native program: --group-by kernel keeps its own code, puts libc, system
+ * calls and library constructors in their rows; --group-by line shows its
+ * source lines (no Python frame anywhere). */
+static void test_native_kernel_and_line_views(void)
+{
+    struct profile *p = profile_new_empty();
+    uint32_t th = profile_add_thread(p, 1, 1, "app");
+    uint32_t spin = profile_add_frame(p, "spin", "app", "/src/app.c", 12, FRAME_NATIVE);
+    uint32_t work = profile_add_frame(p, "work", "app", "/src/app.c", 30, FRAME_NATIVE);
+    uint32_t main_ = profile_add_frame(p, "main", "app", "/src/app.c", 50, FRAME_NATIVE);
+    uint32_t strip = profile_add_frame(p, "spin_c", "libstripped.so", NULL, 0, FRAME_NATIVE);
+    uint32_t brk = profile_add_frame(p, "brk", "/lib/x86_64-linux-gnu/libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t kern = profile_add_frame(p, "[k] clear_page_erms", "[kernel.kallsyms]", NULL, 0, FRAME_NATIVE);
+    uint32_t ctor = profile_add_frame(p, "table_init", "libcodec.so", NULL, 0, FRAME_NATIVE);
+    uint32_t init = profile_add_frame(p, "_dl_init", "ld-linux-x86-64.so.2", NULL, 0, FRAME_NATIVE);
+    uint32_t a[] = {spin, work, main_}, b[] = {strip, work, main_}, c[] = {brk, work, main_},
+             d[] = {kern, brk, work, main_}, e[] = {ctor, init};
+    struct {
+        uint32_t *f, n, w;
+    } st[] = {{a, 3, 6}, {b, 3, 3}, {c, 3, 2}, {d, 4, 1}, {e, 2, 4}};
+    uint64_t ts = 1;
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        uint32_t id = profile_add_stack(p, st[i].f, st[i].n);
+        for (uint32_t k = 0; k < st[i].w; k++)
+            profile_add_sample(p, ts++, th, id, 1);
+    }
+    struct hotspot_table t;
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_KERNEL, &t), 0);
+    ROW(&t, "spin", NULL, 6, 6);
+    ROW(&t, "spin_c", NULL, 3, 3);
+    ROW(&t, "[not a kernel: libc, loader, C++ runtime]", NULL, 2, 2);
+    ROW(&t, "[not a kernel: system calls and the OS]", NULL, 1, 1);
+    ROW(&t, "[not a kernel: start-up, imports, exit]", NULL, 4, 4);
+    CU_ASSERT_PTR_NULL(find(&t, "brk", NULL));
+    CU_ASSERT_PTR_NULL(find(&t, "table_init", NULL));
+    CU_ASSERT_EQUAL(sum_self(&t), 16);
+    hotspots_free(&t);
+
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_LINE, &t), 0);
+    ROW(&t, "app.c:12", "spin", 6, 6);
+    ROW(&t, "[no line info]", "spin_c", 3, 3); /* not moved to work's line */
+    ROW(&t, "[no line info]", "brk", 2, 2); /* frames without lines count at the leaf only */
+    ROW(&t, "[no line info]", "[k] clear_page_erms", 1, 1);
+    ROW(&t, "app.c:30", "work", 0, 12);
+    ROW(&t, "app.c:50", "main", 0, 12);
+    ROW(&t, "[no line info]", "table_init", 4, 4);
+    CU_ASSERT_PTR_NULL(find(&t, NO_PYTHON_FRAME_NAME, NULL));
+    CU_ASSERT_STRING_EQUAL(find(&t, "app.c:12", NULL)->source, "/src/app.c:12");
+    CU_ASSERT_EQUAL(sum_self(&t), 16);
     hotspots_free(&t);
     profile_free(p);
 }
@@ -640,7 +695,7 @@ static void test_report_sections(void)
     char *text = render(p, FORMAT_TEXT, true);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "Findings\n  * Reference BLAS in use: 40.0 %"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "Phases (share of CPU time)\n  forward"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  backward          20.0 %     4.000 ms  2 samples"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "  backward          20.0 %         4 ms  2 samples"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "Operators by self time\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "Top Python caller (share of total)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "aten::mm"));
@@ -688,6 +743,7 @@ void register_operators_tests(void)
     CU_add_test(s, "group by op: innermost self, total once", test_group_by_op);
     CU_add_test(s, "group by Python line and function", test_group_by_line_and_python);
     CU_add_test(s, "group by kernel per operator", test_group_by_kernel);
+    CU_add_test(s, "native program: kernel and line views", test_native_kernel_and_line_views);
     CU_add_test(s, "callers of an operator are Python lines", test_callers_of_operator);
     CU_add_test(s, "group-by names", test_group_names);
     CU_add_test(s, "phases", test_phases);

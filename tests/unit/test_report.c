@@ -16,6 +16,7 @@
 
 #include "analyze/analyze.h"
 #include "report/report.h"
+#include "report/report_internal.h"
 #include "tests/unit/unit.h"
 
 /* A captured FILE*: open, render into it, then take the text. */
@@ -97,9 +98,9 @@ static void test_text_table_limit(void)
     CU_ASSERT_STRING_EQUAL(capture_text(&c),
         "Hotspots by function, sorted by self (top 2 of 3)\n"
         "  Self %   Self time  Total %  Total time  Samples  Name    Module\n"
-        "  50.0 %    5.000 ms   50.0 %    5.000 ms        5  spin_a  known_split\n"
-        "  30.0 %    3.000 ms   40.0 %    4.000 ms        4  spin_b  known_split\n"
-        "Self time total: 10.000 ms (10 samples)\n");
+        "  50.0 %        5 ms   50.0 %        5 ms        5  spin_a  known_split\n"
+        "  30.0 %        3 ms   40.0 %        4 ms        4  spin_b  known_split\n"
+        "Self time total: 10 ms (10 samples)\n");
     capture_free(&c);
 
     /* No limit, or a limit above the row count: no "(top N of M)". */
@@ -116,6 +117,29 @@ static void test_text_table_limit(void)
 
 /* Long names are cut at 60 characters with "..."; seconds get "s"; rows
  * without a module (threads) have no Module column; sources are shown. */
+/* One style for every time: the unit by magnitude, the decimals the sample
+ * period supports. */
+static void test_duration_precision(void)
+{
+    static const struct {
+        double ns, res;
+        const char *want;
+    } cases[] = {
+        {999e6, 1e6, "999 ms"},      {1967e6, 1e6, "1.967 s"},  {0, 1e6, "0 ms"},
+        {1e6, 1e6, "1 ms"},          {12.75e6, 250e3, "12.8 ms"}, {250e3, 250e3, "250 us"},
+        {60e9, 1e6, "60.000 s"},     {3e9, 1e9, "3 s"},         {1500, 0, "1.500 us"},
+        {-601e6, 1e6, "-601 ms"},    {1.5e6, 1e6, "2 ms"},      {100e6, 10e6, "100 ms"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        report_format_duration(buf, sizeof buf, cases[i].ns, cases[i].res);
+        if (strcmp(buf, cases[i].want) != 0)
+            fprintf(stderr, "duration %g ns at %g ns: got '%s', want '%s'\n", cases[i].ns, cases[i].res, buf,
+                    cases[i].want);
+        CU_ASSERT_STRING_EQUAL(buf, cases[i].want);
+    }
+}
+
 static void test_text_widths_and_units(void)
 {
     char longname[71];
@@ -462,6 +486,7 @@ void register_report_tests(void)
     CU_add_test(s, "format names", test_format_parse);
     CU_add_test(s, "text table with limit", test_text_table_limit);
     CU_add_test(s, "text widths, truncation and units", test_text_widths_and_units);
+    CU_add_test(s, "durations at the sample period's precision", test_duration_precision);
     CU_add_test(s, "text table without rows", test_text_empty);
     CU_add_test(s, "csv quoting", test_csv_quoting);
     CU_add_test(s, "json escaping", test_json_escaping);

@@ -23,6 +23,7 @@ void register_counters_tests(void); /* per-sample counters */
 void register_python_walk_tests(void); /* sampler/common: the CPython frame walker */
 void register_hashmap_tests(void); /* util/hashmap.c */
 void register_python_lines_tests(void); /* sampler/common: CPython 3.9-3.13 line tables */
+void register_memory_tests(void); /* memory over time: charging and tables */
 
 /* Absolute paths of the build and source trees (set by Makefile.am). */
 #ifndef OPPROF_TEST_BUILDDIR

@@ -13,6 +13,7 @@
  *
  * Usage: known_split [--threads N] [--fork | --exec] [--seconds S]
  *                    [--iterations N] [--crash-after S] [--sigkill-self-after S]
+ *                    [--weights A:B:C]
  *   --seconds S       about S seconds of CPU time per working thread (default 3);
  *                     calibrated by timing whole rounds at start, so the 5:3:2
  *                     ratio of iteration counts stays exact
@@ -25,6 +26,9 @@
  *                     exec'd child does the work, the parent only waits
  *   --crash-after S   do S seconds of work, then write to NULL (SIGSEGV)
  *   --sigkill-self-after S  do S seconds of work, then kill(getpid(), SIGKILL)
+ *   --weights A:B:C   units of spin_a, spin_b, spin_c per round instead of
+ *                     5:3:2 (whole numbers summing to 10): a second known split,
+ *                     for comparing two profiles (opprof diff)
  * The iteration counts are printed to stderr at the end. Exit status: 0, or
  * the child's status (128+signal when it died of a signal) in --fork/--exec.
  */
@@ -51,6 +55,9 @@
  * Volatile so no call site sees a constant (no constant-propagated clones). */
 static volatile uint64_t unit_iterations = 20000;
 #define UNITS_PER_ROUND 10
+/* Units of spin_a, spin_b, spin_c per round (--weights); volatile for the
+ * same reason as unit_iterations. */
+static volatile uint64_t weight[3] = {5, 3, 2};
 
 extern uint64_t spin_c(uint64_t n); /* libsplit_stripped.so */
 
@@ -114,12 +121,13 @@ NOINLINE uint64_t run_work(uint64_t rounds, uint64_t counts[3])
         x ^= x >> 7;
         x ^= x << 17;
         uint64_t u = u0 / 2 + x % u0;
-        acc += phase_a(5 * u);
-        acc += phase_b(3 * u);
-        acc += phase_c(2 * u);
-        counts[0] += 5 * u;
-        counts[1] += 3 * u;
-        counts[2] += 2 * u;
+        uint64_t na = weight[0] * u, nb = weight[1] * u, nc = weight[2] * u;
+        acc += phase_a(na);
+        acc += phase_b(nb);
+        acc += phase_c(nc);
+        counts[0] += na;
+        counts[1] += nb;
+        counts[2] += nc;
     }
     sink += acc;
     return acc;
@@ -208,8 +216,8 @@ static void print_counts(const char *what, const uint64_t c[3], double cpu, doub
 {
     fprintf(stderr,
             "known_split[%d]: %s spin_a=%" PRIu64 " spin_b=%" PRIu64 " spin_c=%" PRIu64
-            " iterations (5:3:2) cpu=%.3fs wall=%.3fs\n",
-            (int)getpid(), what, c[0], c[1], c[2], cpu, wall);
+            " iterations (%d:%d:%d) cpu=%.3fs wall=%.3fs\n",
+            (int)getpid(), what, c[0], c[1], c[2], (int)weight[0], (int)weight[1], (int)weight[2], cpu, wall);
 }
 
 /* The process that does the work: calibrate (unless fixed work), run in this
@@ -289,7 +297,7 @@ static int status_to_exit(int status)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: known_split [--threads N] [--fork | --exec] [--seconds S] [--iterations N]\n"
-               "                   [--crash-after S] [--sigkill-self-after S]\n");
+               "                   [--crash-after S] [--sigkill-self-after S] [--weights A:B:C]\n");
 }
 
 static double parse_double(const char *opt, const char *v)
@@ -326,6 +334,15 @@ int main(int argc, char **argv)
             opt_crash_after = parse_double(a, v), i++;
         } else if (!strcmp(a, "--sigkill-self-after")) {
             opt_kill_after = parse_double(a, v), i++;
+        } else if (!strcmp(a, "--weights")) {
+            unsigned wa, wb, wc;
+            char end;
+            if (!v || sscanf(v, "%u:%u:%u%c", &wa, &wb, &wc, &end) != 3 || wa + wb + wc != UNITS_PER_ROUND) {
+                fprintf(stderr, "known_split: --weights needs A:B:C, whole numbers summing to %d\n",
+                        UNITS_PER_ROUND);
+                return 2;
+            }
+            weight[0] = wa, weight[1] = wb, weight[2] = wc, i++;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
