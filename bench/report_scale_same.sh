@@ -54,6 +54,8 @@ for d in "$@"; do
     compare "$b.report-csv" report "$d" --format csv
     compare "$b.report-json" report "$d" --format json
     compare "$b.report-merged" report "$d" "$d"
+    compare "$b.report-memory" report "$d" --memory
+    compare "$b.report-comm" report "$d" --comm python3,known_split,omp_regions_gomp
     compare "$b.report-threading" report "$d" --threading
     compare "$b.report-op" report "$d" --group-by op
     compare "$b.report-line" report "$d" --group-by line
