@@ -4,6 +4,8 @@
  * period), the agent's start-up and shutdown CPU time, and samples a full
  * disk kept out of the stream. Summed into profile.acct for the report
  * header's "unsampled" line and the overhead line (issue 18, items 5-7).
+ * AGENT_CPU records: the agent's cost on CPU clocks, for the overhead line
+ * (issue 17).
  */
 #include <string.h>
 
@@ -27,9 +29,82 @@ static int on_accounting(void *ctx, void *arg, const struct opr_record *rec)
     return 0;
 }
 
+_Static_assert(PROFILE_HANDLER_BUCKETS == OPR_HANDLER_BUCKETS, "profile.h's bucket count is format.h's");
+
+/* AGENT_CPU: the handler's CPU time is known for the timed calls; their mean
+ * times all calls of the same stream estimates the stream's total (the timed
+ * calls are every Nth per thread, independent of what the handler did). */
+static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct profile *p = stream_profile(ctx);
+    struct opr_agent_cpu c;
+    memcpy(&c, rec->body, sizeof c);
+    struct profile_agent_cpu *a = &p->agent_cpu;
+    if (c.handler_timed && c.handler_calls >= c.handler_timed)
+        a->handler_cpu_est_ns += (uint64_t)((double)c.handler_cpu_ns / (double)c.handler_timed * (double)c.handler_calls);
+    a->handler_timed += c.handler_timed;
+    a->handler_calls += c.handler_calls;
+    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS && b < c.nbuckets; b++)
+        a->buckets[b] += c.buckets[b];
+    a->maps_rereads += c.maps_rereads;
+    a->maps_probes += c.maps_probes;
+    a->phdr_refreshes += c.phdr_refreshes;
+    a->schedstat_reads += c.schedstat_reads;
+    a->pystack_hits += c.pystack_hits;
+    a->pystack_misses += c.pystack_misses;
+    a->timed_every = c.timed_every;
+    a->streams++;
+    return 0;
+}
+
+void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_agent_cpu *from)
+{
+    to->handler_cpu_est_ns += from->handler_cpu_est_ns;
+    to->handler_timed += from->handler_timed;
+    to->handler_calls += from->handler_calls;
+    for (unsigned b = 0; b < PROFILE_HANDLER_BUCKETS; b++)
+        to->buckets[b] += from->buckets[b];
+    to->maps_rereads += from->maps_rereads;
+    to->maps_probes += from->maps_probes;
+    to->phdr_refreshes += from->phdr_refreshes;
+    to->schedstat_reads += from->schedstat_reads;
+    to->pystack_hits += from->pystack_hits;
+    to->pystack_misses += from->pystack_misses;
+    if (from->timed_every)
+        to->timed_every = from->timed_every;
+    to->streams += from->streams;
+}
+
+/* The q-quantile (0..1) of the handler's CPU time per call from the
+ * histogram, interpolated linearly inside its bucket (the open last bucket
+ * answers with its lower bound). 0 when nothing was timed. */
+double profile_handler_quantile_ns(const struct profile_agent_cpu *a, double q)
+{
+    static const uint64_t bounds[OPR_HANDLER_BUCKETS] = OPR_HANDLER_BUCKET_BOUNDS_NS;
+    uint64_t total = 0;
+    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++)
+        total += a->buckets[b];
+    if (total == 0)
+        return 0;
+    double want = q * (double)total, seen = 0;
+    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++) {
+        double lo = b ? (double)bounds[b - 1] : 0;
+        if (a->buckets[b] && seen + (double)a->buckets[b] >= want) {
+            if (b + 1 == OPR_HANDLER_BUCKETS)
+                return lo;
+            return lo + ((double)bounds[b] - lo) * (want - seen) / (double)a->buckets[b];
+        }
+        seen += (double)a->buckets[b];
+    }
+    return (double)bounds[OPR_HANDLER_BUCKETS - 2];
+}
+
 static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
 {
     (void)sl, (void)h;
+    if (opr_reader_on(r, OPR_REC_AGENT_CPU, sizeof(struct opr_agent_cpu), on_agent_cpu, state) != 0)
+        return -1;
     return opr_reader_on(r, OPR_REC_ACCOUNTING, sizeof(struct opr_accounting), on_accounting, state);
 }
 

@@ -6,6 +6,7 @@
  *   at::_ops::addmm::call(...), at::_ops::addmm::redispatch(...)   ATen operator entry
  *   torch::autograd::generated::AddmmBackward0::apply(...)          autograd node
  *   at::native::add(...), at::cpu::add_out(...)                     kernels named after ops
+ *   at::addmm(...), at::Tensor::mm(...)             torch < 1.11's entries (no at::_ops)
  * op_frame_classify() turns such a frame name into the name torch.profiler
  * shows in key_averages ("aten::addmm", "AddmmBackward0"), so that opprof's
  * operator table reads like the one users know.
@@ -130,6 +131,30 @@ static const char *emit(char *buf, size_t len, const char *prefix, const char *s
     return buf;
 }
 
+/* Torch before 1.11 has no at::_ops: its operator entry points are ATen's
+ * free functions and Tensor methods, "at::mm(at::Tensor const&, at::Tensor
+ * const&)" and "at::Tensor::mm(at::Tensor const&) const" (Debian bullseye's
+ * torch 1.7.1). A free function counts only when it takes a tensor, tensor
+ * options or a size list, which leaves out at::globalContext(),
+ * at::get_num_threads() and the like; templates (parallel_for<...>) and
+ * nested namespaces or classes (at::internal::, at::TensorIterator::) are
+ * never entries. */
+static enum op_frame_kind classify_legacy_entry(const char *name, char *buf, size_t len)
+{
+    static const char tensor_method[] = "at::Tensor::";
+    bool method = strncmp(name, tensor_method, sizeof tensor_method - 1) == 0;
+    if (!method && strncmp(name, "at::", 4) != 0)
+        return OP_FRAME_NONE;
+    const char *s = name + (method ? sizeof tensor_method - 1 : 4);
+    size_t n = ident_length(s);
+    if (n == 0 || !islower((unsigned char)s[0]) || s[n] != '(')
+        return OP_FRAME_NONE;
+    if (!method && !strstr(s + n, "at::Tensor") && !strstr(s + n, "c10::TensorOptions") &&
+        !strstr(s + n, "c10::ArrayRef"))
+        return OP_FRAME_NONE;
+    return emit(buf, len, "aten::", s, op_base_length(s, n)) ? OP_FRAME_ATEN : OP_FRAME_NONE;
+}
+
 enum op_frame_kind op_frame_classify(const char *name, char *buf, size_t len)
 {
     static const char aten_ops[] = "at::_ops::";
@@ -182,17 +207,24 @@ enum op_frame_kind op_frame_classify(const char *name, char *buf, size_t len)
             s += 11;
             n -= 11;
         }
-        /* Kernel names carry the backend and the out= form: strip them before
-         * the overload words (add_outf, mm_out_cpu, softmax_cpu). */
-        if (ends_with(s, n, "_outf"))
-            n -= 5;
-        if (ends_with(s, n, "_cpu"))
-            n -= 4;
+        /* Kernel names carry the backend and the out= form, before or after
+         * the overload words: add_outf, mm_out_cpu, softmax_cpu, and torch
+         * 1.7's addmm_cpu_out, mean_cpu_gpu. Strip until nothing changes. */
+        for (size_t before = 0; n && n != before;) {
+            before = n;
+            if (ends_with(s, n, "_outf"))
+                n -= 5;
+            if (ends_with(s, n, "_cpu_gpu"))
+                n -= 8;
+            if (ends_with(s, n, "_cpu"))
+                n -= 4;
+            n = op_base_length(s, n);
+        }
         if (n == 0)
             return OP_FRAME_NONE;
-        return emit(buf, len, "aten::", s, op_base_length(s, n)) ? OP_FRAME_FALLBACK : OP_FRAME_NONE;
+        return emit(buf, len, "aten::", s, n) ? OP_FRAME_FALLBACK : OP_FRAME_NONE;
     }
-    return OP_FRAME_NONE;
+    return classify_legacy_entry(name, buf, len);
 }
 
 const char *op_name_from_frame(const char *name, char *buf, size_t len)
@@ -230,6 +262,13 @@ int op_index_build(const struct profile *p, struct op_index *ix)
     if (!ix->frame_op || !ix->frame_kind)
         goto oom;
     char buf[512];
+    /* A torch with at::_ops (1.11+) has its entries there: an at::X(Tensor)
+     * helper called inside a kernel (at::infer_size...) must then not pass
+     * for torch 1.7's kind of entry and take the op's self time. */
+    bool has_ops_entries = false;
+    for (size_t f = 0; f < p->nframes && !has_ops_entries; f++)
+        has_ops_entries = p->frames[f].kind != FRAME_PYTHON && p->frames[f].name &&
+                          strncmp(p->frames[f].name, "at::_ops::", 10) == 0;
     for (size_t f = 0; f < p->nframes; f++) {
         const struct prof_frame *fr = &p->frames[f];
         if (fr->kind == FRAME_PYTHON) {
@@ -237,7 +276,8 @@ int op_index_build(const struct profile *p, struct op_index *ix)
             continue;
         }
         enum op_frame_kind k = op_frame_classify(fr->name, buf, sizeof buf);
-        if (k == OP_FRAME_NONE)
+        if (k == OP_FRAME_NONE ||
+            (k == OP_FRAME_ATEN && has_ops_entries && strncmp(fr->name, "at::_ops::", 10) != 0))
             continue;
         long r = hs_builder_row(&names, buf, NULL);
         if (r < 0)

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PROFILE_HANDLER_BUCKETS 24 /* OPR_HANDLER_BUCKETS (checked in analyze/accounting.c) */
+
 /* ------------------------------------------------------------------------- */
 /* The profile model                                                          */
 /* ------------------------------------------------------------------------- */
@@ -114,6 +116,10 @@ struct profile {
     uint64_t unknown_frames; /* frames (distinct (pid,pc)) without a function */
     /* The agent's own cost, summed over processes that ended cleanly. */
     uint64_t agent_handler_ns, agent_handler_calls, agent_writer_cpu_ns, process_cpu_ns;
+    /* The agent's unwinder (UNWIND records, the last of each stream): stacks
+     * walked by its tables and by libunwind; with OPPROF_UNWIND_CHECK=1,
+     * samples unwound both ways and those that differed. */
+    uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
     /* ACCOUNTING records summed over processes (analyze/accounting.c): CPU
      * time no sample stands for and why, the agent's start-up cost, samples
      * a full disk kept out. acct_cpu_ns: process CPU of the streams that had one. */
@@ -123,6 +129,16 @@ struct profile {
         uint64_t info_unwritten; /* the launcher's count (info): streams cut by a full disk cannot hold theirs */
         size_t streams;
     } acct;
+    /* AGENT_CPU records summed over processes (analyze/accounting.c): the
+     * handler's cost on the thread CPU clock, estimated per stream from its
+     * timed calls (handler_cpu_est_ns), their histogram, the writer's re-reads. */
+    struct profile_agent_cpu {
+        uint64_t handler_cpu_est_ns, handler_timed, handler_calls;
+        uint64_t buckets[PROFILE_HANDLER_BUCKETS]; /* format.h's OPR_HANDLER_BUCKET_BOUNDS_NS */
+        uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
+        uint32_t timed_every;
+        size_t streams;
+    } agent_cpu;
     char **warnings;         /* loader warnings: truncated files, missing modules */
     size_t nwarnings;
 
@@ -178,5 +194,9 @@ int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
  * with errno ENOMEM. */
 int profile_add_sample_row(struct profile *p, uint64_t first_ns, uint64_t last_ns, uint32_t thread,
                            uint32_t stack, uint32_t flags, uint64_t weight, uint64_t count);
+
+/* analyze/accounting.c: the agent's CPU cost (AGENT_CPU records). */
+void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_agent_cpu *from);
+double profile_handler_quantile_ns(const struct profile_agent_cpu *a, double q); /* q in 0..1; 0: none timed */
 
 #endif

@@ -91,6 +91,7 @@ struct stream_load {
     bool last_sample_kept;      /* the last SAMPLE record had a known stack and is in samples */
     uint64_t lost;
     struct opr_limits limits;   /* the last LIMITS record: cumulative */
+    struct opr_unwind unwind;   /* the last UNWIND record: cumulative (added to the profile as deltas) */
     bool ended;
     uint64_t end_ns;
     uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
@@ -461,6 +462,26 @@ static int on_agent_cost(void *ctx, void *arg, const struct opr_record *rec)
     return 0;
 }
 
+/* UNWIND is cumulative per stream: the profile gets what changed since the
+ * stream's previous one. */
+static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_unwind u;
+    memset(&u, 0, sizeof u);
+    memcpy(&u, rec->body, rec->len < sizeof u ? rec->len : sizeof u);
+    if (u.table_samples < sl->unwind.table_samples || u.fallback_samples < sl->unwind.fallback_samples ||
+        u.check_samples < sl->unwind.check_samples || u.check_disagree < sl->unwind.check_disagree)
+        return 0; /* counts never go down in one stream: a damaged record, ignored */
+    sl->p->unwind_table_samples += u.table_samples - sl->unwind.table_samples;
+    sl->p->unwind_fallback_samples += u.fallback_samples - sl->unwind.fallback_samples;
+    sl->p->unwind_check_samples += u.check_samples - sl->unwind.check_samples;
+    sl->p->unwind_check_disagree += u.check_disagree - sl->unwind.check_disagree;
+    sl->unwind = u;
+    return 0;
+}
+
 static int on_note(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
@@ -501,6 +522,7 @@ static const struct {
     {OPR_REC_END, sizeof(struct opr_end), on_end},
     {OPR_REC_AGENT_COST, sizeof(struct opr_agent_cost), on_agent_cost},
     {OPR_REC_NOTE, sizeof(struct opr_note), on_note},
+    {OPR_REC_UNWIND, offsetof(struct opr_unwind, check_disagree_length), on_unwind},
 };
 
 /* Symbolizes one stream's native stack into frame ids (cached in rs->global
@@ -624,6 +646,24 @@ uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
     return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
 }
 
+/* True when the native stack of stack_id (resolved already) ends in unnamed
+ * code in anonymous memory: a JIT or trampoline without a perf map, which
+ * the unwinder had no CFI to step through. Such a stack is cut short as
+ * surely as one the agent flagged, so it is counted as truncated. */
+static bool ends_in_anonymous_code(const struct stream_load *sl, uint32_t stack_id)
+{
+    const struct profile *p = sl->p;
+    if (stack_id >= sl->nstacks || sl->stacks[stack_id].global >= p->nstacks)
+        return false;
+    const struct prof_stack *ns = &p->stacks[sl->stacks[stack_id].global];
+    if (ns->nframes == 0 || ns->frames[ns->nframes - 1] >= p->nframes)
+        return false;
+    const struct prof_frame *f = &p->frames[ns->frames[ns->nframes - 1]];
+    return f->kind == FRAME_UNKNOWN && f->module &&
+           (strcmp(f->module, "[anon]") == 0 || strncmp(f->module, "[anon:", 6) == 0 ||
+            strcmp(f->module, "//anon") == 0 || strncmp(f->module, "/memfd:", 7) == 0);
+}
+
 /* Maps are all known now: symbolize the stacks that samples use, and add the
  * samples to the profile. 0, or -1 with errno ENOMEM. */
 static int resolve_samples(struct stream_load *sl)
@@ -637,16 +677,19 @@ static int resolve_samples(struct stream_load *sl)
     for (size_t i = 0; i < sl->nrows; i++) {
         const struct stream_row *r = &sl->rows[i];
         uint32_t stack = stream_resolve_stack(sl, r->stack_id, r->py_stack_plus1);
+        uint32_t flags = r->flags;
+        if (stack != UINT32_MAX && !(flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, r->stack_id))
+            flags |= OPR_SAMPLE_TRUNCATED;
         if (stack == UINT32_MAX ||
-            profile_add_sample_row(p, r->first_ns, r->last_ns, r->thread, stack, r->flags, r->weight, r->count) != 0) {
+            profile_add_sample_row(p, r->first_ns, r->last_ns, r->thread, stack, flags, r->weight, r->count) != 0) {
             errno = ENOMEM;
             return -1;
         }
-        if (r->flags & OPR_SAMPLE_TRUNCATED) {
+        if (flags & OPR_SAMPLE_TRUNCATED) {
             proc->truncated += r->count;
             p->truncated_samples += r->count;
         }
-        if (r->flags & OPR_SAMPLE_UNWIND_FAILED)
+        if (flags & OPR_SAMPLE_UNWIND_FAILED)
             proc->unwind_failed += r->count;
     }
     for (size_t i = 0; i < sl->nsamples; i++) {
@@ -655,6 +698,8 @@ static int resolve_samples(struct stream_load *sl)
          * out of memory. */
         uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
         uint32_t weight = ss->s.weight ? ss->s.weight : 1;
+        if (stack != UINT32_MAX && !(ss->s.flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, ss->s.stack_id))
+            ss->s.flags |= OPR_SAMPLE_TRUNCATED;
         if (sl->fold_late) { /* no OpenMP region, no counters (stream_wants_samples): index stays unset */
             if (stack == UINT32_MAX || profile_add_sample_row(p, ss->s.time_ns, ss->s.time_ns, ss->thread, stack,
                                                               ss->s.flags, weight, 1) != 0) {
@@ -752,7 +797,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     sl.aggregate = folds && !memory;
     sl.fold_late = folds && memory;
     struct prof_process *proc = stream_process(&sl);
-    if (!proc) {
+    /* The OS pid names the perf map of JIT/trampoline code (-X perf). */
+    if (!proc || symbolizer_set_os_pid(sym, asid, h.pid) != 0) {
         free(buf);
         return -2;
     }

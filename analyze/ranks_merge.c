@@ -171,6 +171,11 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         m->agent_handler_calls += p->agent_handler_calls;
         m->agent_writer_cpu_ns += p->agent_writer_cpu_ns;
         m->process_cpu_ns += p->process_cpu_ns;
+        profile_agent_cpu_add(&m->agent_cpu, &p->agent_cpu);
+        m->unwind_table_samples += p->unwind_table_samples;
+        m->unwind_fallback_samples += p->unwind_fallback_samples;
+        m->unwind_check_samples += p->unwind_check_samples;
+        m->unwind_check_disagree += p->unwind_check_disagree;
         uint32_t *frame_map = malloc((p->nframes + 1) * sizeof *frame_map);
         uint32_t *stack_map = malloc((p->nstacks + 1) * sizeof *stack_map);
         int rc = frame_map && stack_map ? merge_one(m, p, frame_map, stack_map) : -1;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/run.sh — opprof's recording and reporting costs next to perf's, on a
-# fixed amount of work. Not part of `make check`; about 2-4 minutes on 2 cores.
+# fixed amount of work. Not part of `make check`; a few minutes on a quiet 2-core machine.
 #
 #   bench/run.sh [BUILDDIR]      (default: $OPPROF_BUILDDIR, else the source tree)
 #
@@ -15,7 +15,10 @@
 #   perf     perf record -e cpu-clock -F 1000 --call-graph dwarf (when perf works)
 # Prints wall time and its ratio to bare, samples, bytes on disk per sample, and
 # report throughput (samples/s) of `opprof report` and `perf report` on those
-# recordings. Then builds and runs bench/hotspots_bench.c when it exists.
+# recordings. Then, for a native, a PyTorch and an OpenMP workload, the agent's
+# own overhead figure beside the outside CPU and wall ratios to bare and bytes
+# per sample. Then builds and runs bench/hotspots_bench.c when it exists.
+# BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison.
 set -u
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,6 +68,86 @@ dir_bytes() { du -sb "$1" 2>/dev/null | awk '{ print $1 }'; }
 
 echo "opprof bench: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "workload: known_split --threads $THREADS --iterations $ITER (fixed work), $RUNS runs per mode, median"
+echo
+
+# --- the agent's own overhead figure beside the outside ratios ------------------
+# For a native, a PyTorch and an OpenMP workload: $RUNS runs alternated bare /
+# recorded (slow phases of a noisy machine hit both), median wall and CPU
+# (user+sys of the whole command, children included) and their ratio to bare;
+# beside them what the agent measured itself (the report's overhead line: its
+# share of the processes' CPU time, the handler's CPU time per sample, median
+# and p99, the writer thread's CPU time) and bytes on disk per sample, median
+# over the recorded runs. The agent's figure leaves out the kernel's signal
+# delivery and the launcher; the outside CPU ratio includes everything.
+# overhead_case NAME CMD...: one row.
+overhead_case() {
+    _name=$1
+    shift
+    : >"oc_$_name.bare.t"
+    : >"oc_$_name.op.t"
+    : >"oc_$_name.agent"
+    for i in $(seq 1 "$RUNS"); do
+        timed "oc_$_name.bare.t" "$@" >/dev/null 2>&1 || echo "bench: $_name bare run failed" >&2
+        _d="$TMP/oc_$_name.$i"
+        rm -rf "$_d"
+        if timed "oc_$_name.op.t" "$OPPROF" record -q -o "$_d" -- "$@" >/dev/null 2>&1; then
+            # samples: the sum of weights (periods) is what the bytes paid for
+            _n=$("$OPPROF" report "$_d" --limit 1 2>/dev/null | sed -n 's/^  samples *\([0-9]*\) .*/\1/p' | head -n 1)
+            _line=$("$OPPROF" report "$_d" --limit 1 2>/dev/null | grep '^  overhead')
+            _b=$(dir_bytes "$_d")
+            echo "$_line" | awk -v n="${_n:-0}" -v b="${_b:-0}" '{
+                share = "-"; med = "-"; p99 = "-"; writer = "-"
+                for (i = 1; i <= NF; i++) {
+                    if ($i == "%" && $(i + 1) == "of") share = $(i - 1)
+                    if ($i == "(median") { med = $(i + 1); sub(/,$/, "", med) }
+                    if ($i == "p99") { p99 = $(i + 1); sub(/;$/, "", p99) }
+                    if ($i == "writer" && $(i + 1) == "thread") writer = $(i - 2)
+                }
+                printf "%s %s %s %s %s\n", share, med, p99, writer, (n > 0 ? b / n : "-")
+            }' >>"oc_$_name.agent"
+        else
+            echo "bench: opprof record of $_name failed" >&2
+        fi
+    done
+    _bw=$(col 1 "oc_$_name.bare.t" | median)
+    _bc=$(col 2 "oc_$_name.bare.t" | median)
+    _ow=$(col 1 "oc_$_name.op.t" | median)
+    _oc=$(col 2 "oc_$_name.op.t" | median)
+    printf "%-10s %8.3f %8.3f %9s %9s %7s%% %8s %8s %8s %9s\n" "$_name" "$_bw" "$_bc" \
+        "$(awk -v a="$_ow" -v b="$_bw" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(awk -v a="$_oc" -v b="$_bc" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(col 1 "oc_$_name.agent" | median)" "$(col 2 "oc_$_name.agent" | median)" \
+        "$(col 3 "oc_$_name.agent" | median)" "$(col 4 "oc_$_name.agent" | median)" \
+        "$(col 5 "oc_$_name.agent" | median | awk '{ printf ($1 == "nan" ? "-" : "%.0f"), $1 }')"
+    echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
+}
+TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
+OMP_REGIONS=${BENCH_OMP_REGIONS:-2000}
+echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
+printf "%-10s %8s %8s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "agent" \
+    "hdl med" "hdl p99" "writer" "B/sample"
+printf "%-10s %8s %8s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "says" "us" "us" "cpu s" ""
+: >oc_runs
+overhead_case native "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    overhead_case pytorch /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS"
+else
+    echo "pytorch    (torch not importable by /usr/bin/python3: skipped)"
+fi
+OMP_WORKLOAD="$BUILD/tests/workloads/omp_regions_gomp"
+[ -x "$OMP_WORKLOAD" ] || make -C "$BUILD" tests/workloads/omp_regions_gomp >/dev/null 2>&1
+if [ -x "$OMP_WORKLOAD" ]; then
+    overhead_case openmp "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
+else
+    echo "openmp     ($OMP_WORKLOAD could not be built: skipped)"
+fi
+cat oc_runs
+echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
+echo "tests/workloads/torch_train.py --steps $TORCH_STEPS; openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
+echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
+echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
+echo "B/sample: result dir bytes / samples."
+[ "${BENCH_ONLY_OVERHEAD:-0}" = 1 ] && exit 0
 echo
 
 # --- bare ------------------------------------------------------------------
@@ -189,37 +272,6 @@ echo "samples: opprof's summary line / perf report -n. bytes: result dir (du -sb
 echo "report smp/s: samples / wall time of 'opprof report DIR --format text' and"
 echo "'perf report --stdio' (default call graphs)."
 echo "runs (wall s): bare $(col 1 bare.t | tr '\n' ' ')| opprof $(col 1 op.t | tr '\n' ' ')$([ "$have_perf" = 1 ] && echo "| perf $(col 1 pf.t | tr '\n' ' ')")"
-
-# --- PyTorch training loop: bare vs opprof record ------------------------------
-# Fixed work (BENCH_TORCH_STEPS steps of tests/workloads/torch_train.py), runs
-# alternated bare / recorded so slow phases of a noisy machine hit both; plus
-# the agent's own measurement of its cost (the report's "overhead" line).
-echo
-TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    echo "== PyTorch: torch_train.py --steps $TORCH_STEPS, $RUNS paired runs, median"
-    for i in $(seq 1 "$RUNS"); do
-        timed torch_bare.t /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS" >/dev/null 2>&1
-        rm -rf "$TMP/torch.$i"
-        timed torch_op.t "$BUILD/opprof" record -q -o "$TMP/torch.$i" -- /usr/bin/python3 \
-            "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS" >/dev/null 2>&1
-    done
-    tb=$(col 1 torch_bare.t | median)
-    to=$(col 1 torch_op.t | median)
-    tbc=$(col 2 torch_bare.t | median)
-    toc=$(col 2 torch_op.t | median)
-    printf "%-8s %8s %9s %8s %9s\n" mode "wall s" "vs bare" "cpu s" "vs bare"
-    printf "%-8s %8.3f %9s %8.3f %9s\n" bare "$tb" 1.000 "$tbc" 1.000
-    printf "%-8s %8.3f %9.3f %8.3f %9.3f\n" opprof "$to" "$(awk -v a="$to" -v b="$tb" 'BEGIN{print a/b}')" "$toc" "$(awk -v a="$toc" -v b="$tbc" 'BEGIN{print a/b}')"
-    bytes=$(dir_bytes "$TMP/torch.1")
-    samples=$("$BUILD/opprof" report "$TMP/torch.1" --format json --limit 1 2>/dev/null |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["total_weight"])' 2>/dev/null || echo 0)
-    [ "$samples" -gt 0 ] 2>/dev/null && echo "bytes per sample: $((bytes / samples)) ($samples samples, $bytes bytes)"
-    "$BUILD/opprof" report "$TMP/torch.1" --limit 1 2>/dev/null | grep -E "^  overhead" | sed 's/^  /agent-measured /'
-    echo "runs (wall s): bare $(col 1 torch_bare.t | tr '\n' ' ')| opprof $(col 1 torch_op.t | tr '\n' ' ')"
-else
-    echo "(PyTorch not importable by /usr/bin/python3: PyTorch overhead skipped)"
-fi
 
 # --- process churn: many short fork+exec children ------------------------------
 # What a shell script or a build under record costs: every child loads the

@@ -49,6 +49,9 @@ static void export_usage(FILE *out)
           "  --callgrind FILE     callgrind format (callgrind_annotate, KCachegrind)\n"
           "options:\n"
           "  --inverted           draw the flame graph as an icicle (root at the top)\n"
+          "  --fold-startup       flame graph: a stack that enters Python's import machinery\n"
+          "                       or the loader's library init ends there, in one box\n"
+          "                       \"[start-up: imports, library init]\" (no importlib towers)\n"
           "  --title TEXT         flame graph title\n"
           "  --width PX           flame graph width (default 1200; the height follows the depth)\n"
           "  --minwidth PX|N%     leave out boxes narrower than PX pixels or N % (default 0.1 px)\n"
@@ -67,7 +70,7 @@ static const char *const kind_option[OUT_KINDS] = {"--flamegraph", "--folded", "
                                                    "--chrome-trace", "--pstats", "--html",
                                                    "--pprof", "--callgrind"};
 
-enum { OPT_INVERTED = 256, OPT_TITLE, OPT_WIDTH, OPT_MINWIDTH, OPT_COLORS, OPT_COUNTNAME };
+enum { OPT_INVERTED = 256, OPT_TITLE, OPT_WIDTH, OPT_MINWIDTH, OPT_COLORS, OPT_COUNTNAME, OPT_FOLD_STARTUP };
 
 static const struct option export_long_options[] = {
     {"flamegraph", required_argument, NULL, OUT_FLAMEGRAPH + 300},
@@ -79,6 +82,7 @@ static const struct option export_long_options[] = {
     {"pprof", required_argument, NULL, OUT_PPROF + 300},
     {"callgrind", required_argument, NULL, OUT_CALLGRIND + 300},
     {"inverted", no_argument, NULL, OPT_INVERTED},
+    {"fold-startup", no_argument, NULL, OPT_FOLD_STARTUP},
     {"title", required_argument, NULL, OPT_TITLE},
     {"width", required_argument, NULL, OPT_WIDTH},
     {"minwidth", required_argument, NULL, OPT_MINWIDTH},
@@ -184,6 +188,7 @@ int cmd_export(int argc, char **argv)
         }
         switch (c) {
         case OPT_INVERTED: base.inverted = true; break;
+        case OPT_FOLD_STARTUP: base.fold_startup = true; break;
         case OPT_TITLE: base.title = optarg; break;
         case OPT_WIDTH:
         case OPT_MINWIDTH:

@@ -29,7 +29,7 @@ static void usage(FILE *out)
           "         [--pid PID,...] [--tid TID,...] [--comm NAME,...]\n"
           "         hotspot tables from result directories (the newest opprof.NNN by default)\n"
           "  export [DIR...] [--flamegraph F.svg] [--inverted] [--title TEXT] [--width PX] [--minwidth PX|N%]\n"
-          "         [--colors PALETTE] [--countname NAME] [--folded F] [--speedscope F.json]\n"
+          "         [--colors PALETTE] [--countname NAME] [--fold-startup] [--folded F] [--speedscope F.json]\n"
           "         [--chrome-trace F.json] [--pstats F.pstats] [--html F.html] [--pprof F.pb.gz] [--callgrind F]\n"
           "         write result directories for other viewers (several DIRs: one Chrome trace)\n"
           "  stat [-e EVENTS] [-M|--metrics cpi|memory|cache] [-o FILE] [--list] -- CMD [ARGS]\n"

@@ -59,6 +59,7 @@ enum opr_record_type {
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
+    OPR_REC_AGENT_CPU = 15,  /* struct opr_agent_cpu: the handler's CPU time per sample (histogram), the writer's re-reads */
     OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
     OPR_REC_LIMITS = 20, /* struct opr_limits (cumulative): samples not recorded by --delay/--duration/--max-size */
 };
@@ -159,6 +160,33 @@ struct opr_agent_cost {
     uint64_t process_cpu_ns;  /* CPU time of the whole process (workload + agent) */
 };
 
+/* Upper bounds (ns, exclusive) of the handler-CPU histogram's buckets; the
+ * last bucket is open. Fixed, so the handler only increments a counter. */
+#define OPR_HANDLER_BUCKETS 24
+#define OPR_HANDLER_BUCKET_BOUNDS_NS                                                                          \
+    {250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000, 24000, 32000,  \
+     48000, 64000, 128000, 256000, 512000, 1024000, UINT64_MAX}
+
+/* Written with END, after AGENT_COST: the agent's cost measured on CPU
+ * clocks, which preemption does not inflate (handler_ns above is wall time).
+ * One handler call in timed_every is timed on the thread's CPU clock (the
+ * clock costs a system call, ~0.5 us, too much for every sample); the mean
+ * over the timed calls stands for all. */
+struct opr_agent_cpu {
+    uint64_t handler_cpu_ns;   /* thread CPU time inside the timed handler calls, summed */
+    uint64_t handler_timed;    /* handler calls timed */
+    uint64_t handler_calls;    /* handler calls the timed ones were drawn from (samples queued or lost) */
+    uint32_t timed_every;      /* one call in this many is timed, per thread */
+    uint32_t nbuckets;         /* OPR_HANDLER_BUCKETS */
+    uint64_t buckets[OPR_HANDLER_BUCKETS]; /* timed calls per bucket of OPR_HANDLER_BUCKET_BOUNDS_NS */
+    uint64_t maps_rereads;     /* full reads of /proc/self/maps by the writer (both tables) */
+    uint64_t maps_probes;      /* single addresses checked instead of a full read */
+    uint64_t phdr_refreshes;   /* snapshots of the loaded objects (dl_iterate_phdr) */
+    uint64_t schedstat_reads;  /* /proc/self/task/TID/schedstat reads */
+    uint64_t pystack_hits;     /* Python chains found in the writer's cache */
+    uint64_t pystack_misses;   /* Python chains built frame by frame */
+};
+
 /* Written with END (before it, after AGENT_COST): what the samples of this
  * image do not stand for, measured in the process, so that "lost 0" is never
  * said of CPU time nobody sampled (issue 18, items 5-7). */
@@ -184,6 +212,36 @@ struct opr_limits {
     uint64_t outside_window;    /* samples taken before --delay or after --duration ended: not recorded */
     uint64_t dropped_size_cap;  /* samples dropped because the result dir had reached --max-size */
     uint64_t first_drop_ns;     /* CLOCK_MONOTONIC of the first size-cap drop in this stream (0: none) */
+};
+
+/* The agent's table-driven unwinder (sampler/agent/unwind_table.h), cumulative
+ * per stream: written when the counts change (at most once a second) and at
+ * the end; the last one counts. */
+#define OPR_REC_UNWIND 24
+struct opr_unwind {
+    uint64_t time_ns;
+    uint64_t table_samples;      /* stacks unwound entirely by the tables (the fast path) */
+    uint64_t table_frames;       /* frames of those stacks */
+    uint64_t fallback_samples;   /* stacks unwound by libunwind instead; by cause: */
+    uint64_t fallback_not_built; /*   the module's table was not built yet (the writer builds it) */
+    uint64_t fallback_no_module; /*   a PC in no loaded object (JIT code, a library loaded since the last scan) */
+    uint64_t fallback_no_table;  /*   a module without .eh_frame_hdr */
+    uint64_t fallback_rule;      /*   a row the tables cannot express (DWARF expression, signal frame, ...) */
+    uint64_t fallback_read;      /*   a stack slot outside the readable mappings, or a CFA not above SP */
+    uint64_t check_samples;      /* OPPROF_UNWIND_CHECK=1: samples unwound both ways */
+    uint64_t check_disagree;     /*   of them, with both ways complete, stacks that differ */
+    uint64_t check_disagree_length; /*   of those, one stack a prefix of the other */
+    uint64_t tables_built;       /* modules compiled */
+    uint64_t table_bytes;        /* their mmap'ed size */
+    uint64_t build_cpu_ns;       /* the writer's CPU time compiling them */
+    /* Time of the unwinding step alone (TSC read around it, converted with
+     * the writer's calibration against CLOCK_MONOTONIC), median and 99th
+     * percentile over this stream, 1/4-octave resolution. Normally: "table"
+     * = samples on the tables, "libunwind" = samples that fell back (the
+     * failed table walk included). With OPPROF_UNWIND_CHECK=1 both walks of
+     * the same samples are timed apart: the two unwinders side by side. */
+    uint64_t table_p50_ns, table_p99_ns;
+    uint64_t libunwind_p50_ns, libunwind_p99_ns;
 };
 
 struct opr_end {
@@ -514,6 +572,8 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
  * ops.resolve_pyframe reads when a code object or line is new. */
 uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
                                  const void *frames);
+/* Chains found in the chain cache (hits) and built frame by frame (misses). */
+void opr_writer_python_cache_counts(const struct opr_writer *w, uint64_t *hits, uint64_t *misses);
 
 /* ---- the process, read from proc_dir (stream_process.c) ---- */
 void opr_writer_process(struct opr_writer *w); /* PROCESS: exe path and argv */

@@ -73,6 +73,8 @@ static void clear_id_tables(struct opr_writer *w)
     id_table_clear(&w->py_codes);
     id_table_clear(&w->py_lines);
     id_table_clear(&w->py_stacks);
+    id_table_clear(&w->py_key_stacks);
+    w->py_key_hits = w->py_key_misses = 0;
 }
 
 void opr_writer_reset(struct opr_writer *w)
@@ -93,6 +95,7 @@ void opr_writer_free(struct opr_writer *w)
     clear_id_tables(w);
     writer_free_process(w);
     free(w->py_line_values);
+    free(w->py_key_stack_ids);
     free(w->buf);
     free(w);
 }
@@ -256,6 +259,9 @@ static uint32_t python_code_id(struct opr_writer *w, const struct opr_pyframe_ke
     return (uint32_t)code_id;
 }
 
+static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
+                                   const void *frames);
+
 uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
                                  const void *frames)
 {
@@ -263,6 +269,37 @@ uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_
         return 0;
     if (n > OPR_MAX_PYFRAMES)
         n = OPR_MAX_PYFRAMES;
+    bool added;
+    int64_t key_id = id_table_find_or_add(&w->py_key_stacks, keys, n * sizeof keys[0], &added);
+    if (key_id >= 0 && !added && (size_t)key_id < w->py_key_stack_cap && w->py_key_stack_ids[key_id]) {
+        w->py_key_hits++;
+        return w->py_key_stack_ids[key_id];
+    }
+    w->py_key_misses++;
+    uint32_t id = python_stack_built(w, keys, n, frames);
+    if (key_id < 0 || id == 0)
+        return id; /* out of memory, or no chain: built again next time */
+    size_t old_cap = w->py_key_stack_cap;
+    uint32_t *ids = writer_grow(w->py_key_stack_ids, &w->py_key_stack_cap, (size_t)key_id, sizeof *ids, 1024);
+    if (ids) {
+        memset(ids + old_cap, 0, (w->py_key_stack_cap - old_cap) * sizeof *ids); /* fresh room: "none yet" */
+        w->py_key_stack_ids = ids;
+        ids[key_id] = id;
+    }
+    return id;
+}
+
+void opr_writer_python_cache_counts(const struct opr_writer *w, uint64_t *hits, uint64_t *misses)
+{
+    *hits = w->py_key_hits;
+    *misses = w->py_key_misses;
+}
+
+/* Builds the chain frame by frame (names and lines through the per-frame
+ * tables) and returns its PYSTACK id + 1, 0 when out of memory. */
+static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
+                                   const void *frames)
+{
     struct opr_pyframe *chain = w->py_chain;
     for (unsigned i = 0; i < n; i++) {
         int32_t line;

@@ -59,6 +59,16 @@ struct opr_writer {
     struct id_table py_codes;   /* (code, fingerprint) -> PYCODE id */
     struct id_table py_lines;   /* (code, fingerprint, instr) -> index in py_line_values */
     struct id_table py_stacks;  /* opr_pyframe[] -> PYSTACK id */
+    /* The chain cache: a Python chain seen again, as the sampler captured it
+     * (opr_pyframe_key[]), costs one lookup instead of one per frame. Its
+     * answer is the one the per-frame tables gave the first time, and those
+     * never change an answer once given. py_key_stack_ids[i]: what
+     * opr_writer_python_stack returned for key chain i (PYSTACK id + 1; 0:
+     * none yet). */
+    struct id_table py_key_stacks;
+    uint32_t *py_key_stack_ids;
+    size_t py_key_stack_cap;
+    uint64_t py_key_hits, py_key_misses;
     int32_t *py_line_values;    /* line of each py_lines entry; INT32_MIN: unreadable */
     size_t py_line_cap;
     /* Scratch of opr_writer_python_stack, here rather than on the agent's

@@ -202,14 +202,25 @@ static bool func_key_equal(const void *key, size_t len, uint64_t value, const vo
 
 static const struct hashmap_type func_key_type = {func_key_hash, func_key_equal};
 
+#define STARTUP_NAME "[start-up: imports, library init]"
+
+/* Whether frame f starts start-up work: Python's import machinery, or the
+ * loader running library constructors (at start or from dlopen). */
+static bool starts_startup(const struct prof_frame *f)
+{
+    if (f->kind == FRAME_PYTHON)
+        return frame_is_importlib(f);
+    return f->name && (strcmp(f->name, "_dl_init") == 0 || strcmp(f->name, "call_init") == 0);
+}
+
 int export_funcs_build(const struct profile *p, struct export_funcs *out)
 {
     memset(out, 0, sizeof *out);
-    size_t cap = p->nframes + 1;
+    size_t cap = p->nframes + 2;
     out->funcs = calloc(cap, sizeof *out->funcs);
     out->of_frame = calloc(p->nframes ? p->nframes : 1, sizeof *out->of_frame);
     /* Display names: "name (file.py)" needs name + module + 4 bytes. */
-    size_t bytes = sizeof "[no frames]";
+    size_t bytes = sizeof "[no frames]" + sizeof STARTUP_NAME;
     for (size_t i = 0; i < p->nframes; i++)
         bytes += strlen(p->frames[i].name) + strlen(p->frames[i].module) + 4;
     out->names = malloc(bytes);
@@ -265,6 +276,13 @@ int export_funcs_build(const struct profile *p, struct export_funcs *out)
     none->symbol = none->name;
     none->module = "";
     none->cls = EXPORT_CLASS_UNKNOWN;
+    w += sizeof "[no frames]";
+    out->startup = (uint32_t)out->nfuncs++;
+    struct export_func *su = &out->funcs[out->startup];
+    strcpy(w, STARTUP_NAME);
+    su->name = su->symbol = w;
+    su->module = "";
+    su->cls = EXPORT_CLASS_UNKNOWN;
     return 0;
 }
 
@@ -375,12 +393,15 @@ int export_tree_build(const struct profile *p, const struct export_funcs *fn, st
             t->nodes[node].total += weight[s];
         }
         for (uint32_t k = export_stack_len(p, st); k-- > 0;) {
-            node = tree_child(t, &index, node, fn->of_frame[st->frames[k]]);
+            bool fold = fn->fold_startup && starts_startup(&p->frames[st->frames[k]]);
+            node = tree_child(t, &index, node, fold ? fn->startup : fn->of_frame[st->frames[k]]);
             if (node == UINT32_MAX) {
                 rc = -1;
                 break;
             }
             t->nodes[node].total += weight[s];
+            if (fold)
+                break; /* the rest of the stack is start-up: one box */
         }
         if (rc == 0)
             t->nodes[node].self += weight[s];

@@ -34,6 +34,7 @@ int flamediff_compute(const struct profile *base, const struct export_funcs *fn,
     struct export_funcs bfn;
     if (export_funcs_build(base, &bfn) != 0)
         return -1;
+    bfn.fold_startup = fn->fold_startup; /* A's paths folded as B's */
     struct export_tree bt;
     if (export_tree_build(base, &bfn, &bt) != 0) {
         export_funcs_free(&bfn);

@@ -349,6 +349,7 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
     struct export_funcs fn;
     if (export_funcs_build(p, &fn) != 0)
         return -1;
+    fn.fold_startup = o && o->fold_startup;
     struct export_tree t;
     if (export_tree_build(p, &fn, &t) != 0) {
         export_funcs_free(&fn);

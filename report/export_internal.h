@@ -66,6 +66,10 @@ struct export_funcs {
     size_t nfuncs;
     uint32_t *of_frame; /* per profile frame: its function */
     uint32_t none;      /* the "[no frames]" function (for empty stacks) */
+    uint32_t startup;   /* the "[start-up: imports, library init]" function */
+    bool fold_startup;  /* export_tree_build: a stack entering import or the
+                           loader's library init ends there, in `startup`
+                           (set by the caller after export_funcs_build) */
     char *names;        /* storage of the display names */
 };
 

@@ -108,6 +108,7 @@ struct export_options {
     double minwidth_pct;   /* or narrower than this % of the total when > 0 */
     const char *colors;    /* NULL/"opprof": by frame class; else a flamegraph.pl palette */
     const char *countname; /* what a sample is called; NULL: "samples" */
+    bool fold_startup;     /* flame graph: import and library-init stacks end in one box */
     /* differential flame graph (opprof diff --flamegraph): B's tree coloured
      * by the change in share from this profile (A); NULL: none */
     const struct profile *diff_base;

@@ -393,6 +393,40 @@ const char *report_sampled_modes(const struct profile *p)
 /* CPU time no sample stands for (ACCOUNTING records), from 5 % of the CPU
  * time and 10 ms up: below that it is the expected remainder (each thread
  * leaves less than one period unsampled when it ends). */
+/* The agent's own cost, measured inside the workload (AGENT_COST and
+ * AGENT_CPU records). The handler's share is its time on the thread CPU
+ * clock, the clock the bench's outside CPU ratio uses: wall time inside the
+ * handler also counts the time a preempted handler waited for a CPU, which on
+ * a loaded machine made identical runs read 0.75 % to 10.1 %. Recordings
+ * from before AGENT_CPU only have the wall time, and say so. Not counted by
+ * either: the kernel's signal delivery and return (the bench's outside ratio
+ * includes them). */
+static void print_overhead(FILE *out, const struct profile *p)
+{
+    if (!p->agent_handler_calls || !p->process_cpu_ns)
+        return;
+    const struct profile_agent_cpu *a = &p->agent_cpu;
+    bool cpu_clock = a->handler_timed > 0;
+    uint64_t handler_ns = cpu_clock ? a->handler_cpu_est_ns : p->agent_handler_ns;
+    /* start-up/shutdown: paid once per process, so 500 quick forks show it */
+    double share = 100.0 * (double)(handler_ns + p->agent_writer_cpu_ns + p->acct.startup_cpu_ns) /
+                   (double)p->process_cpu_ns;
+    if (cpu_clock)
+        fprintf(out,
+                "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f; CPU time of 1 in %u samples)"
+                " + %.3f s writer thread CPU (%" PRIu64 " maps reads)",
+                (double)a->handler_cpu_est_ns / (double)(a->handler_calls ? a->handler_calls : 1) / 1e3,
+                profile_handler_quantile_ns(a, 0.5) / 1e3, profile_handler_quantile_ns(a, 0.99) / 1e3,
+                a->timed_every, (double)p->agent_writer_cpu_ns / 1e9, a->maps_rereads);
+    else
+        fprintf(out, "  overhead    %.1f us per sample in the signal handler (wall time) + %.3f s writer thread CPU",
+                (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3,
+                (double)p->agent_writer_cpu_ns / 1e9);
+    if (p->acct.streams)
+        fprintf(out, " + %.3f s start-up in %zu processes", (double)p->acct.startup_cpu_ns / 1e9, p->acct.streams);
+    fprintf(out, " = %.2f %% of the processes' CPU time\n", share);
+}
+
 static void print_unsampled(FILE *out, const struct profile *p)
 {
     const uint64_t cpu = p->process_cpu_ns, un = p->acct.unsampled_ns;
@@ -459,17 +493,16 @@ void report_print_header(FILE *out, const struct profile *p)
     fprintf(out, "  processes   %zu, threads %zu\n", p->nprocesses, p->nthreads);
     print_collection_limits(out, p);
     counter_columns_print_header(out, p); /* per-sample counters */
-    /* Measured inside the workload by the agent itself (AGENT_COST records). */
-    if (p->agent_handler_calls && p->process_cpu_ns) {
-        double handler_us = (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3;
-        /* start-up/shutdown: paid once per process, so 500 quick forks show it */
-        double share = 100.0 * (double)(p->agent_handler_ns + p->agent_writer_cpu_ns + p->acct.startup_cpu_ns) /
-                       (double)p->process_cpu_ns;
-        fprintf(out, "  overhead    %.1f us per sample in the signal handler + %.3f s writer thread CPU", handler_us,
-                (double)p->agent_writer_cpu_ns / 1e9);
-        if (p->acct.streams)
-            fprintf(out, " + %.3f s start-up in %zu processes", (double)p->acct.startup_cpu_ns / 1e9, p->acct.streams);
-        fprintf(out, " = %.2f %% of the processes' CPU time\n", share);
+    print_overhead(out, p);
+    /* The agent's unwinder (UNWIND records): how many stacks took the fast path. */
+    uint64_t unwound = p->unwind_table_samples + p->unwind_fallback_samples;
+    if (unwound) {
+        fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
+                100.0 * (double)p->unwind_table_samples / (double)unwound, p->unwind_fallback_samples);
+        if (p->unwind_check_samples)
+            fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
+                    p->unwind_check_disagree);
+        fputc('\n', out);
     }
     print_unsampled(out, p);
 

@@ -6,7 +6,7 @@ set -euo pipefail
 OPPROF_BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc g++ libdw-dev libelf-dev
   libpfm4-dev libunwind-dev libcunit1-dev zlib1g-dev libomp-14-dev"
 OPPROF_TEST_PACKAGES="python3 python3-torch linux-perf binutils elfutils util-linux chromium
-  openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev valgrind npm"
+  openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev valgrind npm debootstrap"
 
 opprof_install_packages() {
     local missing=()

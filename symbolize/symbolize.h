@@ -55,6 +55,8 @@ struct symbolizer_stats {
     unsigned modules_without_symbols;/* no .symtab, no .dynsym, no debug file */
     unsigned modules_missing;        /* file not found on this machine */
     unsigned modules_mismatched;     /* build-id differs from the recorded one */
+    unsigned perf_maps;              /* perf maps read (one per process that had one) */
+    uint64_t perf_map_names;         /* lookups named from a perf map */
     uint64_t lookups;                /* symbolizer_lookup calls */
     uint64_t unknown;                /* lookups that found no function */
 };
@@ -68,6 +70,14 @@ void symbolizer_free(struct symbolizer *sym);
 int symbolizer_add_mapping(struct symbolizer *sym, uint32_t pid, uint64_t start,
                            uint64_t end, uint64_t pgoff, const char *path,
                            const uint8_t *build_id, size_t build_id_len);
+
+/* Says that address space asid (what add_mapping and lookup call pid) is
+ * the OS process os_pid. Code at addresses no file-backed mapping covers
+ * (JITs, CPython 3.12+'s `-X perf` trampolines) is then named from that
+ * process's perf map: "perf-PID.map" in the result dir when one was put
+ * there, else /tmp/perf-PID.map (read once, at the first such lookup). The
+ * frame's module is then "[perf map]". Returns -1 only when out of memory. */
+int symbolizer_set_os_pid(struct symbolizer *sym, uint32_t asid, uint32_t os_pid);
 
 /* Resolves pc in process pid. is_return_address: pc is a return address (all
  * frames but the leaf), so the call site pc-1 is looked up. Strings in *out

@@ -96,4 +96,18 @@ struct eh_frame *eh_frame_open(const char *path);
 bool eh_frame_find(const struct eh_frame *ef, uint64_t vaddr, uint64_t *start, uint64_t *end);
 void eh_frame_free(struct eh_frame *ef);
 
+/* perf_map.c: a process's perf map (/tmp/perf-PID.map), the names JITs and
+ * CPython's -X perf trampolines give their anonymous code. */
+struct perf_map;
+
+/* Reads the perf map at path (regular files only, size-limited, malformed
+ * lines skipped). NULL when it cannot be opened or out of memory. */
+struct perf_map *perf_map_load(const char *path);
+void perf_map_free(struct perf_map *m);
+size_t perf_map_size(const struct perf_map *m);
+
+/* The name of the entry covering addr (and its start in *start), or NULL.
+ * The name lives until perf_map_free. */
+const char *perf_map_find(const struct perf_map *m, uint64_t addr, uint64_t *start);
+
 #endif

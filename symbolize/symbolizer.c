@@ -90,7 +90,10 @@ struct mapping {
 };
 
 struct proc {
-    uint32_t pid;
+    uint32_t pid;     /* the address-space id the caller gave */
+    uint32_t os_pid;  /* the OS pid, for its perf map; 0: unknown */
+    bool perf_map_tried;
+    struct perf_map *perf_map;
     bool sorted;
     struct mapping *maps;
     size_t n, cap;
@@ -178,6 +181,7 @@ void symbolizer_free(struct symbolizer *s)
     }
     for (size_t i = 0; i < s->nprocs; i++) {
         free(s->proc_list[i]->maps);
+        perf_map_free(s->proc_list[i]->perf_map);
         free(s->proc_list[i]);
     }
     free(s->proc_list);
@@ -304,6 +308,20 @@ int symbolizer_add_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, u
     return 0;
 }
 
+int symbolizer_set_os_pid(struct symbolizer *s, uint32_t asid, uint32_t os_pid)
+{
+    struct proc *p = s ? get_proc(s, asid, true) : NULL;
+    if (!p)
+        return -1;
+    if (p->os_pid != os_pid) { /* a perf map read for another pid is not this one's */
+        perf_map_free(p->perf_map);
+        p->perf_map = NULL;
+        p->perf_map_tried = false;
+    }
+    p->os_pid = os_pid;
+    return 0;
+}
+
 static int cmp_mapping(const void *a, const void *b)
 {
     const struct mapping *x = a, *y = b;
@@ -314,6 +332,8 @@ static int cmp_mapping(const void *a, const void *b)
 
 static const struct mapping *find_mapping(struct proc *p, uint64_t addr)
 {
+    if (p->n == 0) /* a process known only by its os pid: maps is NULL */
+        return NULL;
     if (!p->sorted) {
         qsort(p->maps, p->n, sizeof *p->maps, cmp_mapping);
         size_t w = 0; /* same start: keep the latest (a re-mmap replaced it) */
@@ -527,10 +547,55 @@ static void cache_store(struct symbolizer *s, uint32_t pid, uint64_t addr,
         s->cache_n++;
 }
 
+/* The process's perf map, read at the first lookup that needs it: the copy
+ * in the result dir when there is one (a result moved off the machine),
+ * else the one the process left in /tmp. */
+static const struct perf_map *proc_perf_map(struct symbolizer *s, struct proc *p)
+{
+    if (p->perf_map_tried || p->os_pid == 0)
+        return p->perf_map;
+    p->perf_map_tried = true;
+    char path[4096];
+    if (s->result_dir &&
+        (size_t)snprintf(path, sizeof path, "%s/perf-%u.map", s->result_dir, p->os_pid) < sizeof path)
+        p->perf_map = perf_map_load(path);
+    if (!p->perf_map) {
+        snprintf(path, sizeof path, "/tmp/perf-%u.map", p->os_pid);
+        p->perf_map = perf_map_load(path);
+    }
+    if (p->perf_map)
+        s->stats.perf_maps++;
+    return p->perf_map;
+}
+
+/* Names addr from the perf map when no file-backed mapping covers it (mp is
+ * NULL or anonymous memory): a perf map never overrides a library's own
+ * symbols. 0 when named. */
+static int resolve_from_perf_map(struct symbolizer *s, struct proc *p, const struct mapping *mp,
+                                 uint64_t addr, struct sym_frame *f)
+{
+    if (!p || (mp && !mp->ref->pseudo))
+        return -1;
+    const struct perf_map *pm = proc_perf_map(s, p);
+    uint64_t start;
+    const char *name = pm ? perf_map_find(pm, addr, &start) : NULL;
+    if (!name || !(f->function = intern(s, name, strlen(name))))
+        return -1;
+    f->module = f->module_path = intern(s, "[perf map]", 10);
+    /* JIT code has no module base: offsets are the addresses themselves. */
+    f->module_offset = addr;
+    f->function_start = start;
+    f->symbol_offset = addr - start;
+    s->stats.perf_map_names++;
+    return 0;
+}
+
 static int resolve_frame(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_frame *f)
 {
     struct proc *p = get_proc(s, pid, false);
     const struct mapping *mp = p ? find_mapping(p, addr) : NULL;
+    if ((!mp || mp->ref->pseudo) && resolve_from_perf_map(s, p, mp, addr, f) == 0)
+        return 0;
     if (!mp)
         return -1;
     struct modref *r = mp->ref;

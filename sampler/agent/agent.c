@@ -4,9 +4,11 @@
  * SIGNAL-HANDLER CODE: agent_handle_sample() and everything it calls
  * (capture_native_stack, fp_walk, the queue) run inside the SIGTRAP handler of
  * whatever thread was sampled. No malloc, no locks, no stdio, no errno left
- * changed. libunwind's unw_backtrace is the one library call: it is designed
- * for signal context (its per-thread trace cache lives in TLS and is mmap'ed,
- * and we warm it up in the constructor so its pthread key is created early).
+ * changed. Stacks are walked with the writer's unwind tables
+ * (unwind_table.c); libunwind's unw_backtrace is the one library call, for
+ * the frames the tables cannot do: it is designed for signal context (its
+ * per-thread trace cache lives in TLS and is mmap'ed, and we warm it up in
+ * the constructor so its pthread key is created early).
  *
  * How sampling works (see ../shared/design.md, "Recommended sampling design"):
  * the constructor opens one task-clock perf event on the calling thread with
@@ -48,7 +50,10 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "config.h" /* HAVE_STRUCT_PERF_EVENT_ATTR_SIG_DATA for perf_attr.h */
 #include "sampler/agent/agent.h"
+#include "sampler/common/perf_attr.h"
+#include "sampler/agent/unwind_table.h"
 
 #ifndef TRAP_PERF
 #define TRAP_PERF 6
@@ -190,34 +195,6 @@ static unsigned fp_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max)
     return n;
 }
 
-/*
- * --call-graph dwarf: libunwind's unw_backtrace walks CFI from the handler
- * itself, through the kernel's signal frame, into the interrupted code. Its
- * first entries are this handler's own frames and the sigreturn trampoline:
- * drop everything before the interrupted PC.
- */
-static unsigned cfi_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
-{
-    uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    int n = unw_backtrace((void **)pcs, (int)max);
-    int skip = -1;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (pcs[i] == ip) {
-            skip = i;
-            break;
-        }
-    }
-    if (skip < 0) {
-        pcs[0] = ip;
-        *flags |= OPR_SAMPLE_UNWIND_FAILED;
-        return 1;
-    }
-    if (n == (int)max)
-        *flags |= OPR_SAMPLE_TRUNCATED;
-    memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof pcs[0]);
-    return (unsigned)(n - skip);
-}
-
 bool agent_handle_sample(siginfo_t *si, void *ucontext)
 {
     if (si->si_code != TRAP_PERF || siginfo_perf_data(si) != AGENT_SIG_COOKIE)
@@ -225,6 +202,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     if (agent_is_writer_thread())
         return true; /* ours, but our own writer thread */
     uint64_t entry_ns = agent_now_ns();
+    uint64_t entry_cpu_ns = agent_cost_handler_begin(); /* 0: not one of the calls timed on the CPU clock */
     /* Even a sample that is not recorded consumes the CPU time before it, so
      * that the next one does not carry it. */
     uint32_t weight = agent_config.user_only && !agent_config.leader ? take_sample_weight() : 1;
@@ -262,12 +240,8 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->weight = weight;
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
-        /* libunwind's dl_iterate_phdr calls are served from a snapshot while
-         * we are in here (agent_phdr.c): the real one takes the loader lock,
-         * which the interrupted thread may hold. */
-        agent_phdr_enter_handler();
-        slot->nframes = (uint16_t)cfi_walk(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
-        agent_phdr_leave_handler();
+        /* The writer's tables, libunwind where they cannot (unwind_table.c). */
+        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
         break;
     case CALL_GRAPH_FP:
         slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);
@@ -286,6 +260,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
      * clock reads: ~40 ns). */
     uint64_t handler_ns = agent_now_ns() - entry_ns;
     atomic_fetch_add_explicit(&agent_handler_ns, handler_ns, memory_order_relaxed);
+    agent_cost_handler_end(entry_cpu_ns); /* the figure the report shows (agent_cost.c) */
     leave_handler_uncharged();
     return true;
 }
@@ -296,30 +271,28 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
 
 static int open_timer_event_mode(bool user_only)
 {
-    struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
+    struct opr_perf_attr full; /* attr, and room for sig_data with older headers */
+    opr_perf_attr_init(&full);
+    struct perf_event_attr *attr = &full.attr;
     if (agent_config.leader) {
         /* -c N: the same sigtrap event, counting another event (a hardware
          * counter, page faults, ...): a sample every leader_period of them. */
-        attr.type = agent_config.leader_type;
-        attr.config = agent_config.leader_config;
-        attr.config1 = agent_config.leader_config1;
-        attr.sample_period = agent_config.leader_period;
+        attr->type = agent_config.leader_type;
+        attr->config = agent_config.leader_config;
+        attr->config1 = agent_config.leader_config1;
+        attr->sample_period = agent_config.leader_period;
         user_only = user_only || agent_config.leader_user_only;
     } else {
-        attr.type = PERF_TYPE_SOFTWARE;
-        attr.config = PERF_COUNT_SW_TASK_CLOCK;
-        attr.sample_period = agent_config.period_ns;
+        attr->type = PERF_TYPE_SOFTWARE;
+        attr->config = PERF_COUNT_SW_TASK_CLOCK;
+        attr->sample_period = agent_config.period_ns;
     }
-    attr.inherit = 1;
-    attr.inherit_thread = 1; /* threads of this process; a child process opens its own */
-    attr.remove_on_exec = 1;
-    attr.sigtrap = 1;
-    attr.sig_data = AGENT_SIG_COOKIE;
-    attr.exclude_kernel = user_only ? 1 : 0; /* see the top of this file */
-    attr.exclude_hv = 1;
-    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    attr->inherit = 1;
+    /* inherit_thread: threads of this process; a child process opens its own */
+    opr_perf_attr_sigtrap(&full, AGENT_SIG_COOKIE);
+    attr->exclude_kernel = user_only ? 1 : 0; /* see the top of this file */
+    attr->exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 /* The launcher checked which mode the kernel allows (OPR_ENV_USER_ONLY); a
@@ -358,6 +331,7 @@ static void start_after_fork_in_child(void)
     pthread_sigmask(SIG_BLOCK, &trap, &old);
     cached_tid = 0;
     agent_counters_atfork_child(); /* the parent's per-thread counters are not ours */
+    agent_unwind_atfork_child();   /* nor are the parent's unwinding counts */
     agent_queue_reset();
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
@@ -443,6 +417,7 @@ __attribute__((constructor)) static void agent_init(void)
     }
 
     agent_phdr_refresh();
+    agent_unwind_init(); /* OPPROF_UNWIND, OPPROF_UNWIND_CHECK */
     agent_counters_init(); /* -e events to count per sample */
     /* Warm libunwind up outside any handler: creates its pthread key and
      * per-thread cache now rather than in the first signal. */
@@ -596,6 +571,8 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
     return AFTER_FAILED_EXEC(real(fd, argv, envp));
 }
 
+/* glibc declares execveat from 2.34 on; 2.31 (bullseye) does not. */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 __attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
                                                     char *const envp[], int flags)
 {

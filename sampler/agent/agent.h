@@ -7,6 +7,9 @@
  *   agent_queue.c    the lock-free queue between the handler and the writer
  *   agent_writer.c   the writer thread: stack dedup, maps, threads, the stream
  *   agent_signals.c  keeps the workload's own SIGTRAP handling working
+ *   unwind_table.c   the handler's stack walk on unwind tables (unwind_table.h),
+ *   unwind_build.c   which the writer compiles (unwind_compile.c) from each
+ *                    object's .eh_frame
  *
  * Nothing outside sampler/agent/ includes this header: the agent talks to the
  * launcher only through format/format.h (records, environment variables).
@@ -81,6 +84,7 @@ AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);
 AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
 AGENT_HIDDEN void agent_phdr_refresh_if_changed(void); /* writer: after a dlopen */
+AGENT_HIDDEN unsigned long long agent_phdr_unload_count(void); /* writer: unloads at the snapshot */
 AGENT_HIDDEN void agent_phdr_atfork_child(void);
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
@@ -172,6 +176,19 @@ AGENT_HIDDEN uint64_t agent_thread_cpu_ns(void);
  * threads of this image (main + pthread_create calls) */
 AGENT_HIDDEN void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns);
 AGENT_HIDDEN uint64_t agent_threads_started(void);
+
+/* ---- agent_cost.c: the agent's cost on CPU clocks (AGENT_CPU record) ---- */
+AGENT_HIDDEN uint64_t agent_cost_handler_begin(void);          /* handler */
+AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
+/* What the writer thread did, counted by the writer thread (phdr refreshes
+ * also by dlclose callers, under agent_phdr.c's refresh lock). */
+struct agent_writer_counts {
+    uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
+};
+AGENT_HIDDEN extern struct agent_writer_counts agent_writer_counts;
+AGENT_HIDDEN uint64_t agent_cost_handler_cpu_estimate_ns(void); /* writer */
+AGENT_HIDDEN void agent_cost_emit(agent_emit_fn emit);          /* writer, at the end */
+AGENT_HIDDEN void agent_cost_atfork_child(void);
 
 /* The SIGTRAP handler (installed by agent_signals.c). Returns true when the
  * signal was one of opprof's samples, false when it belongs to the workload. */

@@ -32,6 +32,7 @@
 #include "config.h"
 #include "sampler/agent/agent_ompt.h"
 #include "sampler/agent/agent.h"
+#include "sampler/agent/unwind_table.h"
 
 __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 
@@ -85,7 +86,9 @@ static _Atomic uint64_t next_region_id;
 static _Atomic int alive_threads;
 static _Atomic int tool_active;
 static uint64_t context_interval_ns = 2000000;
+#ifdef HAVE_OMP_TOOLS_H
 static ompt_set_callback_t set_callback;
+#endif
 static char runtime_version[256];
 static unsigned runtime_omp_version;
 static bool info_emitted;
@@ -160,7 +163,21 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     slot->tid = s->tid;
     slot->flags = AGENT_SLOT_OMP_CONTEXT;
     slot->omp_region = id;
-    int n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
+    /* The writer's unwind tables first (unwind_table.c), from our own
+     * registers; libunwind when they cannot do the whole stack. */
+    int n = 0;
+    unw_context_t here;
+    if (agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && unw_getcontext(&here) == 0) {
+        unsigned walked;
+        bool truncated;
+        const ucontext_t *uc = (const ucontext_t *)&here;
+        if (unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                              (uint64_t)uc->uc_mcontext.gregs[REG_RBP], slot->pcs, OPR_MAX_FRAMES, &walked,
+                              &truncated) == UNWIND_OK)
+            n = (int)walked;
+    }
+    if (n == 0)
+        n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
     if (n <= 0) {
         slot->pcs[0] = 0;
         n = 1;
@@ -235,6 +252,16 @@ void omp_rec_body_end(void)
         body_end(s, agent_now_ns());
 }
 
+static void body_end(struct omp_thread_state *s, uint64_t now)
+{
+    uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
+    if (b) {
+        atomic_store_explicit(&s->work_ns, atomic_load_explicit(&s->work_ns, memory_order_relaxed) + (now - b),
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->body_begin_ns, 0, memory_order_relaxed);
+    }
+}
+
 #ifdef HAVE_OMP_TOOLS_H
 static void on_parallel_begin(ompt_data_t *encountering_task_data, const ompt_frame_t *frame,
                               ompt_data_t *parallel_data, unsigned int requested, int flags,
@@ -254,16 +281,6 @@ static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encounterin
         return;
     uint64_t v = __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED);
     push(s, EV_END, agent_now_ns(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
-}
-
-static void body_end(struct omp_thread_state *s, uint64_t now)
-{
-    uint64_t b = atomic_load_explicit(&s->body_begin_ns, memory_order_relaxed);
-    if (b) {
-        atomic_store_explicit(&s->work_ns, atomic_load_explicit(&s->work_ns, memory_order_relaxed) + (now - b),
-                              memory_order_relaxed);
-        atomic_store_explicit(&s->body_begin_ns, 0, memory_order_relaxed);
-    }
 }
 
 static void on_implicit_task(ompt_scope_endpoint_t endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,

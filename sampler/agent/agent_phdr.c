@@ -163,6 +163,7 @@ static void refresh_locked(void)
     tables[next].nheaders = 0;
     tables[next].adds = tables[next].subs = 0;
     real_iterate(copy_one, &tables[next]);
+    agent_writer_counts.phdr_refreshes++;
     atomic_store_explicit(&current, next, memory_order_release);
 }
 
@@ -186,6 +187,15 @@ void agent_phdr_refresh_if_changed(void)
     if (now.adds != t->adds || now.subs != t->subs)
         refresh_locked();
     pthread_mutex_unlock(&refresh_lock);
+}
+
+/* Writer thread: glibc's count of unloaded objects at the current snapshot,
+ * which follows it one drain behind, or at once after our dlclose (0 before
+ * the first snapshot). Tells agent_memmap.c that ranges went away. */
+unsigned long long agent_phdr_unload_count(void)
+{
+    int t = atomic_load(&current);
+    return t < 0 ? 0 : tables[t].subs;
 }
 
 void agent_phdr_atfork_child(void)

@@ -6,7 +6,8 @@
  * for each thread of the process but the writer itself,
  * /proc/self/task/<tid>/schedstat ("run_ns wait_ns timeslices": time on a
  * CPU and time runnable but waiting on the runqueue), and every ~250 ms its
- * nonvoluntary_ctxt_switches from .../status. With it go the CPUs online, the
+ * nonvoluntary_ctxt_switches from .../status (the directory is listed
+ * again only then or after a pthread_create, see agent_threads_poll). With it go the CPUs online, the
  * CPUs in the affinity mask and the cgroup CPU limit (cgroup v2 cpu.max, or
  * v1 cpu.cfs_quota_us / cpu.cfs_period_us). One SCHED_TICK record per poll
  * carries cumulative values; the report takes differences, so the average
@@ -49,6 +50,7 @@ static struct tracked *tracked;
 static size_t ntracked;
 static uint32_t gen;
 static uint64_t last_poll_ns;
+static uint64_t created_at_listing; /* threads_created at the last listing of /proc/self/task */
 static uint32_t writer_tid;
 static struct opr_sched_thread *entries;
 static uint32_t cpus_online, cpus_affinity, limit_milli;
@@ -199,6 +201,55 @@ static void forget_gone(void)
     ntracked = w;
 }
 
+/* One thread's schedstat (and status when status_now): marks it seen in
+ * this poll, or gone when its files cannot be read. */
+static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uint64_t interval_ns, bool status_now)
+{
+    char buf[128];
+    ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
+    agent_writer_counts.schedstat_reads++;
+    if (n <= 0) {
+        t->gen = 0; /* exited */
+        return;
+    }
+    buf[n] = '\0';
+    unsigned long long run, wait, slices;
+    if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
+        return;
+    /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
+    if (t->gen + 1 == gen && run >= t->run && wait >= t->wait)
+        agent_offcpu_note(emit, now, interval_ns, t->tid, run - t->run, wait - t->wait);
+    t->run = run, t->wait = wait, t->slices = slices;
+    if (status_now) {
+        uint64_t v = read_status(t, t->gen != 0); /* known since an earlier poll */
+        if (v != UINT64_MAX)
+            t->nivcsw = v;
+    }
+    t->gen = gen;
+}
+
+/* Every thread listed in /proc/self/task but the writer. False when the
+ * directory cannot be read. */
+static bool poll_listed_threads(agent_emit_fn emit, uint64_t now, uint64_t interval_ns, bool status_now)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return false;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        uint32_t tid = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (tid == writer_tid && writer_tid)
+            continue;
+        struct tracked *t = find_or_add(tid);
+        if (t)
+            poll_thread(t, emit, now, interval_ns, status_now);
+    }
+    closedir(d);
+    return true;
+}
+
 void agent_threads_poll(agent_emit_fn emit, bool final)
 {
     uint64_t now = agent_now_ns();
@@ -214,41 +265,22 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     gen++;
     bool status_now = final || gen % STATUS_EVERY == 1;
 
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        uint32_t tid = (uint32_t)strtoul(e->d_name, NULL, 10);
-        if (tid == writer_tid && writer_tid)
-            continue;
-        struct tracked *t = find_or_add(tid);
-        if (!t)
-            continue;
-        char buf[128];
-        ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
-        if (n <= 0) {
-            t->gen = 0; /* exited between readdir and read */
-            continue;
-        }
-        buf[n] = '\0';
-        unsigned long long run, wait, slices;
-        if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
-            continue;
-        /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
-        if (t->gen + 1 == gen && run >= t->run && wait >= t->wait)
-            agent_offcpu_note(emit, now, interval_ns, tid, run - t->run, wait - t->wait);
-        t->run = run, t->wait = wait, t->slices = slices;
-        if (status_now) {
-            uint64_t v = read_status(t, t->gen != 0); /* known since an earlier poll */
-            if (v != UINT64_MAX)
-                t->nivcsw = v;
-        }
-        t->gen = gen;
+    /* The list of threads: listing /proc/self/task (getdents on a directory
+     * of every thread) is the dearer part of a poll, so it is done only when
+     * pthread_create was called since, with the status read, and at the end;
+     * in between the open schedstat files of the threads known are re-read
+     * (an exited thread's read fails). A thread made without pthread_create
+     * (raw clone) is found at the next listing, ~250 ms later. */
+    uint64_t created = atomic_load(&threads_created);
+    if (status_now || created != created_at_listing || ntracked == 0) {
+        created_at_listing = created;
+        if (!poll_listed_threads(emit, now, interval_ns, status_now))
+            return;
+    } else {
+        size_t known = ntracked;
+        for (size_t i = 0; i < known; i++)
+            poll_thread(&tracked[i], emit, now, interval_ns, false);
     }
-    closedir(d);
     forget_gone();
 
     if (!entries && !(entries = malloc(MAX_THREADS * sizeof *entries)))
@@ -310,5 +342,6 @@ void agent_threads_atfork_child(void)
     gen = 0;
     trap_blocked_threads = trap_blocked_gone_ns = 0;
     atomic_store(&threads_created, 0);
+    created_at_listing = 0;
     agent_tstate_reset(); /* ranks: the parent's threads are not ours */
 }

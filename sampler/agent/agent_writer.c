@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sampler/agent/agent.h"
+#include "sampler/agent/unwind_table.h"
 
 #define DRAIN_INTERVAL_NS 10000000L
 
@@ -83,6 +84,7 @@ static void maps_added(void *ctx)
 static void late_code(void *ctx)
 {
     (void)ctx;
+    agent_writer_counts.maps_rereads++;
     if (!python_on && (python_on = agent_python_probe()))
         agent_memmap_refresh();
 }
@@ -261,6 +263,7 @@ static void drain_locked(void)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
     emit_lost_if_changed(false);
     emit_limits_if_changed(false);
+    agent_unwind_poll(emit); /* unwind tables: build what samples asked for; UNWIND counts */
     flush_stream();
 }
 
@@ -337,6 +340,7 @@ static int begin_stream(void)
     agent_counters_write_desc(emit); /* per-sample counters (-e) */
     agent_ranks_poll(emit, true); /* ranks: which rank of a job this image is */
     opr_writer_read_maps(writer);
+    agent_writer_counts.maps_rereads++;
     python_on = agent_python_probe();
     if (python_on)
         agent_memmap_refresh();
@@ -423,13 +427,18 @@ void agent_writer_stop(bool clean)
     emit_lost_if_changed(true);
     emit_limits_if_changed(true);
     agent_counters_reap(emit, true); /* per-sample counters: threads without them */
+    opr_writer_python_cache_counts(writer, &agent_writer_counts.pystack_hits, &agent_writer_counts.pystack_misses);
     struct timespec pcpu;
     struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
                                   writer_cpu_ns(), 0};
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pcpu) == 0)
         cost.process_cpu_ns = (uint64_t)pcpu.tv_sec * 1000000000ull + (uint64_t)pcpu.tv_nsec;
     emit(OPR_REC_AGENT_COST, &cost, sizeof cost, NULL, 0);
-    emit_accounting(cost.process_cpu_ns, cost.handler_ns + cost.writer_cpu_ns,
+    agent_cost_emit(emit); /* the same cost on CPU clocks, and the writer's re-reads */
+    /* The handler's CPU time, not its wall time: a preempted handler's wait
+     * for a CPU is not CPU time the process spent (agent_cost.c). */
+    uint64_t handler_cpu_ns = agent_cost_handler_cpu_estimate_ns();
+    emit_accounting(cost.process_cpu_ns, (handler_cpu_ns ? handler_cpu_ns : cost.handler_ns) + cost.writer_cpu_ns,
                     agent_thread_cpu_ns() - stop_started_cpu);
     if (clean) {
         struct opr_end e = {agent_now_ns(), atomic_load(&agent_samples_taken),
@@ -455,6 +464,7 @@ void agent_writer_atfork_child(void)
     agent_memmap_atfork_child();
     agent_phdr_atfork_child();
     atomic_store(&agent_handler_ns, 0);
+    agent_cost_atfork_child();
     if (stream_fd >= 0)
         close(stream_fd); /* the parent's file: never write to it from here */
     stream_fd = -1;

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "sampler/attach/attach.h"
 #include "sampler/common/common.h"
+#include "sampler/common/perf_attr.h"
 #include "sampler/pmu/pmu.h"
 #include "sampler/record/record_internal.h"
 #include "sampler/record/record_internal.h"
@@ -104,20 +105,18 @@ static int find_agent(char *out, size_t outlen)
 
 static int open_probe_event(uint64_t period_ns, bool user_only)
 {
-    struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_TASK_CLOCK;
-    attr.sample_period = period_ns;
-    attr.inherit = 1;
-    attr.inherit_thread = 1; /* as the agent opens it: threads, not child processes */
-    attr.remove_on_exec = 1;
-    attr.sigtrap = 1;
-    attr.exclude_kernel = user_only ? 1 : 0;
-    attr.exclude_hv = 1;
-    attr.disabled = 1;
-    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    struct opr_perf_attr full;
+    opr_perf_attr_init(&full);
+    struct perf_event_attr *attr = &full.attr;
+    attr->type = PERF_TYPE_SOFTWARE;
+    attr->config = PERF_COUNT_SW_TASK_CLOCK;
+    attr->sample_period = period_ns;
+    attr->inherit = 1;
+    opr_perf_attr_sigtrap(&full, 0); /* as the agent opens it: threads, not child processes */
+    attr->exclude_kernel = user_only ? 1 : 0;
+    attr->exclude_hv = 1;
+    attr->disabled = 1;
+    return (int)syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 /* Opens (and closes) the same event the agent will open, on ourselves, so that

@@ -153,7 +153,9 @@ static int loader_lists_libgomp(const char *loader, const char *program)
         if (strstr(joined, "libgomp"))
             found = true;
         size_t jl = strlen(joined);
-        snprintf(carry, sizeof carry, "%s", joined + (jl > 8 ? jl - 8 : 0));
+        size_t keep = jl > 8 ? 8 : jl; /* memcpy: gcc 10 saw a truncation in snprintf here */
+        memcpy(carry, joined + jl - keep, keep);
+        carry[keep] = '\0';
     }
     close(fds[0]);
     int status;

@@ -23,7 +23,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "config.h" /* HAVE_STRUCT_PERF_EVENT_ATTR_SIG_DATA for perf_attr.h */
 #include "sampler/pmu/pmu.h"
+#include "sampler/common/perf_attr.h"
 #include "sampler/record/record.h"
 
 /* Whether this process may open ev as a per-thread counter, in user and
@@ -110,15 +112,17 @@ int pmu_record_leader(const char *events, uint64_t period, struct record_leader 
     }
     /* Open it the way the agent will (sampling, sigtrap): an event that
      * counts may still not raise overflow signals (some PMUs, some VMs). */
-    struct perf_event_attr a = ev.attr;
-    a.disabled = 1;
-    a.sample_period = period;
-    a.inherit = 1;
-    a.inherit_thread = 1;
-    a.remove_on_exec = 1;
-    a.sigtrap = 1;
-    a.exclude_hv = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    struct opr_perf_attr full;
+    opr_perf_attr_init(&full);
+    struct perf_event_attr *a = &full.attr;
+    *a = ev.attr;
+    a->size = sizeof full;
+    a->disabled = 1;
+    a->sample_period = period;
+    a->inherit = 1;
+    opr_perf_attr_sigtrap(&full, 0);
+    a->exclude_hv = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "opprof record: %s can be counted but cannot lead samples here (perf_event_open: %s); "
                         "sampling with the task-clock timer and counting it per sample\n", ev.name,

@@ -160,4 +160,43 @@ if mm < 0.5 * op_self:
     print("FAIL: kernels under aten::mm/addmm/bmm hold %.1f %%, under half of the operators' %.1f %%" % (mm, op_self)); bad += 1
 sys.exit(1 if bad else 0)
 EOF
+
+# export --fold-startup: every stack that enters the import machinery or the
+# loader's library init ends in one "[start-up: ...]" box; those boxes hold
+# exactly the samples of such stacks (counted here from the folded export),
+# no importlib frame is drawn, and the graph's total is unchanged (every box
+# drawn: --minwidth near 0).
+if limited "$OPPROF" export "$WORK/res" --folded "$WORK/res.folded" --flamegraph "$WORK/fold.svg" --fold-startup --minwidth 0.00001 \
+    2>"$WORK/fold.err"; then
+    python3 - "$WORK/res.folded" "$WORK/fold.svg" <<'EOF' || fail "--fold-startup flame graph"
+import re, sys
+total = startup = 0
+for line in open(sys.argv[1]):
+    stack, n = line.rsplit(" ", 1)
+    n = int(n)
+    total += n
+    frames = stack.split(";")
+    # the product's rule (analyze/phases.c): importlib._bootstrap frames
+    # (not importlib.util), and the loader's library init
+    if any("importlib._bootstrap" in f or f in ("_dl_init", "call_init") for f in frames):
+        startup += n
+svg = open(sys.argv[2]).read()
+boxes = re.findall(r"<title>([^\n<]*)\n(\d+) samples", svg)
+folded_boxes = sum(int(n) for name, n in boxes if name.startswith("[start-up"))
+drawn_total = int(re.search(r'data-total="(\d+)"', svg).group(1))
+bad = 0
+print("start-up: %d of %d samples by the folded stacks, %d in the [start-up] boxes" % (startup, total, folded_boxes))
+if folded_boxes != startup or drawn_total != total:
+    print("FAIL: start-up boxes %d (want %d), graph total %d (want %d)" % (folded_boxes, startup, drawn_total, total)); bad += 1
+# `import torch` costs 0.8-1.0 s of CPU on the 2-core VM (806-983 samples
+# at 1 kHz measured): 300 leaves room for a faster machine, not for none.
+if startup < 300:
+    print("FAIL: only %d of %d samples in start-up: import torch alone is more" % (startup, total)); bad += 1
+if any("importlib" in name for name, n in boxes):
+    print("FAIL: importlib frames are still drawn"); bad += 1
+sys.exit(1 if bad else 0)
+EOF
+else
+    fail "opprof export --fold-startup failed: $(cat "$WORK/fold.err")"
+fi
 finish

@@ -11,6 +11,7 @@ int main(void)
     }
     register_symbolize_tests();
     register_symbolize_cfi_tests();
+    register_perf_map_tests();
     register_hotspots_tests();
     register_profile_load_tests();
     register_stream_writer_tests(); /* format/'s stream writer */

@@ -392,6 +392,57 @@ static void test_splice_rules(void)
     profile_free(p);
 }
 
+/* A native stack that ends in unnamed anonymous code (a JIT or -X perf
+ * trampoline the unwinder could not step through) counts as truncated; one
+ * whose outermost frame the perf map names does not. pid 4190002: no real
+ * process's /tmp/perf-PID.map can be read by mistake. */
+static struct profile *load_anonymous_stacks(bool with_perf_map)
+{
+    fresh_dir();
+    write_info("");
+    struct test_stream s;
+    header(&s, 4190002);
+    struct opr_map m = {.start = 0x7f0000000000, .end = 0x7f0000010000, .path_len = 0};
+    record(&s, OPR_REC_MAP, &m, sizeof m, NULL, 0);
+    uint64_t ends_anon[] = {0x1000, 0x7f0000000104};
+    uint64_t anon_inside[] = {0x7f0000000104, 0x3000};
+    stack(&s, 0, ends_anon, 2);
+    stack(&s, 1, anon_inside, 2);
+    sample(&s, 10, 4190002, 0, 0);
+    sample(&s, 20, 4190002, 1, 0);
+    struct opr_end e = {50, 2, 0};
+    record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
+    struct buf b = finish(&s);
+    write_file("proc-4190002-0.raw", b.data, b.len);
+    free(b.data);
+    if (with_perf_map) {
+        const char map[] = "7f0000000100 10 py::step:train.py\n";
+        write_file("perf-4190002.map", map, sizeof map - 1);
+    }
+    struct profile *p = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    return p;
+}
+
+static void test_anonymous_end_is_truncated(void)
+{
+    struct profile *p = load_anonymous_stacks(false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->truncated_samples, 1);
+    profile_free(p);
+    remove_dir();
+    p = load_anonymous_stacks(true);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->truncated_samples, 0);
+    bool named = false;
+    for (size_t i = 0; i < p->nframes; i++)
+        named = named || (p->frames[i].name && strcmp(p->frames[i].name, "py::step:train.py") == 0);
+    CU_ASSERT_TRUE(named);
+    profile_free(p);
+    remove_dir();
+}
+
 static void test_builders_dedup(void)
 {
     struct profile *p = profile_new_empty();
@@ -538,6 +589,7 @@ void register_profile_load_tests(void)
     CU_add_test(s, "a good stream", test_good_stream);
     CU_add_test(s, "info of a recording sampled on an event (-c)", test_event_leader_info);
     CU_add_test(s, "truncated stream keeps earlier samples", test_truncated_stream_keeps_earlier_samples);
+    CU_add_test(s, "a stack ending in anonymous code is truncated", test_anonymous_end_is_truncated);
     CU_add_test(s, "corrupt magic skipped; all corrupt is an error", test_corrupt_magic_and_all_corrupt);
     CU_add_test(s, "missing dir, missing info, other version", test_missing_info_and_missing_dir);
     CU_add_test(s, "unknown records skipped; incomplete run", test_unknown_records_skipped_and_incomplete_run);

@@ -177,6 +177,50 @@ static void test_text_widths_and_units(void)
     hotspots_free(&t);
 }
 
+/* The overhead line: the handler's CPU time (AGENT_CPU), its median and p99
+ * from the histogram, interpolated inside a bucket; wall time only for
+ * recordings without AGENT_CPU, said so. */
+static void test_overhead_line(void)
+{
+    struct profile *p = profile_new_empty();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    p->agent_handler_calls = 1000;
+    p->agent_handler_ns = 80300000; /* 80.3 us per sample of wall time: preempted handlers */
+    p->agent_writer_cpu_ns = 20000000;
+    p->process_cpu_ns = 1000000000;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    report_print_header(out, p);
+    fclose(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "overhead    80.3 us per sample in the signal handler (wall time) + 0.020 s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "= 10.03 % of the processes' CPU time"));
+    free(text);
+
+    /* 100 timed calls: 60 in [2, 2.5) us, 39 in [3, 4) us, 1 in [48, 64) us. */
+    struct profile_agent_cpu *a = &p->agent_cpu;
+    a->handler_calls = 1000;
+    a->handler_timed = 100;
+    a->handler_cpu_est_ns = 3000000; /* 3.0 us per sample */
+    a->timed_every = 8;
+    a->buckets[6] = 60;
+    a->buckets[8] = 39;
+    a->buckets[18] = 1;
+    a->maps_rereads = 4;
+    CU_ASSERT_DOUBLE_EQUAL(profile_handler_quantile_ns(a, 0.5), 2000 + 500 * 50.0 / 60, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(profile_handler_quantile_ns(a, 0.99), 3000 + 1000 * 39.0 / 39, 1e-6);
+    out = open_memstream(&text, &len);
+    report_print_header(out, p);
+    fclose(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "overhead    handler 3.0 us per sample (median 2.4, p99 4.0; CPU time of 1 in 8 "
+                                        "samples) + 0.020 s writer thread CPU (4 maps reads)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "= 2.30 % of the processes' CPU time")); /* (3 + 20) ms of 1 s */
+    free(text);
+    struct profile_agent_cpu none = {0};
+    CU_ASSERT_EQUAL(profile_handler_quantile_ns(&none, 0.5), 0);
+    profile_free(p);
+}
+
 static void test_text_empty(void)
 {
     struct hotspot_table t = {0};
@@ -487,6 +531,7 @@ void register_report_tests(void)
     CU_add_test(s, "text table with limit", test_text_table_limit);
     CU_add_test(s, "text widths, truncation and units", test_text_widths_and_units);
     CU_add_test(s, "durations at the sample period's precision", test_duration_precision);
+    CU_add_test(s, "overhead line: handler CPU time, median and p99", test_overhead_line);
     CU_add_test(s, "text table without rows", test_text_empty);
     CU_add_test(s, "csv quoting", test_csv_quoting);
     CU_add_test(s, "json escaping", test_json_escaping);

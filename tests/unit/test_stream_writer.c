@@ -205,6 +205,53 @@ static void test_ids_written_once(void)
     free(k.data);
 }
 
+/* The chain cache: a Python chain captured before is answered by one lookup
+ * with the id the frame-by-frame path gave it (nothing read, nothing
+ * written), a chain that differs in one instruction is built again, and a
+ * reset forgets the cache with the ids. */
+static void test_python_chain_cache(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, NULL, NULL, NULL);
+    opr_writer_begin(w, 5, 1, 0, 1000000);
+    resolved = 0;
+    struct fake_frame frames[] = {{"step", 10}, {"main", 3}};
+    struct opr_pyframe_key keys[] = {{0x100, 1, 4, 0, 0}, {0x200, 2, 8, 1, 0}};
+    uint64_t hits, misses;
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 1);
+    CU_ASSERT_EQUAL(resolved, 2);
+    for (int i = 0; i < 1000; i++)
+        CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 1);
+    CU_ASSERT_EQUAL(resolved, 2);
+    opr_writer_python_cache_counts(w, &hits, &misses);
+    CU_ASSERT_EQUAL(hits, 1000);
+    CU_ASSERT_EQUAL(misses, 1);
+    keys[0].instr = 6; /* same code, another instruction: another line, another chain */
+    frames[0].line = 11;
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 2);
+    CU_ASSERT_EQUAL(resolved, 3);
+    keys[0].instr = 4; /* back: the first chain, from the cache */
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 1);
+    CU_ASSERT_EQUAL(resolved, 3);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_PYSTACK), 2);
+    /* Many distinct chains: the cache grows past its first size and keeps answering. */
+    for (uint64_t c = 0; c < 3000; c++) {
+        struct opr_pyframe_key one = {0x1000 + c * 16, 7, 2, 0, 0};
+        uint32_t id = opr_writer_python_stack(w, &one, 1, frames);
+        CU_ASSERT_EQUAL(opr_writer_python_stack(w, &one, 1, frames), id);
+    }
+    opr_writer_reset(w);
+    opr_writer_python_cache_counts(w, &hits, &misses);
+    CU_ASSERT_EQUAL(hits + misses, 0);
+    resolved = 0;
+    keys[0].instr = 6;
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, keys, 2, frames), 1); /* ids start again at 0 */
+    CU_ASSERT_EQUAL(resolved, 2);
+    opr_writer_free(w);
+    free(k.data);
+}
+
 /* The libc build-id reader the samplers share agrees with libelf's
  * (symbolize/), on this test binary and on libc; a file that is not ELF has
  * none. */
@@ -309,6 +356,7 @@ void register_stream_writer_tests(void)
     CU_pSuite s = CU_add_suite("stream_writer", NULL, NULL);
     CU_add_test(s, "framing: padding, no record split across writes", test_framing);
     CU_add_test(s, "stacks, Python code and stacks written once", test_ids_written_once);
+    CU_add_test(s, "Python chain cache: same ids, nothing read again", test_python_chain_cache);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
 }

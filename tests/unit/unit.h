@@ -9,6 +9,7 @@
 
 void register_symbolize_tests(void);
 void register_symbolize_cfi_tests(void);
+void register_perf_map_tests(void); /* symbolize/perf_map.c */
 void register_hotspots_tests(void);
 void register_profile_load_tests(void);
 void register_stream_writer_tests(void); /* format/'s stream writer */

@@ -1,0 +1,209 @@
+/*
+ * bench/unwind_bench.c — the agent's stack walk, table-driven against
+ * libunwind, on the same stacks (run by bench/unwind_callgrind.sh under
+ * valgrind --tool=callgrind, which counts instructions: repeatable on a
+ * noisy machine, unlike time).
+ *
+ * The stacks: recursion 4..40 frames deep through four functions built
+ * without frame pointers (a small frame, a 4 KB frame, an alloca frame, and
+ * libc's qsort calling back into us), the same set every run. At the bottom
+ * of each, the registers are taken once (unw_getcontext) and both unwinders
+ * walk that same live stack ITER times:
+ *   walk_tables()    unwind_table_walk(), the agent handler's fast path
+ *   walk_libunwind() unw_backtrace(), what the handler called before
+ *   walk_libunwind_cold() the same after unw_flush_cache (ITER/10 + 1 times)
+ * callgrind's inclusive instruction counts of these two functions divided by
+ * the walks give instructions per sample. Each stack is also checked: the
+ * two must give the same frames (the bench stops otherwise).
+ *
+ * The agent's handler-side parts that need a running agent are replaced
+ * below: the readable-memory check is this thread's stack (see find_stack).
+ */
+#include <alloca.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "sampler/agent/unwind_table.h"
+
+/* ---- stand-ins for the rest of the agent ---------------------------------- */
+struct agent_config agent_config;
+_Atomic int agent_accepting;
+static uint64_t stack_lo, stack_hi;
+int agent_memmap_begin(void) { return 0; }
+void agent_memmap_end(int t) { (void)t; }
+bool agent_memmap_readable(int t, uint64_t addr, size_t len)
+{
+    (void)t;
+    return addr >= stack_lo && addr + len <= stack_hi;
+}
+void agent_memmap_maybe_refresh(void) {}
+void agent_phdr_enter_handler(void) {}
+void agent_phdr_leave_handler(void) {}
+uint64_t agent_now_ns(void) { return 0; }
+
+/* The main thread's stack: from 64 MB below here (the walks run deeper,
+ * and valgrind maps the client stack in pieces as it grows) to the end of
+ * the mappings that continue the one holding here. */
+static void find_stack(void)
+{
+    uint64_t here = (uint64_t)(uintptr_t)&here;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi;
+        if (sscanf(line, "%llx-%llx", &lo, &hi) != 2)
+            continue;
+        if (here >= lo && here < hi)
+            stack_hi = hi;
+        else if (stack_hi && lo == stack_hi)
+            stack_hi = hi;
+    }
+    if (f)
+        fclose(f);
+    stack_lo = here - (64u << 20);
+}
+
+/* ---- the two walks --------------------------------------------------------- */
+#define MAX_FRAMES 256
+static long iterations = 200;
+static uint64_t walks_tables, walks_libunwind, walks_cold, frames_total;
+static int mismatches;
+
+__attribute__((noinline)) static unsigned walk_tables(const ucontext_t *uc, uint64_t *pcs)
+{
+    unsigned n = 0;
+    bool truncated;
+    if (unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                          (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, MAX_FRAMES, &n, &truncated) != UNWIND_OK)
+        return 0;
+    return n;
+}
+
+__attribute__((noinline)) static unsigned walk_libunwind(uint64_t *pcs)
+{
+    int n = unw_backtrace((void **)pcs, MAX_FRAMES);
+    return n > 0 ? (unsigned)n : 0;
+}
+
+/* libunwind after its caches were flushed: what a sample costs in code it
+ * has not seen yet (a fresh library, or more distinct PCs than its trace
+ * cache holds); the table unwinder has no such path in the handler. */
+__attribute__((noinline)) static unsigned walk_libunwind_cold(uint64_t *pcs)
+{
+    unw_flush_cache(unw_local_addr_space, 0, 0);
+    int n = unw_backtrace((void **)pcs, MAX_FRAMES);
+    return n > 0 ? (unsigned)n : 0;
+}
+
+/* Both walks from the same frame: the table walk starts at the context
+ * taken here, libunwind's unw_backtrace at its own caller (this function),
+ * so libunwind's list is [walk_libunwind's return into here, the rest]. */
+__attribute__((noinline)) static void measure_here(void)
+{
+    unw_context_t ctx;
+    unw_getcontext(&ctx);
+    uint64_t a[MAX_FRAMES], b[MAX_FRAMES];
+    unsigned na = 0, nb = 0;
+    for (long i = 0; i < iterations; i++) {
+        na = walk_tables((const ucontext_t *)&ctx, a);
+        walks_tables++;
+    }
+    for (long i = 0; i < iterations; i++) {
+        nb = walk_libunwind(b);
+        walks_libunwind++;
+    }
+    for (long i = 0; i < iterations / 10 + 1; i++) {
+        walk_libunwind_cold(b);
+        walks_cold++;
+    }
+    frames_total += na;
+    /* libunwind's list starts one frame deeper (inside walk_libunwind) and
+     * the frames in this function differ by construction (two call sites);
+     * the callers must be the same. */
+    if (na < 2 || nb != na + 1 || memcmp(a + 1, b + 2, (na - 1) * sizeof a[0]) != 0)
+    {
+        if (mismatches++ == 0 && getenv("UNWIND_BENCH_SHOW")) {
+            for (unsigned i = 0; i < na || i + 1 < nb; i++)
+                fprintf(stderr, "%3u %16llx %16llx\n", i, i < na ? (unsigned long long)a[i] : 0ull,
+                        i + 1 < nb ? (unsigned long long)b[i + 1] : 0ull);
+        }
+    }
+}
+
+/* ---- the stacks -------------------------------------------------------------- */
+static int depth_goal;
+static volatile unsigned long sink;
+__attribute__((noinline)) static void down(int depth);
+
+static int descend_pending;
+static int compare_and_descend(const void *x, const void *y)
+{
+    if (descend_pending) { /* the first comparison descends, from inside libc's qsort */
+        descend_pending = 0;
+        down(depth_goal - 1);
+    }
+    return *(const int *)x - *(const int *)y;
+}
+
+__attribute__((noinline)) static void frame_small(int depth) { down(depth - 1); sink++; }
+
+__attribute__((noinline)) static void frame_page(int depth)
+{
+    volatile char page[4096];
+    page[depth & 4095] = 1;
+    down(depth - 1);
+    sink += (unsigned long)page[depth & 4095];
+}
+
+__attribute__((noinline)) static void frame_alloca(int depth)
+{
+    volatile char *p = alloca(64 + (size_t)(depth & 63));
+    p[0] = 1;
+    down(depth - 1);
+    sink += (unsigned long)p[0];
+}
+
+__attribute__((noinline)) static void down(int depth)
+{
+    if (depth <= 0) {
+        measure_here();
+        return;
+    }
+    switch (depth % 4) {
+    case 0: frame_small(depth); break;
+    case 1: frame_page(depth); break;
+    case 2: frame_alloca(depth); break;
+    default: {
+        int v[3] = {3, 1, 2};
+        depth_goal = depth;
+        descend_pending = 1;
+        qsort(v, 3, sizeof v[0], compare_and_descend);
+        break;
+    }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        iterations = atol(argv[1]);
+    find_stack();
+    unwind_rescan(true); /* every loaded object's table, as the writer would */
+    /* Warm both: libunwind caches per-thread, our tables are built. */
+    down(4);
+    walks_tables = walks_libunwind = walks_cold = 0;
+    frames_total = 0;
+    mismatches = 0;
+    int stacks = 0;
+    for (int depth = 4; depth <= 40; depth += 3, stacks++)
+        down(depth);
+    printf("unwind_bench: %d stacks, %.1f frames on average, %ld walks each way per stack, "
+           "%llu table walks, %llu libunwind walks, %llu cold libunwind walks, %d stacks where they differ\n",
+           stacks, (double)frames_total / stacks, iterations, (unsigned long long)walks_tables,
+           (unsigned long long)walks_libunwind, (unsigned long long)walks_cold, mismatches);
+    return mismatches ? 1 : 0;
+}

@@ -1,0 +1,379 @@
+/*
+ * sampler/agent/unwind_build.c — which unwind tables exist, and when they are
+ * compiled (unwind_compile.c), for the handler (unwind_table.c). Writer
+ * thread only: it mallocs, calls dl_iterate_phdr and dladdr, and may take
+ * milliseconds per module.
+ *
+ * Modules are found with dl_iterate_phdr (PT_LOAD with PF_X: the text range;
+ * PT_GNU_EH_FRAME: .eh_frame_hdr, which points at .eh_frame), in memory: no
+ * file is opened. Tables are compiled lazily, when a sample first lands in a
+ * module (the handler marks it wanted; that sample goes to libunwind). The
+ * module index is rescanned when glibc's counts of loaded and unloaded
+ * objects change. The writer also reports the counters (UNWIND record).
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "sampler/agent/unwind_table.h"
+
+/* ---- the module index ------------------------------------------------------ */
+
+static struct unwind_module scanned[UNWIND_MAX_MODULES]; /* writer's scratch */
+static size_t nscanned;
+static unsigned long long seen_adds, seen_subs;
+static bool scanned_once;
+static uint64_t tables_built, table_bytes, build_cpu_ns;
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    if (nscanned == UNWIND_MAX_MODULES)
+        return 1;
+    uint64_t lo = UINT64_MAX, hi = 0, hdr = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            uint64_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < lo)
+                lo = a;
+            if (a + ph->p_memsz > hi)
+                hi = a + ph->p_memsz;
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            hdr = info->dlpi_addr + ph->p_vaddr;
+        }
+    }
+    if (hi <= lo)
+        return 0; /* no code */
+    struct unwind_module *m = &scanned[nscanned++];
+    memset(m, 0, sizeof *m);
+    m->lo = lo;
+    m->hi = hi;
+    for (int i = 0; hdr && i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t a = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && hdr >= a && hdr < a + ph->p_memsz) {
+            m->eh_frame_hdr = hdr;
+            m->eh_limit = a + ph->p_memsz;
+        }
+    }
+    atomic_init(&m->state, m->eh_frame_hdr ? UNWIND_MOD_NEW : UNWIND_MOD_NONE);
+    return 0;
+}
+
+static int module_order(const void *pa, const void *pb)
+{
+    const struct unwind_module *a = pa, *b = pb;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The loader's counts of loaded and unloaded objects (glibc passes them in
+ * every entry): a change means dlopen or dlclose since the last scan. */
+static int read_counts(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    unsigned long long *counts = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        counts[0] = info->dlpi_adds;
+        counts[1] = info->dlpi_subs;
+    }
+    return 1;
+}
+
+static bool wait_no_readers(int t)
+{
+    for (int spins = 0; atomic_load(&unwind_index_readers[t]) != 0; spins++) {
+        if (spins == 10000)
+            return false;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
+static uint64_t thread_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Compiles module m's table from bytes (a copy of its memory from the
+ * .eh_frame_hdr on) and publishes it to the handlers. */
+static void build_module(struct unwind_module *m, const void *bytes)
+{
+    uint64_t began = thread_cpu_now();
+    struct unwind_table *t =
+        bytes ? unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi) : NULL;
+    build_cpu_ns += thread_cpu_now() - began;
+    if (t) {
+        tables_built++;
+        table_bytes += t->map_bytes;
+        atomic_store_explicit(&m->table, t, memory_order_release);
+        atomic_store(&m->state, UNWIND_MOD_BUILT);
+    } else {
+        atomic_store(&m->state, UNWIND_MOD_NONE);
+    }
+}
+
+void unwind_rescan(bool build_all)
+{
+    int cur = atomic_load(&unwind_index_current);
+    int next = cur == 0 ? 1 : 0;
+    if (!wait_no_readers(next))
+        return; /* a handler stuck in the index for a second: try at the next poll */
+    unsigned long long counts[2] = {0, 0};
+    dl_iterate_phdr(read_counts, counts);
+    nscanned = 0;
+    dl_iterate_phdr(scan_one, NULL);
+    qsort(scanned, nscanned, sizeof scanned[0], module_order);
+    struct unwind_index *ix = &unwind_indexes[next];
+    const struct unwind_index *old = cur >= 0 ? &unwind_indexes[cur] : NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < nscanned; i++) {
+        struct unwind_module *m = &ix->mod[i];
+        *m = scanned[i];
+        /* The same object as before keeps its table and its request. */
+        while (old && j < old->count && old->mod[j].lo < m->lo)
+            j++;
+        if (old && j < old->count && old->mod[j].lo == m->lo && old->mod[j].hi == m->hi &&
+            old->mod[j].eh_frame_hdr == m->eh_frame_hdr) {
+            atomic_store(&m->table, atomic_load(&old->mod[j].table));
+            atomic_store(&m->state, atomic_load(&old->mod[j].state));
+        }
+    }
+    ix->count = nscanned;
+    atomic_store_explicit(&unwind_index_current, next, memory_order_release);
+    seen_adds = counts[0];
+    seen_subs = counts[1];
+    scanned_once = true;
+    /* Tables of objects gone since: freed once no handler reads the old index. */
+    if (old && wait_no_readers(cur)) {
+        for (size_t k = 0; k < old->count; k++) {
+            struct unwind_table *t = atomic_load(&old->mod[k].table);
+            bool kept = false;
+            for (size_t i = 0; t && i < ix->count && !kept; i++)
+                kept = atomic_load(&ix->mod[i].table) == t;
+            if (t && !kept)
+                unwind_table_free(t);
+        }
+    }
+    /* build_all (benchmarks): objects that stay loaded, read in place. */
+    for (size_t i = 0; build_all && i < ix->count; i++)
+        if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_NONE && atomic_load(&ix->mod[i].table) == NULL)
+            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr);
+}
+
+/* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
+ * queue keeps draining (a big module, libtorch_cpu, is still built whole).
+ * An object's bytes are copied inside dl_iterate_phdr's callback, for
+ * objects it still lists: glibc holds the loader lock there, so no other
+ * thread can dlclose (unmap) the object while we read it (test_dlopen's
+ * hammer crashed the writer reading a library unloaded since the scan).
+ * The parsing runs after, on the copies, so that the workload's dlopen
+ * waits for a memcpy at most, not for a build (~150 ms for libtorch_cpu). */
+#define BUILD_BATCH 8
+struct build_pass {
+    struct unwind_index *ix;
+    struct unwind_module *mod[BUILD_BATCH];
+    void *copy[BUILD_BATCH];
+    unsigned n;
+    size_t bytes;
+};
+
+static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct build_pass *bp = arg;
+    uint64_t lo = UINT64_MAX, hdr = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && info->dlpi_addr + ph->p_vaddr < lo)
+            lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_GNU_EH_FRAME)
+            hdr = info->dlpi_addr + ph->p_vaddr;
+    }
+    struct unwind_module key = {.lo = lo};
+    struct unwind_module *m = bsearch(&key, bp->ix->mod, bp->ix->count, sizeof key, module_order);
+    /* Only the object the index describes: another one loaded at the same
+     * address since the scan waits for the rescan its load triggers. */
+    if (m == NULL || m->eh_frame_hdr != hdr || atomic_load(&m->state) != UNWIND_MOD_WANTED)
+        return 0;
+    if (bp->n == BUILD_BATCH || bp->bytes > (64u << 20))
+        return 1; /* the rest at the next poll */
+    size_t len = m->eh_limit - m->eh_frame_hdr;
+    void *copy = malloc(len);
+    if (copy)
+        memcpy(copy, (const void *)(uintptr_t)m->eh_frame_hdr, len);
+    bp->mod[bp->n] = m;
+    bp->copy[bp->n++] = copy; /* NULL (out of memory): the module goes to libunwind */
+    bp->bytes += len;
+    return 0;
+}
+
+static void build_wanted(void)
+{
+    if (!atomic_exchange(&unwind_build_wanted, 0))
+        return;
+    int cur = atomic_load(&unwind_index_current);
+    if (cur < 0)
+        return;
+    uint64_t began = thread_cpu_now();
+    do {
+        struct build_pass bp = {.ix = &unwind_indexes[cur]};
+        dl_iterate_phdr(copy_if_wanted, &bp);
+        for (unsigned i = 0; i < bp.n; i++) {
+            build_module(bp.mod[i], bp.copy[i]);
+            free(bp.copy[i]);
+        }
+        if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
+            return; /* nothing more wanted */
+    } while (thread_cpu_now() - began < 20000000ull);
+    atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
+}
+
+/* ---- what the writer reports ----------------------------------------------- */
+
+static struct opr_unwind last_emitted;
+static uint64_t last_emit_ns, last_timed_total;
+
+/* "module+0xoff(symbol)" of pc, for the check mode's NOTE. */
+static int describe_pc(char *out, size_t cap, uint64_t pc)
+{
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)pc, &info) && info.dli_fname) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        return snprintf(out, cap, " %s+0x%llx(%s)", base,
+                        (unsigned long long)(pc - (uint64_t)(uintptr_t)info.dli_fbase),
+                        info.dli_sname ? info.dli_sname : "?");
+    }
+    return snprintf(out, cap, " 0x%llx", (unsigned long long)pc);
+}
+
+static void emit_note(agent_emit_fn emit, const char *text)
+{
+    struct opr_note n = {agent_now_ns(), (uint32_t)strlen(text), 0};
+    emit(OPR_REC_NOTE, &n, sizeof n, text, n.text_len);
+}
+
+/* OPPROF_UNWIND_CHECK=1: each disagreement kept by a handler, as a NOTE. */
+static void emit_examples(agent_emit_fn emit)
+{
+    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
+        struct unwind_check_example *e = &unwind_examples[i];
+        if (atomic_load_explicit(&e->state, memory_order_acquire) != 2)
+            continue;
+        char text[4096];
+        size_t len = (size_t)snprintf(text, sizeof text,
+                                      "unwind check: stacks differ (tables %u frames, libunwind %u), "
+                                      "from frame %u; tables:",
+                                      e->ntable_all, e->nlib_all, e->from);
+        for (unsigned k = 0; k < e->ntable && len < sizeof text; k++)
+            len += (size_t)describe_pc(text + len, sizeof text - len, e->table[k]);
+        if (len < sizeof text)
+            len += (size_t)snprintf(text + len, sizeof text - len, "; libunwind:");
+        for (unsigned k = 0; k < e->nlib && len < sizeof text; k++)
+            len += (size_t)describe_pc(text + len, sizeof text - len, e->lib[k]);
+        emit_note(emit, text);
+        atomic_store(&e->state, 3);
+    }
+}
+
+/* The q-quantile (0..1) of histogram h in ns (the bucket's middle), 0 when
+ * empty. TSC ticks are converted with the ratio of TSC to CLOCK_MONOTONIC
+ * since the constructor. */
+static uint64_t quantile_ns(_Atomic uint64_t *h, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++)
+        total += atomic_load_explicit(&h[k], memory_order_relaxed);
+    uint64_t ns = agent_now_ns() - unwind_ns0, ticks = __rdtsc() - unwind_tsc0;
+    if (total == 0 || ns == 0 || ticks == 0)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)total);
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++) {
+        seen += atomic_load_explicit(&h[k], memory_order_relaxed);
+        if (seen > want) {
+            double mid = k < 4 ? k + 0.5 : (double)(4 + (k & 3) + 0.5) * (double)(1ull << (k / 4 - 2));
+            return (uint64_t)(mid * (double)ns / (double)ticks);
+        }
+    }
+    return 0;
+}
+
+static void emit_counts(agent_emit_fn emit, bool final)
+{
+    struct opr_unwind u = {
+        .table_samples = atomic_load(&unwind_counts.table_samples),
+        .table_frames = atomic_load(&unwind_counts.table_frames),
+        .fallback_samples = atomic_load(&unwind_counts.fallback_samples),
+        .fallback_not_built = atomic_load(&unwind_counts.fallback_not_built),
+        .fallback_no_module = atomic_load(&unwind_counts.fallback_no_module),
+        .fallback_no_table = atomic_load(&unwind_counts.fallback_no_table),
+        .fallback_rule = atomic_load(&unwind_counts.fallback_rule),
+        .fallback_read = atomic_load(&unwind_counts.fallback_read),
+        .check_samples = atomic_load(&unwind_counts.check_samples),
+        .check_disagree = atomic_load(&unwind_counts.check_disagree),
+        .check_disagree_length = atomic_load(&unwind_counts.check_disagree_length),
+        .tables_built = tables_built,
+        .table_bytes = table_bytes,
+        .build_cpu_ns = build_cpu_ns,
+    };
+    /* Not compared below: they move with the clock calibration. */
+    struct opr_unwind timed = u;
+    uint64_t now = agent_now_ns(), timed_total = 0;
+    for (unsigned k = 0; k < UNWIND_HIST_BUCKETS; k++)
+        timed_total += atomic_load(&unwind_hist[0][k]) + atomic_load(&unwind_hist[1][k]);
+    if ((memcmp(&u, &last_emitted, sizeof u) == 0 && timed_total == last_timed_total) ||
+        (!final && now - last_emit_ns < 1000000000ull))
+        return;
+    last_timed_total = timed_total;
+    last_emitted = u;
+    last_emit_ns = now;
+    timed.time_ns = now;
+    timed.table_p50_ns = quantile_ns(unwind_hist[0], 0.5);
+    timed.table_p99_ns = quantile_ns(unwind_hist[0], 0.99);
+    timed.libunwind_p50_ns = quantile_ns(unwind_hist[1], 0.5);
+    timed.libunwind_p99_ns = quantile_ns(unwind_hist[1], 0.99);
+    emit(OPR_REC_UNWIND, &timed, sizeof timed, NULL, 0);
+}
+
+void agent_unwind_poll(agent_emit_fn emit)
+{
+    if (agent_config.call_graph != CALL_GRAPH_DWARF)
+        return;
+    if (!agent_unwind_tables_on()) { /* OPPROF_UNWIND=libunwind: only its timing */
+        emit_counts(emit, !atomic_load(&agent_accepting));
+        return;
+    }
+    unsigned long long counts[2] = {0, 0};
+    dl_iterate_phdr(read_counts, counts);
+    if (!scanned_once || counts[0] != seen_adds || counts[1] != seen_subs)
+        unwind_rescan(false);
+    atomic_store(&unwind_index_miss, 0);
+    /* The handler checks every stack word against the readable mappings
+     * (agent_memmap.c), which the writer otherwise keeps only for Python:
+     * refreshed at start, after a miss (a new thread's stack) and as that
+     * file decides. */
+    agent_memmap_maybe_refresh();
+    build_wanted();
+    emit_examples(emit);
+    /* The agent stops accepting samples before its final drain: then the
+     * counts are final and written whatever the time. */
+    emit_counts(emit, !atomic_load(&agent_accepting));
+}
+
+/* A fork child writes a stream of its own: its counts start again. The
+ * parent's tables stay valid (the same mappings, copied). */
+void unwind_build_atfork_child(void)
+{
+    memset(&last_emitted, 0, sizeof last_emitted);
+    last_emit_ns = last_timed_total = 0;
+    tables_built = table_bytes = build_cpu_ns = 0;
+}

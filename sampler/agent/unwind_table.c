@@ -1,0 +1,388 @@
+/*
+ * sampler/agent/unwind_table.c — the handler's side of the table-driven
+ * unwinder (format and reasons: unwind_table.h).
+ *
+ * SIGNAL-HANDLER CODE: everything here except agent_unwind_init() runs in
+ * the SIGTRAP handler: no malloc, no locks, no stdio; atomics, reads of the
+ * published tables and of the sampled thread's stack (each stack word is
+ * checked against the readable mappings first, agent_memmap.c).
+ *
+ * Per frame: binary search of the module index, binary search of the
+ * module's rows, CFA = SP or FP + offset, return address and caller's FP
+ * read from CFA + offsets. Nothing is called on that path. When a frame is
+ * one the tables cannot do, the whole sample goes to libunwind (the
+ * interrupted context is still there to start from), and the reason is
+ * counted.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <x86intrin.h> /* __rdtsc: one instruction, no call */
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "sampler/agent/unwind_table.h"
+
+struct unwind_index unwind_indexes[2];
+_Atomic int unwind_index_current = -1;
+_Atomic int unwind_index_readers[2];
+_Atomic int unwind_index_miss;
+_Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
+struct unwind_counters unwind_counts;
+_Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
+uint64_t unwind_tsc0, unwind_ns0;
+struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
+
+static bool tables_on = true;
+static bool check_on;
+
+void agent_unwind_init(void)
+{
+    const char *mode = getenv("OPPROF_UNWIND");
+    tables_on = !(mode && strcmp(mode, "libunwind") == 0);
+    const char *check = getenv("OPPROF_UNWIND_CHECK");
+    check_on = tables_on && check && strcmp(check, "1") == 0;
+    unwind_tsc0 = __rdtsc();
+    unwind_ns0 = agent_now_ns();
+}
+
+/* 4 buckets per octave of TSC ticks: bucket 4b+s holds [4+s, 5+s) << (b-2). */
+static void time_into(int which, uint64_t ticks)
+{
+    unsigned k = (unsigned)ticks;
+    if (ticks >= 4) {
+        unsigned b = 63u - (unsigned)__builtin_clzll(ticks);
+        k = b * 4 + (unsigned)((ticks >> (b - 2)) & 3);
+    }
+    atomic_fetch_add_explicit(&unwind_hist[which][k], 1, memory_order_relaxed);
+}
+
+bool agent_unwind_tables_on(void) { return tables_on; }
+bool agent_unwind_check_on(void) { return check_on; }
+
+/* Module holding pc in index ix, or NULL. */
+static struct unwind_module *find_module(struct unwind_index *ix, uint64_t pc)
+{
+    size_t lo = 0, hi = ix->count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (pc < ix->mod[mid].lo)
+            hi = mid;
+        else if (pc >= ix->mod[mid].hi)
+            lo = mid + 1;
+        else
+            return &ix->mod[mid];
+    }
+    return NULL;
+}
+
+/* The rule of the last row at or below pc (rules[0], "none", when pc is
+ * below the first row or past the module's last function): the bucket of
+ * pc's 256 bytes gives the row covering their start, the next bucket's an
+ * upper bound. */
+static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_t pc)
+{
+    uint64_t off = pc - t->base;
+    if (pc < t->base || t->nrows == 0 || off < t->pc_off[0])
+        return &t->rules[0];
+    uint64_t b = off >> UNWIND_BUCKET_SHIFT;
+    if (b >= t->nbuckets)
+        return &t->rules[t->rule_of[t->nrows - 1]];
+    /* The row is in [bucket[b], bucket[b + 1]]: binary search there (code
+     * that pushes and pops has up to ~30 rows in 256 bytes). */
+    uint32_t lo = t->bucket[b] + 1, hi = b + 1 < t->nbuckets ? t->bucket[b + 1] + 1 : t->nrows;
+    while (lo < hi) { /* first row in [lo, hi) past off */
+        uint32_t mid = (lo + hi) / 2;
+        if (t->pc_off[mid] <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return &t->rules[t->rule_of[lo - 1]];
+}
+
+/* One stack word, when its page is known readable. The last page checked
+ * is remembered: a walk reads a few words per frame, mostly on one page. */
+struct stack_reader {
+    int memmap;          /* agent_memmap table, -1: none */
+    uint64_t ok_page;    /* a page found readable, 0: none yet */
+};
+
+static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
+{
+    if (addr & 7)
+        return false; /* the stack slots we read are 8-aligned; anything else is a wrong rule */
+    uint64_t page = addr & ~(uint64_t)4095;
+    if (page != r->ok_page) {
+        if (!agent_memmap_readable(r->memmap, addr, 8))
+            return false;
+        r->ok_page = page;
+    }
+    *out = *(const uint64_t *)addr;
+    return true;
+}
+
+/* Asks the writer for this module's table (once). */
+static void want_table(struct unwind_module *m)
+{
+    int expected = UNWIND_MOD_NEW;
+    if (atomic_compare_exchange_strong_explicit(&m->state, &expected, UNWIND_MOD_WANTED, memory_order_relaxed,
+                                                memory_order_relaxed))
+        atomic_store_explicit(&unwind_build_wanted, 1, memory_order_release);
+}
+
+enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
+                                     unsigned *nframes, bool *truncated)
+{
+    enum unwind_result res = UNWIND_OK;
+    unsigned n = 0;
+    bool fp_known = true;
+    *truncated = false;
+    int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
+    struct stack_reader rd = {agent_memmap_begin(), 0};
+    if (ix_id < 0) {
+        res = UNWIND_FAIL_NO_MODULE;
+        goto out;
+    }
+    struct unwind_index *ix = &unwind_indexes[ix_id];
+    struct unwind_module *m = NULL;
+    for (;;) {
+        pcs[n++] = pc;
+        if (n == max) {
+            *truncated = true;
+            break;
+        }
+        /* A return address points after the call; the call itself (pc - 1)
+         * is what the caller's row describes. The leaf is the interrupted
+         * instruction itself. */
+        uint64_t at = n == 1 ? pc : pc - 1;
+        /* Callers are mostly in the same module as their callee. */
+        if (m == NULL || at < m->lo || at >= m->hi)
+            m = find_module(ix, at);
+        if (m == NULL) {
+            atomic_store_explicit(&unwind_index_miss, 1, memory_order_relaxed);
+            res = UNWIND_FAIL_NO_MODULE;
+            break;
+        }
+        const struct unwind_table *t = atomic_load_explicit(&m->table, memory_order_acquire);
+        if (t == NULL) {
+            if (atomic_load_explicit(&m->state, memory_order_relaxed) == UNWIND_MOD_NONE) {
+                res = UNWIND_FAIL_NO_TABLE;
+            } else {
+                want_table(m);
+                res = UNWIND_FAIL_NOT_BUILT;
+            }
+            break;
+        }
+        const struct unwind_rule *r = find_rule(t, at);
+        if (r->cfa_reg == UNWIND_REG_NONE || (r->cfa_reg == UNWIND_REG_FP && !fp_known)) {
+            res = UNWIND_FAIL_RULE;
+            break;
+        }
+        if (r->ra_where == UNWIND_UNDEFINED)
+            break; /* the outermost frame: the stack ends here */
+        if (r->ra_where != UNWIND_AT_CFA) { /* UNWIND_IN_LR: aarch64 only, not loaded on x86-64 */
+            res = UNWIND_FAIL_RULE;
+            break;
+        }
+        uint64_t cfa = (r->cfa_reg == UNWIND_REG_SP ? sp : fp) + (uint64_t)(int64_t)r->cfa_off;
+        uint64_t ra, caller_fp = fp;
+        /* The stack grows down: each caller's frame lies above. A CFA at or
+         * below SP means a wrong rule (or a corrupt FP): do not follow it. */
+        if (cfa <= sp || !read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->ra_off, &ra)) {
+            res = UNWIND_FAIL_READ;
+            break;
+        }
+        if (r->fp_where == UNWIND_AT_CFA) {
+            if (!read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->fp_off, &caller_fp)) {
+                res = UNWIND_FAIL_READ;
+                break;
+            }
+            fp_known = true;
+        } else if (r->fp_where == UNWIND_UNDEFINED) {
+            fp_known = false;
+        }
+        if (ra == 0)
+            break; /* a zeroed return address also ends a stack (thread start code) */
+        pc = ra;
+        sp = cfa;
+        fp = caller_fp;
+    }
+out:
+    agent_memmap_end(rd.memmap);
+    if (ix_id >= 0)
+        atomic_fetch_sub_explicit(&unwind_index_readers[ix_id], 1, memory_order_release);
+    *nframes = n;
+    return res;
+}
+
+/*
+ * libunwind's unw_backtrace walks CFI from the handler itself, through the
+ * kernel's signal frame, into the interrupted code. Its first entries are
+ * this handler's own frames and the sigreturn trampoline: drop everything
+ * before the interrupted PC. libunwind's dl_iterate_phdr calls are served
+ * from a snapshot while we are in here (agent_phdr.c): the real one takes
+ * the loader lock, which the interrupted thread may hold.
+ */
+unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+{
+    uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    agent_phdr_enter_handler();
+    int n = unw_backtrace((void **)pcs, (int)max);
+    agent_phdr_leave_handler();
+    int skip = -1;
+    for (int i = 0; i < n && i < 16; i++) {
+        if (pcs[i] == ip) {
+            skip = i;
+            break;
+        }
+    }
+    if (skip < 0) {
+        pcs[0] = ip;
+        *flags |= OPR_SAMPLE_UNWIND_FAILED;
+        return 1;
+    }
+    if (n == (int)max)
+        *flags |= OPR_SAMPLE_TRUNCATED;
+    memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof pcs[0]);
+    return (unsigned)(n - skip);
+}
+
+static void count_fallback(enum unwind_result res)
+{
+    atomic_fetch_add_explicit(&unwind_counts.fallback_samples, 1, memory_order_relaxed);
+    _Atomic uint64_t *c = NULL;
+    switch (res) {
+    case UNWIND_FAIL_NO_MODULE: c = &unwind_counts.fallback_no_module; break;
+    case UNWIND_FAIL_NOT_BUILT: c = &unwind_counts.fallback_not_built; break;
+    case UNWIND_FAIL_NO_TABLE: c = &unwind_counts.fallback_no_table; break;
+    case UNWIND_FAIL_RULE: c = &unwind_counts.fallback_rule; break;
+    case UNWIND_FAIL_READ: c = &unwind_counts.fallback_read; break;
+    case UNWIND_OK: break;
+    }
+    if (c)
+        atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* --unwind-check: keeps the first few disagreements for the writer's NOTE,
+ * from a few frames before the first difference (at frame diff). */
+static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
+{
+    unsigned from = diff > 4 ? diff - 4 : 0;
+    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
+        struct unwind_check_example *e = &unwind_examples[i];
+        int expected = 0;
+        if (!atomic_compare_exchange_strong(&e->state, &expected, 1))
+            continue;
+        e->from = from;
+        e->ntable_all = na;
+        e->nlib_all = nb;
+        e->ntable = na - from < UNWIND_EXAMPLE_FRAMES ? na - from : UNWIND_EXAMPLE_FRAMES;
+        e->nlib = nb - from < UNWIND_EXAMPLE_FRAMES ? nb - from : UNWIND_EXAMPLE_FRAMES;
+        memcpy(e->table, a + from, e->ntable * sizeof a[0]);
+        memcpy(e->lib, b + from, e->nlib * sizeof b[0]);
+        atomic_store_explicit(&e->state, 2, memory_order_release);
+        return;
+    }
+}
+
+/* Both ways; the table's stack is the one recorded when it had one. Each
+ * walk is timed; the order alternates from sample to sample, since the
+ * second walk finds the stack in the cache that the first brought in. */
+static __thread unsigned check_turn;
+
+static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+{
+    uint64_t other[OPR_MAX_FRAMES];
+    uint16_t other_flags = 0;
+    unsigned n = 0, m = 0;
+    bool truncated = false;
+    enum unwind_result res = UNWIND_OK;
+    uint64_t table_ticks = 0, lib_ticks = 0;
+    bool tables_first = (check_turn++ & 1) == 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t t0 = __rdtsc();
+        if ((pass == 0) == tables_first) {
+            res = unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                    (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated);
+            table_ticks = __rdtsc() - t0;
+        } else {
+            m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
+            lib_ticks = __rdtsc() - t0;
+        }
+    }
+    if (res == UNWIND_OK) {
+        time_into(0, table_ticks);
+        time_into(1, lib_ticks);
+    }
+    atomic_fetch_add_explicit(&unwind_counts.check_samples, 1, memory_order_relaxed);
+    if (res != UNWIND_OK) {
+        atomic_fetch_add_explicit(&unwind_counts.check_table_failed, 1, memory_order_relaxed);
+        count_fallback(res);
+        memcpy(pcs, other, m * sizeof other[0]);
+        *flags |= other_flags;
+        return m;
+    }
+    unsigned common = n < m ? n : m, i = 0;
+    while (i < common && pcs[i] == other[i])
+        i++;
+    /* Both cut at the frame limit: libunwind's cut comes a few frames
+     * earlier (its first entries were this handler's own frames), so only
+     * the common part can be compared (a 256-frame import in PyTorch). */
+    bool both_cut = truncated && (other_flags & OPR_SAMPLE_TRUNCATED);
+    if (i < common || (n != m && !both_cut)) {
+        atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
+        if (i == common)
+            atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
+        keep_example(pcs, n, other, m, i);
+    }
+    atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
+    if (truncated)
+        *flags |= OPR_SAMPLE_TRUNCATED;
+    return n;
+}
+
+unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+{
+    if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
+        uint64_t t0 = __rdtsc();
+        unsigned n = unwind_libunwind_walk(uc, pcs, max, flags);
+        time_into(1, __rdtsc() - t0);
+        return n;
+    }
+    uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+    unsigned n;
+    bool truncated;
+    if (check_on)
+        return check_both_ways(uc, pcs, max, flags);
+    uint64_t t0 = __rdtsc();
+    enum unwind_result res = unwind_table_walk(pc, sp, fp, pcs, max, &n, &truncated);
+    if (res == UNWIND_OK) {
+        time_into(0, __rdtsc() - t0);
+        atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
+        if (truncated)
+            *flags |= OPR_SAMPLE_TRUNCATED;
+        return n;
+    }
+    count_fallback(res);
+    n = unwind_libunwind_walk(uc, pcs, max, flags);
+    time_into(1, __rdtsc() - t0);
+    return n;
+}
+
+/* A fork child has the parent's tables (the address space was copied); only
+ * reader counts may be stale, and the counters are the parent's. */
+void agent_unwind_atfork_child(void)
+{
+    unwind_build_atfork_child();
+    atomic_store(&unwind_index_readers[0], 0);
+    atomic_store(&unwind_index_readers[1], 0);
+    memset(&unwind_counts, 0, sizeof unwind_counts);
+    memset(unwind_hist, 0, sizeof unwind_hist);
+    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++)
+        atomic_store(&unwind_examples[i].state, 0);
+}

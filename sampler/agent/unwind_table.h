@@ -1,0 +1,193 @@
+/*
+ * sampler/agent/unwind_table.h — the agent's table-driven unwinder.
+ *
+ * Why: libunwind cost 33 of the handler's 48 us per sample (round 1), with a
+ * slow path at 134 us and page faults on the .eh_frame of fresh libraries
+ * inside the handler. Here the writer thread compiles each code module's
+ * .eh_frame once into a compact table (unwind_compile.c, scheduled by
+ * unwind_build.c), and the handler
+ * walks a stack with two binary searches and two stack reads per frame
+ * (unwind_table.c). What a table cannot express (DWARF expressions, signal
+ * frames, a module whose table is not built yet) goes to libunwind, counted.
+ *
+ * The table format (one mmap'ed block per module):
+ *   pc_off[nrows]   u32, sorted: row i covers [base + pc_off[i], base + pc_off[i+1])
+ *   rule_of[nrows]  u16: index into rules[]
+ *   rules[nrules]   struct unwind_rule, deduplicated (most functions share a
+ *                   handful of rules: CFA = SP+8, SP+16, FP+16, ...)
+ *   bucket[nbuckets] u32: for each 2^UNWIND_BUCKET_SHIFT bytes of text, the
+ *                   row covering its first byte, so that a lookup scans a
+ *                   few rows instead of a binary search over all of them
+ *                   (4 bytes per 256 bytes of code)
+ * rules[0] is always "no rule here" (a gap between functions): fall back.
+ *
+ * Architecture is data: a rule names the CFA's base as an abstract register
+ * (UNWIND_REG_SP / UNWIND_REG_FP), and where the return address and the
+ * caller's frame pointer are. The builder maps DWARF register numbers to
+ * these through struct unwind_arch; an aarch64 port adds its unwind_arch
+ * entry (SP 31, FP 29, RA 30 with RA "in the link register" at a function's
+ * entry) and the three lines that load PC/SP/FP(/LR) from its ucontext.
+ */
+#ifndef OPPROF_UNWIND_TABLE_H
+#define OPPROF_UNWIND_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "sampler/agent/agent.h"
+
+/* Abstract registers a rule may name. */
+enum unwind_reg {
+    UNWIND_REG_NONE = 0, /* the rule cannot be expressed: fall back */
+    UNWIND_REG_SP = 1,
+    UNWIND_REG_FP = 2,
+};
+
+/* Where a register of the caller is, once the CFA is known. */
+enum unwind_where {
+    UNWIND_SAME = 0,      /* unchanged (callee-saved and not saved yet, or never touched) */
+    UNWIND_AT_CFA = 1,    /* saved in memory at CFA + off */
+    UNWIND_IN_LR = 2,     /* the return address is still in the link register (aarch64 leaf) */
+    UNWIND_UNDEFINED = 3, /* no caller: the outermost frame (_start, clone) for RA; unknown for FP */
+};
+
+/* Why a row has no rule (counted per sample that falls back). */
+enum unwind_why_not {
+    UNWIND_WHY_GAP = 0,        /* no FDE covers the PC */
+    UNWIND_WHY_EXPRESSION = 1, /* DW_CFA_def_cfa_expression / expression rules (PLT0, signal trampolines) */
+    UNWIND_WHY_REGISTER = 2,   /* CFA based on a register other than SP/FP, or RA in another register */
+    UNWIND_WHY_SIGNAL = 3,     /* the CIE says signal frame ('S') */
+    UNWIND_WHY_FULL = 4,       /* more distinct rules than the u16 index holds */
+};
+
+struct unwind_rule {
+    int32_t cfa_off;   /* CFA = cfa_reg + cfa_off */
+    uint8_t cfa_reg;   /* enum unwind_reg; NONE: no rule, see why_not */
+    uint8_t ra_where;  /* enum unwind_where */
+    uint8_t fp_where;  /* enum unwind_where */
+    uint8_t why_not;   /* enum unwind_why_not when cfa_reg == NONE */
+    int16_t ra_off;    /* RA at CFA + ra_off (x86-64: -8) */
+    int16_t fp_off;    /* caller's FP at CFA + fp_off */
+};
+
+/* One module's compiled table, in one mmap'ed block (never malloc). */
+struct unwind_table {
+    size_t map_bytes;  /* the whole block, for munmap */
+    uint64_t base;     /* row offsets are from here (the module's lowest text address) */
+    uint32_t nrows, nrules;
+    const uint32_t *pc_off;
+    const uint16_t *rule_of;
+    const struct unwind_rule *rules;
+    uint32_t nbuckets;
+    const uint32_t *bucket;
+};
+#define UNWIND_BUCKET_SHIFT 8
+
+/* How the builder reads DWARF register numbers on one architecture. */
+struct unwind_arch {
+    unsigned dwarf_sp, dwarf_fp, dwarf_ra;
+    bool ra_in_lr_at_entry; /* aarch64: RA lives in x30 until saved */
+};
+AGENT_HIDDEN extern const struct unwind_arch unwind_arch_host;
+
+/* A module: a loaded object's text range and, once built, its table. */
+enum unwind_module_state {
+    UNWIND_MOD_NEW = 0,    /* not built, nobody asked */
+    UNWIND_MOD_WANTED = 1, /* a sample hit it: the writer builds it next */
+    UNWIND_MOD_BUILT = 2,
+    UNWIND_MOD_NONE = 3,   /* no .eh_frame_hdr or the build failed: always libunwind */
+};
+struct unwind_module {
+    uint64_t lo, hi;                          /* executable PT_LOAD range(s), absolute */
+    uint64_t eh_frame_hdr;                    /* absolute address of .eh_frame_hdr, 0: none */
+    uint64_t eh_limit;                        /* end of the segment holding it (bounds the copy and the parse) */
+    _Atomic(struct unwind_table *) table;     /* NULL until built (handler: acquire load) */
+    _Atomic int state;                        /* enum unwind_module_state */
+};
+
+/* The published module index: sorted by lo, double-buffered like
+ * agent_memmap.c (handlers count themselves in; the writer never refills
+ * the index being read). */
+#define UNWIND_MAX_MODULES 4096
+struct unwind_index {
+    size_t count;
+    struct unwind_module mod[UNWIND_MAX_MODULES];
+};
+AGENT_HIDDEN extern struct unwind_index unwind_indexes[2];
+AGENT_HIDDEN extern _Atomic int unwind_index_current;
+AGENT_HIDDEN extern _Atomic int unwind_index_readers[2];
+AGENT_HIDDEN extern _Atomic int unwind_index_miss; /* a PC in no module: rescan */
+
+/* Counters (cumulative, exported as the UNWIND record, docs/format.md). */
+struct unwind_counters {
+    _Atomic uint64_t table_samples, table_frames;
+    _Atomic uint64_t fallback_samples, fallback_not_built, fallback_no_module, fallback_no_table;
+    _Atomic uint64_t fallback_rule, fallback_read;
+    _Atomic uint64_t check_samples, check_disagree, check_disagree_length, check_table_failed;
+};
+AGENT_HIDDEN extern struct unwind_counters unwind_counts;
+/* Durations of the unwinding step in TSC ticks, 4 buckets per octave
+ * (unwind_hist_bucket); [0] tables, [1] libunwind (see struct opr_unwind). */
+#define UNWIND_HIST_BUCKETS 256
+AGENT_HIDDEN extern _Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
+AGENT_HIDDEN extern uint64_t unwind_tsc0, unwind_ns0; /* calibration start (constructor) */
+AGENT_HIDDEN extern _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
+
+/* --unwind-check: the first disagreements, both stacks, for a NOTE. state:
+ * 0 free, 1 being filled by a handler, 2 ready, 3 reported by the writer. */
+#define UNWIND_MAX_EXAMPLES 4
+#define UNWIND_EXAMPLE_FRAMES 24
+struct unwind_check_example {
+    _Atomic int state;
+    unsigned from;                 /* frames kept start here (a few before the first difference) */
+    unsigned ntable_all, nlib_all; /* the stacks' depths */
+    unsigned ntable, nlib;
+    uint64_t table[UNWIND_EXAMPLE_FRAMES], lib[UNWIND_EXAMPLE_FRAMES];
+};
+AGENT_HIDDEN extern struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
+
+/* Outcome of the table walk. */
+enum unwind_result {
+    UNWIND_OK = 0,
+    UNWIND_FAIL_NO_MODULE,
+    UNWIND_FAIL_NOT_BUILT,
+    UNWIND_FAIL_NO_TABLE,
+    UNWIND_FAIL_RULE,
+    UNWIND_FAIL_READ,
+};
+
+/* ---- handler side (unwind_table.c), async-signal-safe ------------------- */
+/* Set-up from the environment (constructor): OPPROF_UNWIND=libunwind turns
+ * the tables off, OPPROF_UNWIND_CHECK=1 unwinds every sample both ways. */
+AGENT_HIDDEN void agent_unwind_init(void);
+AGENT_HIDDEN bool agent_unwind_tables_on(void);
+AGENT_HIDDEN bool agent_unwind_check_on(void);
+/* --call-graph dwarf: the interrupted context's stack into pcs (leaf first). */
+AGENT_HIDDEN unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
+/* The table walk alone (also the benchmark's entry). *nframes gets what was
+ * walked, a prefix of the stack when the result is not UNWIND_OK. */
+AGENT_HIDDEN enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
+                                                  unsigned max, unsigned *nframes, bool *truncated);
+/* libunwind from the handler (unw_backtrace, the handler's own frames dropped). */
+AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
+AGENT_HIDDEN void agent_unwind_atfork_child(void);
+
+/* ---- writer side (unwind_build.c, unwind_compile.c) ------------------------ */
+/* Writer hook, every drain: rescan modules when the loader's counts changed
+ * or a sample missed, build the tables samples asked for (time-boxed), emit
+ * the UNWIND record when the counters changed. */
+AGENT_HIDDEN void agent_unwind_poll(agent_emit_fn emit);
+/* Compiles one module's .eh_frame into a fresh mmap'ed table, from bytes: a
+ * copy of the object's memory from its .eh_frame_hdr (at real_addr) to the
+ * end of the segment holding it. NULL when there is nothing usable. */
+AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t len, uint64_t real_addr, uint64_t lo,
+                                                     uint64_t hi);
+AGENT_HIDDEN void unwind_build_atfork_child(void);
+AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
+/* Rescans the loaded objects now (writer, or a benchmark); build_all also
+ * compiles every table at once. */
+AGENT_HIDDEN void unwind_rescan(bool build_all);
+
+#endif

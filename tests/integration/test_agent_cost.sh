@@ -1,0 +1,89 @@
+#!/bin/sh
+# test_agent_cost.sh — the report's overhead line (issue 17): the handler's
+# cost on the thread CPU clock with its median and p99, the writer's CPU, and
+# how often the writer read /proc/self/maps in full.
+#
+#   1. known_split --threads 2 (native, nothing mapped after start): the
+#      agent's table unwinder checks stack words against the readable
+#      mappings, so native programs keep the table too: one read at start,
+#      one per new thread whose stack was missed (2; kernels before 6.11 have
+#      no PROCMAP_QUERY to add it alone) and one per 5 s of wall time (the
+#      safety re-read); the old cost was one per drain.
+#   2. A Python workload (py_split.py): the readable-memory table of the
+#      Python walk used to be re-read every second and after every missed
+#      address (8-10 reads in an 8 s run); now only after a dlclose, a missed
+#      address that is mapped now, or every 5 s. Bound: one read of each table
+#      at start, one for the code an import maps late, one per 5 s of wall
+#      time (the safety re-read), + 1 for a missed address that was mapped.
+#   3. Figures that must hold whatever the load: median <= p99, the handler's
+#      mean and the share are positive, the share below 100 % (the handler's
+#      CPU time is part of the process's; wall time was not: at a load of 11
+#      the old figure summed 6.6 s of handler time in a process of 4.6 s CPU).
+. "$(dirname "$0")/lib.sh"
+require_opprof
+require_workload
+make_workdir
+
+# overhead_fields DIR: "mean median p99 writer_s maps_reads share wall_s" from the report
+overhead_fields() {
+    "$OPPROF" report "$1" --limit 1 2>/dev/null | awk '
+        /^  duration/ { wall = $2 }
+        /^  overhead/ {
+            for (i = 1; i <= NF; i++) {
+                if ($i == "handler" && $(i + 2) == "us") mean = $(i + 1)
+                if ($i == "(median") { med = $(i + 1); sub(/,$/, "", med) }
+                if ($i == "p99") { p99 = $(i + 1); sub(/;$/, "", p99) }
+                if ($i == "writer" && $(i + 1) == "thread") writer = $(i - 2)
+                if ($i == "maps" && $(i + 1) == "reads)") { reads = $(i - 1); sub(/^\(/, "", reads) }
+                if ($i == "%" && $(i + 1) == "of") share = $(i - 1)
+            }
+        }
+        END { print mean, med, p99, writer, reads, share, wall }'
+}
+
+# check_figures NAME FIELDS...: the load-independent relations of item 3.
+check_figures() {
+    _n=$1
+    shift
+    if awk -v mean="$1" -v med="$2" -v p99="$3" -v share="$6" 'BEGIN {
+            exit !(mean > 0 && med > 0 && med <= p99 && share > 0 && share < 100) }'; then
+        pass "$_n: handler mean $1 us, median $2 <= p99 $3, share $6 % of the process CPU"
+    else
+        fail "$_n: overhead figures inconsistent: mean '$1' median '$2' p99 '$3' share '$6'"
+    fi
+}
+
+# 1. native
+record "$WORK/native" -- "$KNOWN_SPLIT" --threads 2 --seconds 2
+[ "$RECORD_STATUS" -eq 0 ] || die "opprof record of known_split failed"
+set -- $(overhead_fields "$WORK/native")
+log "native: $*"
+if [ "$#" -ge 6 ]; then
+    check_figures native "$@"
+    bound=$(awk -v w="$7" 'BEGIN { printf "%d", 3 + w / 5 }')
+    [ "$5" -ge 1 ] && [ "$5" -le "$bound" ] && pass "native: /proc/self/maps read $5 times in $7 s (at most $bound)" ||
+        fail "native: /proc/self/maps read $5 times in $7 s, expected 1 to $bound (start, 2 thread stacks, 1 per 5 s)"
+else
+    fail "native: no handler CPU figures in the overhead line"
+fi
+
+# 2. Python
+PY=$(command -v python3 2>/dev/null || true)
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if [ -n "$PY" ]; then
+    record "$WORK/py" -- "$PY" "$OPPROF_SRCDIR/tests/workloads/py_split.py" "$SECONDS_OF_WORK"
+    [ "$RECORD_STATUS" -eq 0 ] || die "opprof record of py_split.py failed"
+    set -- $(overhead_fields "$WORK/py")
+    log "python: $*"
+    if [ "$#" -ge 7 ]; then
+        check_figures python "$@"
+        bound=$(awk -v w="$7" 'BEGIN { printf "%d", 4 + w / 5 }')
+        [ "$5" -le "$bound" ] && pass "python: /proc/self/maps read $5 times in $7 s (at most $bound)" ||
+            fail "python: /proc/self/maps read $5 times in $7 s (at most $bound; once a second was the old cost)"
+    else
+        fail "python: no handler CPU figures in the overhead line"
+    fi
+else
+    log "note: no python3: the Python part is not tested"
+fi
+finish
