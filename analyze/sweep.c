@@ -283,7 +283,7 @@ void sweep_row_derive(struct sweep_row *r, double flops, double bytes)
 
 size_t profile_keep_samples_under(struct profile *p, const char *python_function)
 {
-    size_t kept = 0;
+    size_t kept = 0, kept_samples = 0;
     uint64_t weight = 0;
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *s = &p->samples[i];
@@ -298,13 +298,15 @@ size_t profile_keep_samples_under(struct profile *p, const char *python_function
         if (under) {
             p->samples[kept++] = *s;
             weight += s->weight;
+            kept_samples += s->count;
         }
     }
     if (kept == 0)
         return 0; /* nothing under it: the profile is left as it was */
     p->nsamples = kept;
+    p->sample_count = kept_samples;
     p->total_weight = weight;
-    return kept;
+    return kept_samples;
 }
 
 static long find_row(const struct diff_table *t, const char *name)

@@ -294,7 +294,7 @@ static int load_and_merge(char **dirs, size_t n, struct profile **parts, struct 
 {
     char err[1024] = "";
     for (size_t i = 0; i < n; i++) {
-        if (profile_load(dirs[i], &parts[i], err, sizeof err) != 0) {
+        if (profile_load_as(dirs[i], PROFILE_LOAD_AGGREGATED, &parts[i], err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s (result %zu of %zu given)\n",
                     err[0] ? err : dirs[i], i + 1, n);
             for (size_t j = 0; j < i; j++)
@@ -341,7 +341,9 @@ static int load_results(const struct report_request *rq, struct loaded_results *
     int st = 0;
     char err[1024] = "";
     if (r->n == 1) {
-        if (profile_load(dir, &r->merged, err, sizeof err) != 0) {
+        /* Tables need sums per stack and thread, not each sample: memory
+         * follows distinct stacks x threads (bench/report_scale.sh). */
+        if (profile_load_as(dir, PROFILE_LOAD_AGGREGATED, &r->merged, err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
             st = 2;
         }
