@@ -459,7 +459,6 @@ int record_attach(const struct record_options *o)
     run.o = o;
     attach_stream_set_size_cap(o->max_size_bytes);
     run.period_ns = 1000000000ull / o->frequency_hz;
-    run.pending = attach_pending_new(); /* NULL: samples are written at once, native stacks only */
     char err[512];
     struct attach_events *ev = NULL;
     if (attach_events_open(&ev, pid, run.period_ns, o->call_graph, STACK_USER_BYTES, err, sizeof err) != 0) {
@@ -485,6 +484,7 @@ int record_attach(const struct record_options *o)
         attach_events_close(ev);
         return 2;
     }
+    run.pending = attach_pending_new(); /* NULL: samples are written at once, native stacks only */
     install_stop_handlers(true);
     bool show_status = !o->quiet && isatty(STDERR_FILENO);
     if (!o->quiet)
@@ -508,7 +508,8 @@ int record_attach(const struct record_options *o)
     facts.end_ns = attach_now_ns();
     drain(&run, ev);
     /* Read after sampling stopped, when no switch is recorded any more: not judged, not kept. */
-    attach_pending_flush(run.pending, true, facts.end_ns, stream_of, &run, &run.kept);
+    if (run.pending)
+        attach_pending_flush(run.pending, true, facts.end_ns, stream_of, &run, &run.kept);
     attach_events_close(ev);
     if (pidfd >= 0)
         close(pidfd);
