@@ -8,9 +8,9 @@
 #             most): the source and build dirs are bind-mounted at the same
 #             paths inside the root.
 #   bullseye: Python 3.9.2 + torch 1.7.1 (glibc 2.31, gcc 10): too old for a
-#             bookworm binary, so opprof is built inside the root from this
-#             source tree (a VPATH build kept in the root, so a second run
-#             only rebuilds what changed).
+#             bookworm binary, so opprof is built inside the root from the
+#             tarball `make dist-gzip` writes of this build tree, as a user
+#             builds a release (configure --enable-werror; make).
 # In each: py_split.py's known 50/30/20 split of run_work among spin_a/b/c
 # within TOL_PP, with the chain <module> -> run_work; torch_train.py's
 # operators (aten::bmm, aten::mm, aten::addmm, or what that torch release
@@ -335,16 +335,24 @@ if root_available bullseye; then
     if ! lock_root bullseye || ! enter_root "$ROOT"; then
         fail "bullseye: cannot lock $ROOT or mount /proc, /sys or the source dir inside $ROOT"
     else
-        # One build dir per source tree, kept in the root between runs; those
-        # of checkouts not tested for 3 days (CI's clones) are dropped.
-        BB="/var/tmp/opprof-build-$(echo "$OPPROF_SRCDIR" | cksum | cut -d' ' -f1)"
-        find "$ROOT/var/tmp" -maxdepth 1 -name 'opprof-build-*' -mtime +3 ! -path "$ROOT$BB" \
-            -exec rm -rf {} + 2>/dev/null
-        [ -d "$ROOT$BB" ] && touch "$ROOT$BB"
-        log "+ [bullseye] configure && make in $BB (source $OPPROF_SRCDIR)"
+        # Built as a user builds a release: from the tarball `make dist`
+        # writes (here, of this build tree), unpacked, configured and made
+        # inside the root. Build dirs of earlier runs are dropped.
+        BB="/var/tmp/opprof-build-$$"
+        find "$ROOT/var/tmp" -maxdepth 1 -name 'opprof-build-*' -exec rm -rf {} + 2>/dev/null
+        TARBALL=
+        if make -C "$OPPROF_BUILDDIR" -s dist-gzip >"$WORK/dist.log" 2>&1; then
+            TARBALL=$(ls -t "$OPPROF_BUILDDIR"/opprof-*.tar.gz 2>/dev/null | head -n 1)
+        fi
+        mkdir -p "$ROOT$BB"
+        if [ -z "$TARBALL" ] || ! tar -xzf "$TARBALL" -C "$ROOT$BB" --strip-components=1; then
+            show dist "$WORK/dist.log" 10
+            fail "bullseye: no tarball to build from (make dist-gzip in $OPPROF_BUILDDIR failed)"
+        fi
+        log "+ [bullseye] configure && make in $BB (from $(basename "${TARBALL:-none}"))"
         SECONDS=0
-        if TIME_LIMIT=1200 in_root "$ROOT" /bin/sh -c "mkdir -p $BB && cd $BB &&
-            { [ -f Makefile ] || $OPPROF_SRCDIR/configure -q --enable-werror; } && make -s -j\$(nproc)" \
+        if [ -n "$TARBALL" ] && TIME_LIMIT=1200 in_root "$ROOT" /bin/sh -c "cd $BB &&
+            ./configure -q --enable-werror && make -s -j\$(nproc)" \
             >"$WORK/bullseye-build.log" 2>&1; then
             log "bullseye: opprof built (-Werror) with $(in_root "$ROOT" gcc -dumpfullversion), glibc $(in_root "$ROOT" ldd --version | sed -n '1s/.* //p') in $SECONDS s"
             PY=/usr/bin/python3.9
