@@ -5,7 +5,8 @@
  * profile_load() reads a result directory (only through the raw format of
  * format/format.h), symbolizes every distinct (pid, pc) once, and builds an
  * in-memory profile: frames, stacks (as frame ids), threads, processes and
- * samples. Everything after that (hotspot tables, callers/callees) is a pure
+ * samples (or, profile_load_as(PROFILE_LOAD_AGGREGATED), rows of samples
+ * summed per thread and stack while reading). Everything after that (hotspot tables, callers/callees) is a pure
  * function of the profile, which is what the unit tests exercise.
  *
  * Why sub-headers: one 700-line header made every feature edit a shared file
@@ -29,5 +30,6 @@
 #include "analyze/sweep.h"     /* sweeps and diffs */
 #include "analyze/filter.h"    /* report --pid/--tid/--comm */
 #include "analyze/memory.h"    /* memory over time */
+#include "analyze/torch_shapes.h" /* FLOPs per operator (record --torch-shapes) */
 
 #endif

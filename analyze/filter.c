@@ -127,12 +127,13 @@ int profile_filter_samples(struct profile *p, const struct sample_filter *f, cha
         free(keep);
         return -1;
     }
-    size_t kept = 0, before = p->nsamples;
-    uint64_t weight = 0;
+    size_t kept = 0; /* rows (a row may stand for several samples: count) */
+    uint64_t weight = 0, kept_samples = 0, before = p->sample_count;
     for (size_t i = 0; i < p->nsamples; i++)
         if (p->samples[i].thread < p->nthreads && keep[p->samples[i].thread]) {
             kept++;
             weight += p->samples[i].weight;
+            kept_samples += p->samples[i].count;
         }
     if (kept == 0) {
         free(keep);
@@ -145,9 +146,11 @@ int profile_filter_samples(struct profile *p, const struct sample_filter *f, cha
             p->samples[k++] = p->samples[i];
     free(keep);
     p->nsamples = kept;
+    p->sample_count = kept_samples;
     p->total_weight = weight;
     char what[512];
     describe(f, what, sizeof what);
-    profile_warnf(p, "filtered with %s: %zu of %zu samples kept; every share is of these", what, kept, before);
+    profile_warnf(p, "filtered with %s: %" PRIu64 " of %" PRIu64 " samples kept; every share is of these", what,
+                  kept_samples, before);
     return 0;
 }

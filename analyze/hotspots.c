@@ -273,7 +273,7 @@ int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **coun
         const struct prof_sample *s = &p->samples[i];
         size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
         (*weight)[k] += s->weight;
-        (*count)[k]++;
+        (*count)[k] += s->count;
     }
     return 0;
 }
@@ -292,7 +292,7 @@ static int fold_by_thread(const struct profile *p, uint64_t **weight, uint64_t *
         if (s->thread >= p->nthreads)
             continue; /* a loader bug; nothing sensible to name the row */
         (*weight)[s->thread] += s->weight;
-        (*count)[s->thread]++;
+        (*count)[s->thread] += s->count;
     }
     return 0;
 }

@@ -389,6 +389,8 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
     bool any_python = false; /* GROUP_LINE: Python lines, else native ones */
     for (size_t f = 0; f < p->nframes && !any_python; f++)
         any_python = p->frames[f].kind == FRAME_PYTHON;
+    /* record --torch-shapes: the hook's samples get a row of their own */
+    bool any_hook = by == GROUP_OP && w.ix.any_python && torch_shapes_profile_has_hook(p);
     for (size_t s = 0; s <= p->nstacks; s++) {
         uint64_t weight = w.sw[s], n = w.sc[s];
         if (n == 0)
@@ -398,7 +400,13 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
         const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : &empty;
         uint32_t gen = (uint32_t)s + 1;
         bool any = false;
-        if (by == GROUP_OP) {
+        if (by == GROUP_OP && any_hook && torch_shapes_stack_is_hook(p, st)) {
+            /* record --torch-shapes: the hook's own code, never an operator's */
+            long r = hs_builder_row(&w.b, TORCH_SHAPES_HOOK_ROW, NULL);
+            if (r < 0)
+                goto oom;
+            count_row(&w.b, (size_t)r, gen, true, weight, n);
+        } else if (by == GROUP_OP) {
             bool fallback = op_stack_fallback(&w.ix, p, st);
             for (uint32_t i = 0; i < st->nframes; i++) {
                 uint32_t op = op_frame_at(&w.ix, p, st, i, fallback);

@@ -234,7 +234,8 @@ const char *op_name_from_frame(const char *name, char *buf, size_t len)
 
 bool is_no_operator_row(const char *name)
 {
-    return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0;
+    return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0 ||
+           strcmp(name, TORCH_SHAPES_HOOK_ROW) == 0; /* record --torch-shapes: the hook's own cost */
 }
 
 bool op_name_matches(const char *op, const char *query)
@@ -379,7 +380,12 @@ long user_python_frame_from(const struct profile *p, const struct prof_stack *st
             continue;
         if (first < 0)
             first = (long)i;
-        if (!inside_torch_package(p->frames[f].source_file))
+        /* record --torch-shapes: the hook's frame is nobody's call site */
+        const char *file = p->frames[f].source_file;
+        const char *base = file ? strrchr(file, '/') : NULL;
+        if (base && strcmp(base + 1, TORCH_SHAPES_HOOK_FILE) == 0)
+            continue;
+        if (!inside_torch_package(file))
             return (long)i;
     }
     return first;

@@ -64,14 +64,20 @@ struct prof_process {
     size_t nnotes;
 };
 
+/* One sample, or (a profile loaded with PROFILE_LOAD_AGGREGATED) a row
+ * standing for count samples of one thread with one stack and the same
+ * flags: weight is then their sum and time_ns the first one's. Rows with an
+ * OpenMP region or counters are always single samples. Code that counts
+ * samples adds count, never 1. */
 struct prof_sample {
     uint64_t time_ns;
     uint32_t thread;  /* index into profile.threads */
     uint32_t stack;   /* index into profile.stacks */
-    uint32_t weight;  /* timer periods this sample stands for */
+    uint32_t weight;  /* timer periods this sample (these samples) stand for */
     uint32_t flags;   /* OPR_SAMPLE_* */
     uint32_t omp_region; /* threading: index + 1 into threading->regions (0: none) */
     uint32_t counters;   /* per-sample counters: 1 + row of profile.counters->values (0: none) */
+    uint32_t count;      /* samples this row stands for (1 for a single sample) */
 };
 
 struct profile {
@@ -96,7 +102,9 @@ struct profile {
     struct prof_stack *stacks;    size_t nstacks;
     struct prof_thread *threads;  size_t nthreads;
     struct prof_process *processes; size_t nprocesses;
-    struct prof_sample *samples;  size_t nsamples; /* sorted by time */
+    struct prof_sample *samples;  size_t nsamples; /* rows, sorted by time (first sample's) */
+    uint64_t sample_count;   /* samples read: the sum of the rows' counts (nsamples when not aggregated) */
+    bool timeline;           /* every row is one sample (PROFILE_LOAD_SAMPLES): times are exact */
 
     uint64_t total_weight;   /* sum of sample weights */
     uint64_t lost_samples;
@@ -143,8 +151,18 @@ struct profile {
 
 /* Loads dir, then runs profile_prepare. On failure returns -1, prints
  * nothing, and writes one sentence naming the problem and the fix into err
- * ("out of memory" with errno ENOMEM: the caller says so and exits 2). */
+ * ("out of memory" with errno ENOMEM: the caller says so and exits 2).
+ * Every sample is kept (profile.timeline): what a timeline needs. */
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen);
+/* How much of each sample a load keeps. */
+enum profile_load_mode {
+    PROFILE_LOAD_SAMPLES,    /* one row per sample, with its time: timelines (Chrome trace, HTML, speedscope) */
+    PROFILE_LOAD_AGGREGATED, /* one row per (thread, stack, flags): memory bounded by distinct stacks x
+                                threads, for every table and non-timeline export. Streams whose samples
+                                carry OpenMP regions or counters keep one row per sample (worker grafting
+                                matches samples by time; counter values are per sample) */
+};
+int profile_load_as(const char *dir, enum profile_load_mode mode, struct profile **out, char *err, size_t errlen);
 /* The analysis steps after loading that rewrite samples, in one place so that
  * reports and exports of one result see the same data: OpenMP worker
  * grafting (threading_attribute). profile_load runs it. 0, or -1 with errno
@@ -170,6 +188,12 @@ uint32_t profile_add_stack(struct profile *p, const uint32_t *frames, uint32_t n
 uint32_t profile_add_thread(struct profile *p, uint32_t pid, uint32_t tid, const char *name);
 int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread,
                        uint32_t stack, uint32_t weight);
+/* count samples of thread on stack with flags, the first at first_ns and the
+ * last at last_ns, weighing weight together: added to the row of (thread,
+ * stack, flags) when there is one with room (a new row otherwise). 0, or -1
+ * with errno ENOMEM. */
+int profile_add_sample_row(struct profile *p, uint64_t first_ns, uint64_t last_ns, uint32_t thread,
+                           uint32_t stack, uint32_t flags, uint64_t weight, uint64_t count);
 
 /* analyze/accounting.c: the agent's CPU cost (AGENT_CPU records). */
 void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_agent_cpu *from);

@@ -19,6 +19,8 @@ struct profile_priv {
     char **strings;
     size_t nstrings, strings_cap;
     struct hashmap string_index, frame_index, stack_index, thread_index; /* -> array index */
+    struct hashmap row_index; /* (thread, stack, flags) -> aggregated sample row */
+    bool aggregate;           /* loading with PROFILE_LOAD_AGGREGATED */
     size_t frames_cap, stacks_cap, threads_cap, samples_cap, processes_cap, warnings_cap;
 };
 
@@ -39,6 +41,9 @@ void *profile_grow(void *array, size_t *cap, size_t need, size_t elem) __attribu
  * they were — so a call site is one checked line and cannot lose its array
  * by assigning NULL over it. */
 int profile_grow_to(void *arrayp, size_t *cap, size_t need, size_t elem) __attribute__((warn_unused_result));
+/* Sorts p->samples by time once every row is in; rows are not added after
+ * (profile_add_sample_row's index is dropped). */
+void profile_sort_samples(struct profile *p);
 /* Appends a copy of text to p->warnings; -1 on out of memory. */
 int profile_add_warning(struct profile *p, const char *text);
 /* profile_load.c: a loader warning, printf-style (cut at 1 KB). */
@@ -74,6 +79,13 @@ struct symbolizer;
  * usable stream (a warning says why), -2 with errno when memory ran out. */
 int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *dir, const char *name,
                         uint32_t asid, uint32_t **scratch, size_t *scratch_cap);
+
+/* profile_fold.c: whether the stream in buf (records from header_size)
+ * needs its samples one by one (OpenMP regions, counters): then it is not
+ * folded even when the profile is aggregated. *memory: it has memory
+ * readings, whose charging needs the stream's samples with their times
+ * (they are folded into the profile's rows after the stream's end hooks). */
+bool stream_wants_samples(const char *buf, size_t size, size_t header_size, bool *memory);
 
 struct stream_load; /* one stream being read: opaque to the features */
 

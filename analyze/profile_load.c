@@ -41,12 +41,6 @@ struct stream_name {
     unsigned pid, gen;
 };
 
-static int compare_samples(const void *a, const void *b)
-{
-    const struct prof_sample *x = a, *y = b;
-    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
-}
-
 static int compare_stream_names(const void *a, const void *b)
 {
     const struct stream_name *x = a, *y = b;
@@ -100,7 +94,8 @@ static int list_streams(const char *dir, struct stream_name **out, size_t *nout,
 }
 
 /* The loader proper: the info file and every stream, nothing rewritten. */
-static int profile_read(const char *dir, struct profile **out, char *err, size_t errlen)
+static int profile_read(const char *dir, enum profile_load_mode mode, struct profile **out, char *err,
+                        size_t errlen)
 {
     *out = NULL;
     struct stat stbuf;
@@ -120,6 +115,7 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
         errno = ENOMEM;
         return -1;
     }
+    ((struct profile_priv *)p->priv)->aggregate = mode == PROFILE_LOAD_AGGREGATED;
     if (profile_load_info(p, dir, err, errlen) != 0) {
         profile_free(p);
         return -1;
@@ -174,8 +170,7 @@ static int profile_read(const char *dir, struct profile **out, char *err, size_t
     if (!p->complete)
         profile_warnf(p, "the recording did not finish (opprof record was interrupted or is still running); "
                  "figures cover what was written");
-    if (p->nsamples > 1)
-        qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    profile_sort_samples(p);
     /* record -c: the leader's own count per sample is known exactly */
     if (p->sample_period && p->nsamples &&
         counters_add_leader(p, p->event ? p->event : "leader", (enum pmu_role)p->sample_role, p->user_only,
@@ -204,7 +199,18 @@ int profile_prepare(struct profile *p)
 
 int profile_load(const char *dir, struct profile **out, char *err, size_t errlen)
 {
-    if (profile_read(dir, out, err, errlen) != 0) {
+    return profile_load_as(dir, PROFILE_LOAD_SAMPLES, out, err, errlen);
+}
+
+int profile_load_as(const char *dir, enum profile_load_mode mode, struct profile **out, char *err, size_t errlen)
+{
+    /* OPPROF_LOAD_EVERY_SAMPLE=1 loads sample by sample what would be
+     * aggregated: tests/integration/test_report_streams.sh compares the
+     * outputs of both ways on real recordings (they must be identical). */
+    const char *every = getenv("OPPROF_LOAD_EVERY_SAMPLE");
+    if (every && strcmp(every, "1") == 0)
+        mode = PROFILE_LOAD_SAMPLES;
+    if (profile_read(dir, mode, out, err, errlen) != 0) {
         /* The cli tells out of memory (exit 2, one line) from a bad result
          * by errno, and the user by err: say it wherever it happened (the
          * info file, a stream, a feature). */

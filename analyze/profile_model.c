@@ -135,8 +135,24 @@ static bool stack_eq(const void *key, size_t len, uint64_t value, const void *ct
     return s->nframes * sizeof s->frames[0] == len && (len == 0 || memcmp(s->frames, key, len) == 0);
 }
 
+/* Aggregated sample rows are keyed by (thread, stack, flags); the map keeps
+ * the row index and reads the key back from the row. */
+struct row_key {
+    uint32_t thread, stack, flags;
+};
+
+static bool row_eq(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)len;
+    const struct profile *p = ctx;
+    const struct row_key *k = key;
+    const struct prof_sample *s = &p->samples[value];
+    return s->thread == k->thread && s->stack == k->stack && s->flags == k->flags;
+}
+
 static const struct hashmap_type frame_type = {frame_hash, frame_eq};
 static const struct hashmap_type stack_type = {NULL, stack_eq};
+static const struct hashmap_type row_type = {NULL, row_eq};
 
 struct profile *profile_new_empty(void)
 {
@@ -152,11 +168,13 @@ struct profile *profile_new_empty(void)
     p->period_ns = 1000000;
     p->frequency_hz = 1000;
     p->exit_status = -1;
+    p->timeline = true; /* until a row stands for more than one sample */
     /* The indexes read keys back from the profile's arrays (ctx). */
     hashmap_init(&pv->string_index, &string_type, pv);
     hashmap_init(&pv->frame_index, &frame_type, p);
     hashmap_init(&pv->stack_index, &stack_type, p);
     hashmap_init_u64(&pv->thread_index); /* pid << 32 | tid */
+    hashmap_init(&pv->row_index, &row_type, p);
     return p;
 }
 
@@ -234,8 +252,10 @@ int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, uin
     if (!samples)
         return -1;
     p->samples = samples;
-    p->samples[p->nsamples++] = (struct prof_sample){.time_ns = time_ns, .thread = thread, .stack = stack, .weight = weight};
+    p->samples[p->nsamples++] =
+        (struct prof_sample){.time_ns = time_ns, .thread = thread, .stack = stack, .weight = weight, .count = 1};
     p->total_weight += weight;
+    p->sample_count++;
     struct prof_thread *t = &p->threads[thread];
     if (t->samples == 0 || time_ns < t->first_ns)
         t->first_ns = time_ns;
@@ -243,6 +263,68 @@ int profile_add_sample(struct profile *p, uint64_t time_ns, uint32_t thread, uin
         t->last_ns = time_ns;
     t->samples++;
     return 0;
+}
+
+int profile_add_sample_row(struct profile *p, uint64_t first_ns, uint64_t last_ns, uint32_t thread,
+                           uint32_t stack, uint32_t flags, uint64_t weight, uint64_t count)
+{
+    struct profile_priv *pv = p->priv;
+    struct row_key k = {thread, stack, flags};
+    uint64_t v;
+    /* A row whose weight or count would overflow its 32 bits is left as it
+     * is and a new one started (the map then names the new one). */
+    if (hashmap_find(&pv->row_index, &k, sizeof k, &v) && p->samples[v].weight + weight <= UINT32_MAX &&
+        p->samples[v].count + count <= UINT32_MAX) {
+        struct prof_sample *s = &p->samples[v];
+        s->weight += (uint32_t)weight;
+        s->count += (uint32_t)count;
+        if (first_ns < s->time_ns)
+            s->time_ns = first_ns;
+        p->timeline = false;
+    } else {
+        if (weight > UINT32_MAX || count > UINT32_MAX) { /* a caller's bug: rows are cut before this */
+            errno = EINVAL;
+            return -1;
+        }
+        struct prof_sample *samples = profile_grow(p->samples, &pv->samples_cap, p->nsamples + 1, sizeof *samples);
+        if (!samples)
+            return -1;
+        p->samples = samples;
+        p->samples[p->nsamples] = (struct prof_sample){.time_ns = first_ns, .thread = thread, .stack = stack,
+                                                       .weight = (uint32_t)weight, .flags = flags,
+                                                       .count = (uint32_t)count};
+        if (hashmap_put(&pv->row_index, &k, sizeof k, p->nsamples) != 0)
+            return -1;
+        p->nsamples++;
+        if (count > 1)
+            p->timeline = false;
+    }
+    p->total_weight += weight;
+    p->sample_count += count;
+    struct prof_thread *t = &p->threads[thread];
+    if (t->samples == 0 || first_ns < t->first_ns)
+        t->first_ns = first_ns;
+    if (last_ns > t->last_ns)
+        t->last_ns = last_ns;
+    t->samples += count;
+    return 0;
+}
+
+static int compare_samples(const void *a, const void *b)
+{
+    const struct prof_sample *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+void profile_sort_samples(struct profile *p)
+{
+    struct profile_priv *pv = p->priv;
+    if (p->nsamples > 1)
+        qsort(p->samples, p->nsamples, sizeof *p->samples, compare_samples);
+    /* The row index names rows by position: sorted, it is wrong, and the
+     * profile is complete, so it goes. */
+    hashmap_free(&pv->row_index);
+    hashmap_init(&pv->row_index, &row_type, p);
 }
 
 int profile_add_warning(struct profile *p, const char *fmt_text)
@@ -297,6 +379,7 @@ void profile_free(struct profile *p)
         hashmap_free(&pv->frame_index);
         hashmap_free(&pv->stack_index);
         hashmap_free(&pv->thread_index);
+        hashmap_free(&pv->row_index);
         free(pv);
     }
     free(p);

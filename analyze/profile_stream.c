@@ -57,6 +57,14 @@ struct raw_pystack {
     const struct opr_pyframe *frames; /* points into the stream buffer */
 };
 
+/* Samples of one (thread, stack, Python stack, flags) folded while reading
+ * (PROFILE_LOAD_AGGREGATED): the stream keeps one of these per distinct key,
+ * not one stream_sample per sample. */
+struct stream_row {
+    uint32_t thread, stack_id, py_stack_plus1, flags;
+    uint64_t weight, count, first_ns, last_ns;
+};
+
 struct stream_load {
     struct profile *p;
     struct symbolizer *sym;
@@ -72,7 +80,15 @@ struct stream_load {
     struct hashmap mixed;       /* stack id << 32 | pystack id + 1 -> profile stack (u64 keys) */
     struct stream_sample *samples;
     size_t nsamples, samples_cap;
-    bool last_sample_kept;      /* the last SAMPLE record had a known stack */
+    bool aggregate;             /* fold samples into rows (stream_row) instead of samples */
+    bool fold_late;             /* keep the stream's samples, fold them into profile rows (memory readings) */
+    struct stream_row *rows;    /* in the order of their first sample */
+    size_t nrows, rows_cap;
+    struct hashmap row_index;   /* stream_row key -> index in rows */
+    size_t nread;               /* samples kept, either way */
+    size_t last_row;            /* the row the previous sample went to (a thread's samples come in runs) */
+    uint32_t last_tid, last_thread; /* the previous sample's tid and profile thread (last_thread + 1: 0 none) */
+    bool last_sample_kept;      /* the last SAMPLE record had a known stack and is in samples */
     uint64_t lost;
     struct opr_limits limits;   /* the last LIMITS record: cumulative */
     struct opr_unwind unwind;   /* the last UNWIND record: cumulative (added to the profile as deltas) */
@@ -152,6 +168,58 @@ static const char *path_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
+}
+
+/* Stream rows are keyed by these four ids; the map reads them back from the
+ * row (callback keys, util/util.h). */
+struct stream_row_key {
+    uint32_t thread, stack_id, py_stack_plus1, flags;
+};
+
+static bool stream_row_eq(const void *key, size_t len, uint64_t value, const void *ctx)
+{
+    (void)len;
+    const struct stream_load *sl = ctx;
+    const struct stream_row_key *k = key;
+    const struct stream_row *r = &sl->rows[value];
+    return r->thread == k->thread && r->stack_id == k->stack_id && r->py_stack_plus1 == k->py_stack_plus1 &&
+           r->flags == k->flags;
+}
+
+static const struct hashmap_type stream_row_type = {NULL, stream_row_eq};
+
+/* Adds one SAMPLE to its stream row (PROFILE_LOAD_AGGREGATED). 0, or -1
+ * with errno ENOMEM. */
+static int fold_sample(struct stream_load *sl, const struct opr_sample *s, uint32_t thread, uint32_t py_plus1)
+{
+    struct stream_row_key k = {thread, s->stack_id, py_plus1, s->flags};
+    uint64_t weight = s->weight ? s->weight : 1;
+    uint64_t at = sl->last_row;
+    /* The writer drains one thread's queue at a time and a hot loop repeats
+     * its stack: most samples go to the previous sample's row, no hash. */
+    bool same = at < sl->nrows && stream_row_eq(&k, sizeof k, at, sl);
+    /* A row's sums fit the profile's 32-bit row: a full one is left as it
+     * is and a new one started for its key. */
+    if ((same || hashmap_find(&sl->row_index, &k, sizeof k, &at)) && sl->rows[at].weight + weight <= UINT32_MAX &&
+        sl->rows[at].count < UINT32_MAX) {
+        struct stream_row *r = &sl->rows[at];
+        sl->last_row = at;
+        r->weight += weight;
+        r->count++;
+        if (s->time_ns < r->first_ns)
+            r->first_ns = s->time_ns;
+        if (s->time_ns > r->last_ns)
+            r->last_ns = s->time_ns;
+        return 0;
+    }
+    if (profile_grow_to(&sl->rows, &sl->rows_cap, sl->nrows + 1, sizeof *sl->rows) != 0)
+        return -1;
+    sl->rows[sl->nrows] = (struct stream_row){thread, s->stack_id, py_plus1, s->flags, weight, 1, s->time_ns,
+                                              s->time_ns};
+    if (hashmap_put(&sl->row_index, &k, sizeof k, sl->nrows) != 0)
+        return -1;
+    sl->last_row = sl->nrows++;
+    return 0;
 }
 
 /* ---- the records every profile has ----------------------------------------
@@ -325,9 +393,17 @@ static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
         sl->last_sample_kept = false; /* its counter values go with it */
         return 0;
     }
-    uint32_t thread = profile_add_thread(sl->p, sl->pid, s.tid, NULL);
-    if (thread == UINT32_MAX ||
-        profile_grow_to(&sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples) != 0)
+    uint32_t thread = sl->last_thread && sl->last_tid == s.tid ? sl->last_thread - 1
+                                                                 : profile_add_thread(sl->p, sl->pid, s.tid, NULL);
+    if (thread == UINT32_MAX)
+        return -1;
+    sl->last_tid = s.tid, sl->last_thread = thread + 1;
+    sl->nread++;
+    if (sl->aggregate) {
+        sl->last_sample_kept = false; /* no record qualifies a folded sample (stream_wants_samples) */
+        return fold_sample(sl, &s, thread, spy.py_stack_id_plus1);
+    }
+    if (profile_grow_to(&sl->samples, &sl->samples_cap, sl->nsamples + 1, sizeof *sl->samples) != 0)
         return -1;
     struct stream_sample *ss = &sl->samples[sl->nsamples++];
     *ss = (struct stream_sample){.s = s,
@@ -596,21 +672,49 @@ static int resolve_samples(struct stream_load *sl)
     struct prof_process *proc = stream_process(sl);
     if (!proc)
         return -1;
+    /* Rows are in the order of their first sample, so stacks are resolved
+     * (and get their profile index) in the same order as sample by sample. */
+    for (size_t i = 0; i < sl->nrows; i++) {
+        const struct stream_row *r = &sl->rows[i];
+        uint32_t stack = stream_resolve_stack(sl, r->stack_id, r->py_stack_plus1);
+        uint32_t flags = r->flags;
+        if (stack != UINT32_MAX && !(flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, r->stack_id))
+            flags |= OPR_SAMPLE_TRUNCATED;
+        if (stack == UINT32_MAX ||
+            profile_add_sample_row(p, r->first_ns, r->last_ns, r->thread, stack, flags, r->weight, r->count) != 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+        if (flags & OPR_SAMPLE_TRUNCATED) {
+            proc->truncated += r->count;
+            p->truncated_samples += r->count;
+        }
+        if (flags & OPR_SAMPLE_UNWIND_FAILED)
+            proc->unwind_failed += r->count;
+    }
     for (size_t i = 0; i < sl->nsamples; i++) {
         struct stream_sample *ss = &sl->samples[i];
         /* on_sample kept only samples whose stack exists: UINT32_MAX here is
          * out of memory. */
         uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
-        if (stack == UINT32_MAX ||
-            profile_add_sample(p, ss->s.time_ns, ss->thread, stack, ss->s.weight ? ss->s.weight : 1) != 0) {
-            errno = ENOMEM;
-            return -1;
-        }
-        ss->index = p->nsamples - 1;
-        if (!(ss->s.flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, ss->s.stack_id))
+        uint32_t weight = ss->s.weight ? ss->s.weight : 1;
+        if (stack != UINT32_MAX && !(ss->s.flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, ss->s.stack_id))
             ss->s.flags |= OPR_SAMPLE_TRUNCATED;
-        p->samples[ss->index].flags = ss->s.flags;
-        p->samples[ss->index].counters = ss->counters;
+        if (sl->fold_late) { /* no OpenMP region, no counters (stream_wants_samples): index stays unset */
+            if (stack == UINT32_MAX || profile_add_sample_row(p, ss->s.time_ns, ss->s.time_ns, ss->thread, stack,
+                                                              ss->s.flags, weight, 1) != 0) {
+                errno = ENOMEM;
+                return -1;
+            }
+        } else {
+            if (stack == UINT32_MAX || profile_add_sample(p, ss->s.time_ns, ss->thread, stack, weight) != 0) {
+                errno = ENOMEM;
+                return -1;
+            }
+            ss->index = p->nsamples - 1;
+            p->samples[ss->index].flags = ss->s.flags;
+            p->samples[ss->index].counters = ss->counters;
+        }
         if (ss->s.flags & OPR_SAMPLE_TRUNCATED) {
             proc->truncated++;
             p->truncated_samples++;
@@ -618,7 +722,7 @@ static int resolve_samples(struct stream_load *sl)
         if (ss->s.flags & OPR_SAMPLE_UNWIND_FAILED)
             proc->unwind_failed++;
     }
-    proc->samples += sl->nsamples;
+    proc->samples += sl->nread;
     proc->lost += sl->lost;
     p->lost_samples += sl->lost;
     p->outside_window_samples += sl->limits.outside_window;
@@ -636,7 +740,7 @@ static void on_skipped(void *ctx, const char *what) { stream_warn(ctx, "%s; skip
 static void on_stopped(void *ctx, const char *what)
 {
     struct stream_load *sl = ctx;
-    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nsamples);
+    stream_warn(sl, "%s; %zu samples read before that point", what, sl->nread);
     /* No process only when out of memory: then the flag is lost, and the
      * next allocation that fails ends the load. */
     struct prof_process *proc = stream_process(sl);
@@ -687,6 +791,11 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     struct stream_load sl = {.p = p, .sym = sym, .name = name, .asid = asid, .pid = h.pid,
                              .scratch = scratch, .scratch_cap = scratch_cap, .stream_bytes = size};
     hashmap_init_u64(&sl.mixed);
+    hashmap_init(&sl.row_index, &stream_row_type, &sl);
+    bool memory = false;
+    bool folds = ((struct profile_priv *)p->priv)->aggregate && !stream_wants_samples(buf, size, h.header_size, &memory);
+    sl.aggregate = folds && !memory;
+    sl.fold_late = folds && memory;
     struct prof_process *proc = stream_process(&sl);
     /* The OS pid names the perf map of JIT/trampoline code (-X perf). */
     if (!proc || symbolizer_set_os_pid(sym, asid, h.pid) != 0) {
@@ -711,6 +820,8 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
         free(state[i]);
     }
     free(sl.samples);
+    free(sl.rows);
+    hashmap_free(&sl.row_index);
     free(sl.stacks);
     free(sl.pycodes);
     free(sl.pystacks);

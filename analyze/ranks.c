@@ -472,7 +472,7 @@ static int samples_to_units(struct profile *const *profiles, size_t n, uint8_t *
         for (size_t s = 0; s < p->nsamples; s++) {
             long u = p->samples[s].thread < p->nthreads ? unit_of_thread[p->samples[s].thread] : -1;
             if (u < 0) {
-                out->unranked_samples++;
+                out->unranked_samples += p->samples[s].count;
                 continue;
             }
             struct unit *un = &(*units)[u];
@@ -509,12 +509,17 @@ static void row_times(const struct profile *p, const struct unit *u, const uint8
     for (size_t i = 0; i < u->nsamples; i++) {
         const struct prof_sample *s = &p->samples[u->samples[i]];
         row->weight += s->weight;
+        row->samples += s->count;
         if (s->stack < p->nstacks && comm[s->stack])
             comm_w += s->weight;
-        first = s->time_ns < first ? s->time_ns : first;
-        last = s->time_ns > last ? s->time_ns : last;
+        /* A row may stand for several samples (PROFILE_LOAD_AGGREGATED):
+         * the first and last of its thread bound them, and every sample of
+         * a thread belongs to one unit. */
+        const struct prof_thread *th = s->thread < p->nthreads ? &p->threads[s->thread] : NULL;
+        uint64_t lo = th ? th->first_ns : s->time_ns, hi = th ? th->last_ns : s->time_ns;
+        first = lo < first ? lo : first;
+        last = hi > last ? hi : last;
     }
-    row->samples = u->nsamples;
     row->cpu_s = (double)row->weight * period_s;
     row->comm_cpu_s = (double)comm_w * period_s;
     row->compute_s = row->cpu_s - row->comm_cpu_s;

@@ -18,12 +18,6 @@
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
 
-static int compare_by_time(const void *a, const void *b)
-{
-    const struct prof_sample *x = a, *y = b;
-    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
-}
-
 /* Adds p's frames, stacks, threads, samples, processes and warnings to m.
  * 0, or -1 with errno ENOMEM (m then half-merged: the caller frees it). */
 static int merge_one(struct profile *m, const struct profile *p, uint32_t *frame_map, uint32_t *stack_map)
@@ -55,9 +49,19 @@ static int merge_one(struct profile *m, const struct profile *p, uint32_t *frame
         const struct prof_sample *s = &p->samples[i];
         if (s->thread >= p->nthreads || s->stack >= p->nstacks)
             continue;
-        if (profile_add_sample(m, s->time_ns, thread_map[s->thread], stack_map[s->stack], s->weight) != 0)
+        /* Rows of one (thread, stack, flags) fold into one: the merge holds
+         * distinct stacks x threads, not samples. */
+        if (profile_add_sample_row(m, s->time_ns, s->time_ns, thread_map[s->thread], stack_map[s->stack], s->flags,
+                                   s->weight, s->count) != 0)
             goto done;
-        m->samples[m->nsamples - 1].flags = s->flags;
+    }
+    for (size_t t = 0; t < p->nthreads; t++) { /* a row's time is its first sample's: bounds from the thread */
+        struct prof_thread *mt = &m->threads[thread_map[t]];
+        const struct prof_thread *pt = &p->threads[t];
+        if (pt->samples && pt->first_ns < mt->first_ns)
+            mt->first_ns = pt->first_ns;
+        if (pt->last_ns > mt->last_ns)
+            mt->last_ns = pt->last_ns;
     }
     struct profile_priv *pv = m->priv;
     for (size_t i = 0; i < p->nprocesses; i++) {
@@ -186,8 +190,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
     }
     if (m->start_ns == UINT64_MAX)
         m->start_ns = 0;
-    if (m->nsamples > 1)
-        qsort(m->samples, m->nsamples, sizeof *m->samples, compare_by_time);
+    profile_sort_samples(m);
     *out = m;
     return 0;
 nomem:

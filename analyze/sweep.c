@@ -13,7 +13,7 @@
 
 #include "analyze/analyze.h"
 
-static const char *const op_names[] = {"", "bmm", "mm", "addmm", "softmax", "layer_norm", "linear", "conv2d"};
+static const char *const op_names[] = {"", "bmm", "mm", "addmm", "softmax", "layer_norm", "linear", "conv2d", "baddbmm"};
 
 enum sweep_op sweep_op_parse(const char *name)
 {
@@ -35,7 +35,7 @@ enum sweep_op sweep_op_parse(const char *name)
 
 const char *sweep_op_name(enum sweep_op op)
 {
-    return op > SWEEP_OP_UNKNOWN && op <= SWEEP_OP_CONV2D ? op_names[op] : "unknown";
+    return op > SWEEP_OP_UNKNOWN && op <= SWEEP_OP_BADDBMM ? op_names[op] : "unknown";
 }
 
 int sweep_parse_shape(enum sweep_op op, const char *text, long *dims, int *ndims, char *err, size_t errlen)
@@ -69,7 +69,7 @@ int sweep_parse_shape(enum sweep_op op, const char *text, long *dims, int *ndims
         }
         s++;
     }
-    int want = op == SWEEP_OP_BMM ? 4 : op == SWEEP_OP_CONV2D ? 7
+    int want = (op == SWEEP_OP_BMM || op == SWEEP_OP_BADDBMM) ? 4 : op == SWEEP_OP_CONV2D ? 7
              : (op == SWEEP_OP_MM || op == SWEEP_OP_ADDMM || op == SWEEP_OP_LINEAR) ? 3 : 0;
     if (want && n != want) {
         snprintf(err, errlen, "malformed shape '%s' for %s: expected %s", text, sweep_op_name(op),
@@ -103,38 +103,34 @@ int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_s
     double e = (double)elem_size;
     switch (op) {
     case SWEEP_OP_BMM:
+    case SWEEP_OP_BADDBMM:
     case SWEEP_OP_MM:
     case SWEEP_OP_ADDMM:
     case SWEEP_OP_LINEAR: {
-        int need = op == SWEEP_OP_BMM ? 4 : 3;
-        if (ndims != need)
+        bool batched = op == SWEEP_OP_BMM || op == SWEEP_OP_BADDBMM;
+        if (ndims != (batched ? 4 : 3))
             return -1;
-        double b = op == SWEEP_OP_BMM ? (double)dims[0] : 1.0;
-        const long *d = op == SWEEP_OP_BMM ? dims + 1 : dims;
+        double b = batched ? (double)dims[0] : 1.0;
+        const long *d = batched ? dims + 1 : dims;
         double m = (double)d[0], k = (double)d[1], n = (double)d[2];
         *flops = 2.0 * b * m * k * n;
         *bytes = e * (b * m * k + b * k * n + b * m * n);
-        if (op == SWEEP_OP_ADDMM) {
-            *flops += m * n;      /* the addition */
-            *bytes += e * m * n;  /* reading the added matrix */
+        if (op == SWEEP_OP_ADDMM || op == SWEEP_OP_BADDBMM) {
+            *flops += b * m * n;      /* the addition */
+            *bytes += e * b * m * n;  /* reading the added matrix */
         } else if (op == SWEEP_OP_LINEAR) {
             *flops += m * n;      /* the bias, added to every row */
             *bytes += e * n;      /* reading the bias vector */
         }
         return 0;
     }
-    case SWEEP_OP_CONV2D: {
+    case SWEEP_OP_CONV2D:
         /* input[N,C,H,W] * weight[K,C,R,S], stride 1, no padding: output
-         * [N,K,H-R+1,W-S+1], each output element a C*R*S multiply-add. */
+         * [N,K,H-R+1,W-S+1]. */
         if (ndims != 7 || dims[5] > dims[2] || dims[6] > dims[3])
             return -1;
-        double n = (double)dims[0], c = (double)dims[1], h = (double)dims[2], w = (double)dims[3];
-        double k = (double)dims[4], r = (double)dims[5], s = (double)dims[6];
-        double ho = h - r + 1, wo = w - s + 1;
-        *flops = 2.0 * n * k * ho * wo * c * r * s;
-        *bytes = e * (n * c * h * w + k * c * r * s + n * k * ho * wo);
-        return 0;
-    }
+        return sweep_conv2d_counts(dims, dims + 4, dims[2] - dims[5] + 1, dims[3] - dims[6] + 1, 1, elem_size,
+                                   flops, bytes);
     case SWEEP_OP_SOFTMAX:
     case SWEEP_OP_LAYER_NORM: {
         if (ndims < 1)
@@ -155,6 +151,25 @@ int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_s
     default:
         return -1;
     }
+}
+
+int sweep_conv2d_counts(const long *nchw, const long *krs, long ho, long wo, long groups, size_t elem_size,
+                        double *flops, double *bytes)
+{
+    for (int i = 0; i < 4; i++)
+        if (nchw[i] <= 0 || (i < 3 && krs[i] <= 0))
+            return -1;
+    if (ho <= 0 || wo <= 0 || groups <= 0 || nchw[1] % groups != 0)
+        return -1;
+    double e = (double)elem_size;
+    double n = (double)nchw[0], c = (double)nchw[1], h = (double)nchw[2], w = (double)nchw[3];
+    double k = (double)krs[0], r = (double)krs[1], s = (double)krs[2];
+    double cg = c / (double)groups; /* input channels each output channel sees */
+    /* each output element is a (C/groups)*R*S multiply-add; the tensors are
+     * read (input, weight) and written (output) once */
+    *flops = 2.0 * n * k * (double)ho * (double)wo * cg * r * s;
+    *bytes = e * (n * c * h * w + k * cg * r * s + n * k * (double)ho * (double)wo);
+    return 0;
 }
 
 char *sweep_substitute(const char *arg, const char *name, const char *value)
@@ -268,7 +283,7 @@ void sweep_row_derive(struct sweep_row *r, double flops, double bytes)
 
 size_t profile_keep_samples_under(struct profile *p, const char *python_function)
 {
-    size_t kept = 0;
+    size_t kept = 0, kept_samples = 0;
     uint64_t weight = 0;
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *s = &p->samples[i];
@@ -283,13 +298,15 @@ size_t profile_keep_samples_under(struct profile *p, const char *python_function
         if (under) {
             p->samples[kept++] = *s;
             weight += s->weight;
+            kept_samples += s->count;
         }
     }
     if (kept == 0)
         return 0; /* nothing under it: the profile is left as it was */
     p->nsamples = kept;
+    p->sample_count = kept_samples;
     p->total_weight = weight;
-    return kept;
+    return kept_samples;
 }
 
 static long find_row(const struct diff_table *t, const char *name)

@@ -19,13 +19,13 @@
  * of a sweep table and the per-operator diff of two profiles. */
 #define SWEEP_MAX_DIMS 8
 enum sweep_op { SWEEP_OP_UNKNOWN = 0, SWEEP_OP_BMM, SWEEP_OP_MM, SWEEP_OP_ADDMM, SWEEP_OP_SOFTMAX,
-                SWEEP_OP_LAYER_NORM, SWEEP_OP_LINEAR, SWEEP_OP_CONV2D };
+                SWEEP_OP_LAYER_NORM, SWEEP_OP_LINEAR, SWEEP_OP_CONV2D, SWEEP_OP_BADDBMM };
 /* "torch.bmm", "bmm", "aten::bmm", "torch.nn.functional.softmax" -> the op. */
 enum sweep_op sweep_op_parse(const char *name);
 const char *sweep_op_name(enum sweep_op op); /* "bmm", ... */
 /* "8x64x64x64" -> dims; checks the count the op needs (bmm 4, mm/addmm/linear
  * 3, conv2d 7 with the kernel no larger than the image, softmax/layer_norm
- * 1..SWEEP_MAX_DIMS). 0, or -1 with one sentence in err. */
+ * 1..SWEEP_MAX_DIMS, baddbmm 4). 0, or -1 with one sentence in err. */
 int sweep_parse_shape(enum sweep_op op, const char *text, long *dims, int *ndims, char *err, size_t errlen);
 /* Bytes per element of "float32", "bfloat16", ...; 0 when unknown. */
 size_t sweep_dtype_size(const char *dtype);
@@ -33,6 +33,13 @@ size_t sweep_dtype_size(const char *dtype);
  * the op is unknown or the shape does not fit it. */
 int sweep_op_counts(enum sweep_op op, const long *dims, int ndims, size_t elem_size, double *flops,
                     double *bytes);
+/* conv2d in general: input[n,c,h,w], weight[k,c/groups,r,s], output
+ * [n,k,ho,wo]. The sweep's conv2d (stride 1, no padding, groups 1) is the
+ * case ho = h-r+1, wo = w-s+1, groups = 1; record --torch-shapes passes the
+ * output size its stride, padding and dilation give. -1 when a size is not
+ * positive or groups does not divide c. */
+int sweep_conv2d_counts(const long *nchw, const long *krs, long ho, long wo, long groups, size_t elem_size,
+                        double *flops, double *bytes);
 /* arg with every "{name}" replaced by value (malloc'd; NULL on out of memory).
  * Nothing else is interpreted: the result is one argv element, verbatim. */
 char *sweep_substitute(const char *arg, const char *name, const char *value);

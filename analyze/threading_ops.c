@@ -46,7 +46,8 @@ static bool op_of(const struct profile *p, const struct prof_stack *st, char *na
         if (f->kind == FRAME_PYTHON) {
             /* The innermost line of the user's code: past torch's own
              * Python (functional.py) when there is such a frame. */
-            bool lib = f->source_file && strstr(f->source_file, "/torch/");
+            bool lib = f->source_file && (strstr(f->source_file, "/torch/") ||
+                                          strstr(f->source_file, TORCH_SHAPES_HOOK_FILE)); /* --torch-shapes */
             if (!py[0] || (py_is_lib && !lib)) {
                 snprintf(py, plen, "%s:%d", f->module, f->line);
                 py_is_lib = lib;

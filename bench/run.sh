@@ -18,7 +18,8 @@
 # recordings. Then, for a native, a PyTorch and an OpenMP workload, the agent's
 # own overhead figure beside the outside CPU and wall ratios to bare and bytes
 # per sample. Then builds and runs bench/hotspots_bench.c when it exists.
-# BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison.
+# BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison; BENCH_ONLY_OPENMP=1
+# only the OpenMP keep-vs-swap comparison that follows it.
 set -u
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,6 +124,7 @@ overhead_case() {
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
 OMP_REGIONS=${BENCH_OMP_REGIONS:-2000}
+if [ "${BENCH_ONLY_OPENMP:-0}" != 1 ]; then # BENCH_ONLY_OPENMP: straight to the OpenMP section
 echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
 printf "%-10s %8s %8s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "agent" \
     "hdl med" "hdl p99" "writer" "B/sample"
@@ -147,7 +149,51 @@ echo "tests/workloads/torch_train.py --steps $TORCH_STEPS; openmp = omp_regions_
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
 echo "B/sample: result dir bytes / samples."
+fi
 [ "${BENCH_ONLY_OVERHEAD:-0}" = 1 ] && exit 0
+
+# --- OpenMP: the program's own libgomp (default) against the old swap ---------
+# omp_imbalance gaps: balanced GNU libgomp regions separated by serial gaps in
+# which the worker waits in libgomp (tests/integration/test_gomp.sh). Its work
+# is a fixed CPU time of the opener, so the process's CPU time is that work
+# plus how the runtime waits: the ratio to bare is opprof's cost when the
+# runtime is kept, and opprof's cost plus a different runtime's waiting under
+# --openmp-runtime auto (LLVM libomp preloaded: round 1's default). Runs
+# alternate bare / keep / swap; medians of the paired ratios (goal <= 1.05).
+omp_keep_vs_swap() {
+    _w="$BUILD/tests/workloads/omp_imbalance"
+    [ -x "$_w" ] || make -C "$BUILD" tests/workloads/omp_imbalance >/dev/null 2>&1
+    if [ ! -x "$_w" ]; then
+        echo "openmp keep vs swap: $_w could not be built: skipped"
+        return
+    fi
+    _secs=${BENCH_OMP_SECONDS:-2}
+    export OMP_NUM_THREADS=2
+    : >oks.bare; : >oks.keep; : >oks.swap; : >oks.ratio
+    for i in $(seq 1 "$RUNS"); do
+        timed oks.bare "$_w" gaps "$_secs" >/dev/null 2>&1
+        rm -rf "$TMP/oks_k$i" "$TMP/oks_s$i"
+        timed oks.keep "$OPPROF" record -q -o "$TMP/oks_k$i" -- "$_w" gaps "$_secs" >/dev/null 2>&1
+        timed oks.swap "$OPPROF" record -q --openmp-runtime auto -o "$TMP/oks_s$i" -- \
+            "$_w" gaps "$_secs" >/dev/null 2>"$TMP/oks_s$i.err"
+        b=$(sed -n "${i}p" oks.bare | awk '{ print $2 }')
+        k=$(sed -n "${i}p" oks.keep | awk '{ print $2 }')
+        w=$(sed -n "${i}p" oks.swap | awk '{ print $2 }')
+        echo "$b $k $w" | awk '{ printf "%.4f %.4f\n", ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0) }' >>oks.ratio
+    done
+    echo "== OpenMP: CPU time of omp_imbalance gaps $_secs (OMP_NUM_THREADS=2) vs bare, $RUNS paired runs"
+    printf "%-34s %10s %10s\n" "" "cpu s" "vs bare"
+    printf "%-34s %10.3f %10s\n" "bare (GNU libgomp)" "$(col 2 oks.bare | median)" "-"
+    printf "%-34s %10.3f %10s\n" "opprof record (keep libgomp)" "$(col 2 oks.keep | median)" \
+        "x$(col 1 oks.ratio | median)"
+    printf "%-34s %10.3f %10s\n" "opprof record --openmp-runtime auto" "$(col 2 oks.swap | median)" \
+        "x$(col 2 oks.ratio | median)"
+    echo "  paired ratios keep / swap: $(tr '\n' ' ' <oks.ratio)"
+    grep -h "openmp\|libomp" "$TMP"/oks_s*.err 2>/dev/null | sort -u | head -n 2 | sed 's/^/  swap: /'
+    unset OMP_NUM_THREADS
+}
+omp_keep_vs_swap
+[ "${BENCH_ONLY_OPENMP:-0}" = 1 ] && exit 0
 echo
 
 # --- bare ------------------------------------------------------------------

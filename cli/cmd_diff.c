@@ -211,7 +211,7 @@ static size_t timed_samples(const struct profile *p, uint64_t *weight)
         for (uint32_t f = 0; f < st->nframes; f++) {
             const struct prof_frame *fr = &p->frames[st->frames[f]];
             if (fr->kind == FRAME_PYTHON && strcmp(fr->name, SWEEP_TIMED_FUNCTION) == 0) {
-                n++;
+                n += s->count;
                 *weight += s->weight;
                 break;
             }

@@ -271,9 +271,14 @@ int cmd_export(int argc, char **argv)
     }
     int status = 0;
     bool empty = false;
+    /* Timelines need every sample with its time; the other formats sums per
+     * stack and thread, which keeps memory to distinct stacks x threads. */
+    enum profile_load_mode mode = outputs[OUT_CHROME] || outputs[OUT_HTML] || outputs[OUT_SPEEDSCOPE]
+                                      ? PROFILE_LOAD_SAMPLES
+                                      : PROFILE_LOAD_AGGREGATED;
     for (size_t i = 0; i < ndirs && status == 0; i++) {
         char err[1024] = "";
-        if (profile_load(dirs[i], &profiles[i], err, sizeof err) != 0) {
+        if (profile_load_as(dirs[i], mode, &profiles[i], err, sizeof err) != 0) {
             fprintf(stderr, "opprof export: %s\n", err[0] ? err : "cannot load the result directory");
             status = 2;
             break;

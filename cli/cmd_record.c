@@ -45,6 +45,10 @@ static void record_usage(FILE *out)
           "                             (changes the program; the summary says so); auto:\n"
           "                             the same with a libomp found on this machine\n"
           "  --no-omp-swap              same as --openmp-runtime keep (the default)\n"
+          "  --torch-shapes             record each PyTorch operator's calls and input shapes\n"
+          "                             (FLOPs, GFLOP/s, FLOP/byte in the report): a dispatch\n"
+          "                             hook runs in the workload once it imports torch (changes\n"
+          "                             the program; the summary says so and what it cost)\n"
           "  -p, --pid PID              attach to running process PID: all its threads and the\n"
           "                             processes it starts meanwhile; Ctrl-C detaches and\n"
           "                             leaves the process running\n"
@@ -109,6 +113,7 @@ int cmd_record(int argc, char **argv)
         {"delay", required_argument, NULL, 258},
         {"duration", required_argument, NULL, 259},
         {"max-size", required_argument, NULL, 260},
+        {"torch-shapes", no_argument, NULL, 261}, /* FLOPs per operator */
         {"pid", required_argument, NULL, 'p'}, /* attach mode */
         {NULL, 0, NULL, 0},
     };
@@ -192,6 +197,9 @@ int cmd_record(int argc, char **argv)
                 return 2;
             }
             break;
+        case 261:
+            o.torch_shapes = true;
+            break;
         case 'p': { /* attach mode */
             char *end;
             long pid = strtol(optarg, &end, 10);
@@ -224,6 +232,11 @@ int cmd_record(int argc, char **argv)
         return 2;
     }
     if (o.attach_pid) {
+        if (o.torch_shapes) {
+            fprintf(stderr, "opprof record: --torch-shapes installs its hook when the program starts; it cannot "
+                            "be added to a running process (-p): record a launched command instead\n");
+            return 2;
+        }
         if (o.sample_count) {
             fprintf(stderr, "opprof record: -p samples on CPU time only; -c (sampling on an event) needs a "
                             "launched command: opprof record -e EVENT -c N -- CMD\n");

@@ -60,6 +60,9 @@ static void report_usage(FILE *out)
           "  --memory            only the Memory section: peak RSS per process and when,\n"
           "                      page faults, RSS growth by function, Python line and\n"
           "                      operator (csv: the growth rows; json: with the readings)\n"
+          "  --torch-shapes      only the Operator FLOPs section of a record --torch-shapes\n"
+          "                      result: calls, FLOPs, GFLOP/s, FLOP/byte, input shapes per\n"
+          "                      operator and the hook's own cost (text, csv or json)\n"
           "  -o, --output FILE   write the report to FILE instead of standard output\n"
           "  -h, --help          show this help\n"
           "\n"
@@ -97,6 +100,7 @@ enum {
     OPT_PID,       /* sample filters */
     OPT_TID,
     OPT_COMM,
+    OPT_TORCH_SHAPES, /* record --torch-shapes: operator FLOPs */
 };
 
 static const struct option report_long_options[] = {
@@ -112,6 +116,7 @@ static const struct option report_long_options[] = {
     {"pid", required_argument, NULL, OPT_PID},
     {"tid", required_argument, NULL, OPT_TID},
     {"comm", required_argument, NULL, OPT_COMM},
+    {"torch-shapes", no_argument, NULL, OPT_TORCH_SHAPES},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -124,6 +129,7 @@ struct report_request {
     bool threading_only; /* threads and OpenMP: --threading */
     bool memory_only;    /* memory over time: --memory */
     bool ranks_only;     /* ranks: --ranks, --group-by rank */
+    bool torch_shapes_only; /* --torch-shapes: the Operator FLOPs section */
     const char *output;  /* -o FILE; NULL: standard output */
     char **dirs;         /* the DIR arguments (none: the newest opprof.NNN) */
     size_t ndirs;
@@ -176,6 +182,9 @@ static int apply_option(int c, char **argv, struct report_request *rq)
     case OPT_RANKS:
         rq->ranks_only = true;
         return -1;
+    case OPT_TORCH_SHAPES:
+        rq->torch_shapes_only = true;
+        return -1;
     case OPT_CALLERS:
     case OPT_CALLEES:
         if (!optarg[0]) {
@@ -211,7 +220,8 @@ static int apply_option(int c, char **argv, struct report_request *rq)
         char shortopt[3] = {'-', (char)optopt, '\0'};
         fprintf(stderr,
                 "opprof report: unknown option '%s'; accepted: --sort, --group-by, --limit, --format, "
-                "--callers, --callees, --threading, --memory, --ranks, -o/--output, --help\n",
+                "--callers, --callees, --threading, --memory, --ranks, --torch-shapes, --pid, --tid, --comm, "
+                "-o/--output, --help\n",
                 optopt ? shortopt : argv[optind - 1]);
         return 2;
     }
@@ -234,6 +244,11 @@ static int parse_request(int argc, char **argv, struct report_request *rq)
     rq->dirs = argv + optind;
     rq->ndirs = argc > optind ? (size_t)(argc - optind) : 0;
     const struct report_options *o = &rq->opts;
+    if (rq->ndirs > 1 && rq->torch_shapes_only) {
+        fprintf(stderr, "opprof report: --torch-shapes reads one result directory; give one DIR (got %zu)\n",
+                rq->ndirs);
+        return 2;
+    }
     if (rq->ndirs > 1 && (o->callers_of || o->callees_of || rq->threading_only || rq->memory_only)) {
         fprintf(stderr, "opprof report: %s reads one result directory; give one DIR (got %zu)\n",
                 rq->memory_only ? "--memory"
@@ -279,7 +294,7 @@ static int load_and_merge(char **dirs, size_t n, struct profile **parts, struct 
 {
     char err[1024] = "";
     for (size_t i = 0; i < n; i++) {
-        if (profile_load(dirs[i], &parts[i], err, sizeof err) != 0) {
+        if (profile_load_as(dirs[i], PROFILE_LOAD_AGGREGATED, &parts[i], err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s (result %zu of %zu given)\n",
                     err[0] ? err : dirs[i], i + 1, n);
             for (size_t j = 0; j < i; j++)
@@ -326,7 +341,9 @@ static int load_results(const struct report_request *rq, struct loaded_results *
     int st = 0;
     char err[1024] = "";
     if (r->n == 1) {
-        if (profile_load(dir, &r->merged, err, sizeof err) != 0) {
+        /* Tables need sums per stack and thread, not each sample: memory
+         * follows distinct stacks x threads (bench/report_scale.sh). */
+        if (profile_load_as(dir, PROFILE_LOAD_AGGREGATED, &r->merged, err, sizeof err) != 0) {
             fprintf(stderr, "opprof report: %s\n", err[0] ? err : "cannot load the result directory");
             st = 2;
         }
@@ -435,6 +452,7 @@ int cmd_report(int argc, char **argv)
         .memory_only = rq.memory_only,
     };
     struct rank_summary ranks = {0};
+    struct torch_shapes shapes = {0};
     struct phase_summary phases;
     struct findings findings = {0};
     FILE *out = stdout;
@@ -444,6 +462,23 @@ int cmd_report(int argc, char **argv)
     plan.ranks = &ranks;
     if (plan.show_ranks)
         plan.opts.ranks = &ranks;
+    plan.torch_shapes_only = rq.torch_shapes_only;
+    /* record --torch-shapes: the hook's files (untrusted), read only for the
+     * sections that show them: --torch-shapes, or the end of a text report */
+    if (res.n == 1 && (rq.torch_shapes_only || rq.opts.format == FORMAT_TEXT)) {
+        char err[1024];
+        if (torch_shapes_load(res.merged->dir, &shapes, err, sizeof err) != 0) {
+            fprintf(stderr, "opprof report: %s\n", err);
+            st = 2;
+            goto done;
+        }
+        if (torch_shapes_attach_samples(res.merged, &shapes) != 0) {
+            fputs("opprof report: out of memory while aggregating samples\n", stderr);
+            st = 2;
+            goto done;
+        }
+        plan.torch_shapes = &shapes;
+    }
     if (!drill_down_names_found(res.merged, &rq.opts)) {
         st = 1;
         goto done;
@@ -492,6 +527,7 @@ int cmd_report(int argc, char **argv)
     }
 done:
     findings_free(&findings);
+    torch_shapes_free(&shapes);
     rank_summary_free(&ranks);
     free_results(&res);
     return st;

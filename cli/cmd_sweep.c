@@ -41,7 +41,7 @@ static void sweep_usage(FILE *out)
           "operator's counts are known, the hot kernel and the threads with samples.\n"
           "\n"
           "options:\n"
-          "  --op OP             torch.bmm (BxMxKxN), torch.mm / torch.addmm /\n"
+          "  --op OP             torch.bmm / torch.baddbmm (BxMxKxN), torch.mm / torch.addmm /\n"
           "                      torch.nn.functional.linear (MxKxN), torch.conv2d\n"
           "                      (NxCxHxWxKxRxS), torch.softmax / torch.layer_norm\n"
           "                      (any shape, dim -1)\n"

@@ -169,8 +169,8 @@ void counter_columns_print_header(FILE *out, const struct profile *p)
             fprintf(out, " (the sampling event: %" PRIu64 " per sample, the handler's own included)",
                     p->sample_period);
     }
-    fprintf(out, " (read at each sample; %" PRIu64 " of %zu samples carry values: a thread's first sample "
-                 "opens its counters)\n", with, p->nsamples);
+    fprintf(out, " (read at each sample; %" PRIu64 " of %" PRIu64 " samples carry values: a thread's first sample "
+                 "opens its counters)\n", with, p->sample_count);
     for (size_t i = 0; i < pc->n; i++) {
         const struct prof_counter *e = &pc->ev[i];
         if (e->enabled > 0 && e->running < e->enabled)

@@ -309,7 +309,7 @@ int export_stack_weights(const struct profile *p, uint64_t **weight, uint64_t **
         if (s >= p->nstacks)
             continue;
         (*weight)[s] += p->samples[i].weight;
-        (*count)[s]++;
+        (*count)[s] += p->samples[i].count;
     }
     return 0;
 }

@@ -406,7 +406,7 @@ int export_flamegraph(FILE *out, const struct profile *p, const struct export_op
             l.width, l.height, l.width, l.height, l.width, FG_PAD, l.total, FG_CHAR_W, p->period_ns,
             embedded ? 0 : 1);
     if (!embedded)
-        fprintf(out, "<!-- opprof flame graph: %zu samples; weights are %s -->\n", p->nsamples,
+        fprintf(out, "<!-- opprof flame graph: %" PRIu64 " samples; weights are %s -->\n", p->sample_count,
                 p->sample_period ? "samples of an event (record -c)" : "timer periods");
     fputs("<style>\n"
           "#opprof-flame text { font-family: monospace; font-size: 11px; fill: #000; }\n"

@@ -82,7 +82,7 @@ static void write_summary(FILE *out, const struct profile *p, const struct expor
             fprintf(out, ", exit status %d", p->exit_status);
         fputs("</td></tr>\n", out);
     }
-    fprintf(out, "<tr><td>samples</td><td>%zu (weight %" PRIu64 ", ", p->nsamples, p->total_weight);
+    fprintf(out, "<tr><td>samples</td><td>%" PRIu64 " (weight %" PRIu64 ", ", p->sample_count, p->total_weight);
     if (p->sample_period) { /* record -c: events, not time */
         fprintf(out, "%" PRIu64 " events", p->total_weight * p->sample_period);
     } else {

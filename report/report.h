@@ -63,6 +63,10 @@ struct report_plan {
     /* Findings and Phases head the hotspot view (NULL: not computed). */
     const struct phase_summary *phases;
     const struct findings *findings;
+    /* record --torch-shapes: operator FLOPs (NULL: the result has none) and
+     * --torch-shapes (that section only, in any format) */
+    const struct torch_shapes *torch_shapes;
+    bool torch_shapes_only;
 };
 /* Prints every section of the plan that applies, in order, and stops at the
  * first that fails. 0, or the exit status (2: out of memory or a write error). */
@@ -142,6 +146,13 @@ int export_html(FILE *out, const struct profile *p, const struct export_options 
  * the 10 ms timeline. 0, or -1 on out of memory. */
 int report_print_threading(FILE *out, const struct profile *p, enum report_format format);
 /* --- end of threads and OpenMP --------------------------------------------- */
+
+/* --- FLOPs per operator (report/torch_shapes_section.c) --------------------- */
+/* The "Operator FLOPs" section of record --torch-shapes: text (limit rows, 0:
+ * all), CSV or JSON ({"torch_shapes": {...}}). 0, or -1 on out of memory. */
+int report_print_torch_shapes(FILE *out, const struct profile *p, const struct torch_shapes *ts,
+                              enum report_format format, size_t limit);
+/* --- end of FLOPs per operator --------------------------------------------- */
 
 /* --- ranks of a parallel job (report/ranks_section.c) ---------------------- */
 /* The "Ranks" section: text (table and the slowest rank), CSV (one row per

@@ -72,7 +72,19 @@ static bool is_drill_down(const struct report_plan *pl)
 /* The main view is the hotspot table unless an option picked another one. */
 static bool is_hotspot_view(const struct report_plan *pl)
 {
-    return !pl->ranks_only && !pl->threading_only && !pl->memory_only && !is_drill_down(pl);
+    return !pl->ranks_only && !pl->threading_only && !pl->memory_only && !pl->torch_shapes_only && !is_drill_down(pl);
+}
+
+/* record --torch-shapes: alone (--torch-shapes, any format), or after the
+ * text hotspot table when the result has it. */
+static bool torch_shapes_only_applies(const struct report_plan *pl)
+{
+    return pl->torch_shapes_only && !pl->ranks_only && !pl->threading_only;
+}
+
+static bool trailing_torch_shapes_applies(const struct report_plan *pl)
+{
+    return is_hotspot_view(pl) && is_text(pl) && pl->torch_shapes && pl->torch_shapes->files;
 }
 
 static bool header_applies(const struct report_plan *pl)
@@ -89,7 +101,7 @@ static bool interrupted_note_applies(const struct report_plan *pl)
 
 static bool summary_applies(const struct report_plan *pl)
 {
-    return is_text(pl) && pl->phases;
+    return is_text(pl) && pl->phases && !pl->torch_shapes_only;
 }
 
 static bool ranks_only_applies(const struct report_plan *pl)
@@ -211,6 +223,33 @@ static int render_hotspots(FILE *out, const struct report_plan *pl)
     return rc;
 }
 
+static int render_torch_shapes(FILE *out, const struct report_plan *pl, bool trailing)
+{
+    if (!pl->torch_shapes || !pl->torch_shapes->files) {
+        /* --torch-shapes asked for a section the result does not have */
+        fputs("opprof report: --torch-shapes: this result has no torch_shapes.*.tsv; record with "
+              "`opprof record --torch-shapes -- python ...` (a program that imports torch)\n", stderr);
+        return 1;
+    }
+    if (trailing)
+        fputc('\n', out);
+    if (report_print_torch_shapes(out, pl->profile, pl->torch_shapes, pl->opts.format, pl->opts.limit) != 0) {
+        fputs("opprof report: out of memory while listing operator FLOPs\n", stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static int render_torch_shapes_only(FILE *out, const struct report_plan *pl)
+{
+    return render_torch_shapes(out, pl, false);
+}
+
+static int render_trailing_torch_shapes(FILE *out, const struct report_plan *pl)
+{
+    return render_torch_shapes(out, pl, true);
+}
+
 static int render_trailing_ranks(FILE *out, const struct report_plan *pl)
 {
     fputc('\n', out);
@@ -257,6 +296,8 @@ static const struct report_section report_sections[] = {
     {"callers", callers_applies, render_callers},
     {"callees", callees_applies, render_callees},
     {"hotspots", is_hotspot_view, render_hotspots},
+    {"torch-shapes-only", torch_shapes_only_applies, render_torch_shapes_only},
+    {"torch-shapes", trailing_torch_shapes_applies, render_trailing_torch_shapes},
     {"ranks", trailing_ranks_applies, render_trailing_ranks},
     {"threading", trailing_threading_applies, render_trailing_threading},
     {"memory-only", memory_only_applies, render_memory_only},

@@ -471,8 +471,8 @@ void report_print_header(FILE *out, const struct profile *p)
     uint64_t unwind_failed = 0;
     for (size_t i = 0; i < p->nprocesses; i++)
         unwind_failed += p->processes[i].unwind_failed;
-    fprintf(out, "  samples     %zu (", p->nsamples);
-    if (p->total_weight != p->nsamples)
+    fprintf(out, "  samples     %" PRIu64 " (", p->sample_count);
+    if (p->total_weight != p->sample_count)
         fprintf(out, "weight %" PRIu64 " periods; ", p->total_weight);
     uint64_t unwritten = p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten
                                                                              : p->acct.unwritten_samples;
@@ -726,8 +726,8 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
         fprintf(out, "Self events total: %s %s (", total, t->event ? t->event : "");
     else
         fprintf(out, "Self time total: %s (", total);
-    if (p && p->nsamples != t->total_weight)
-        fprintf(out, "%zu samples, weight %" PRIu64 ")\n", p->nsamples, t->total_weight);
+    if (p && p->sample_count != t->total_weight)
+        fprintf(out, "%" PRIu64 " samples, weight %" PRIu64 ")\n", p->sample_count, t->total_weight);
     else
         fprintf(out, "%" PRIu64 " samples)\n", t->total_weight);
     counter_columns_text_footer(out, &cc);

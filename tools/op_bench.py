@@ -17,6 +17,7 @@
 #
 # Shapes (dimensions separated by "x"):
 #   bmm         BxMxKxN  A[B,M,K] @ B[B,K,N]
+#   baddbmm     BxMxKxN  C[B,M,N] + A[B,M,K] @ B[B,K,N]
 #   mm          MxKxN    A[M,K] @ B[K,N]
 #   addmm       MxKxN    C[M,N] + A[M,K] @ B[K,N]
 #   softmax     any tensor shape, over dim -1
@@ -28,7 +29,7 @@ import json
 import sys
 import time
 
-OPS = {"bmm": 4, "mm": 3, "addmm": 3, "softmax": None, "layer_norm": None, "linear": 3, "conv2d": 7}
+OPS = {"bmm": 4, "baddbmm": 4, "mm": 3, "addmm": 3, "softmax": None, "layer_norm": None, "linear": 3, "conv2d": 7}
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
@@ -68,6 +69,10 @@ def make_call(torch, op, dims, dtype):
         b, m, k, n = dims
         a, bb = rnd(b, m, k), rnd(b, k, n)
         return lambda: torch.bmm(a, bb)
+    if op == "baddbmm":
+        b, m, k, n = dims
+        c, a, bb = rnd(b, m, n), rnd(b, m, k), rnd(b, k, n)
+        return lambda: torch.baddbmm(c, a, bb)
     if op == "mm":
         m, k, n = dims
         a, bb = rnd(m, k), rnd(k, n)

@@ -63,6 +63,8 @@ struct attach_run {
     uint64_t samples_seen;
     uint32_t *lags_us; /* Python read lag per sample with a Python-capable stream */
     size_t nlags, lags_cap;
+    struct attach_pending *pending; /* samples waiting for their Python frames to be judged */
+    struct attach_python_kept kept;
     uint64_t dropped_other_pids;
     bool stream_failed;
 };
@@ -97,6 +99,22 @@ static void close_stream(struct attach_run *r, pid_t pid, bool clean)
     }
 }
 
+static struct attach_stream *stream_of(void *arg, uint32_t pid) { return stream_for(arg, (pid_t)pid, false); }
+
+/* The delay between a sample and the start of its Python read. */
+static void note_lag(struct attach_run *r, uint64_t lag)
+{
+    if (r->nlags == r->lags_cap) {
+        size_t cap = r->lags_cap ? r->lags_cap * 2 : 4096;
+        uint32_t *l = realloc(r->lags_us, cap * sizeof *l);
+        if (!l)
+            return;
+        r->lags_us = l;
+        r->lags_cap = cap;
+    }
+    r->lags_us[r->nlags++] = (uint32_t)(lag / 1000 > UINT32_MAX ? UINT32_MAX : lag / 1000);
+}
+
 static void on_event(const struct attach_event *e, void *arg)
 {
     struct attach_run *r = arg;
@@ -108,25 +126,29 @@ static void on_event(const struct attach_event *e, void *arg)
             r->dropped_other_pids++;
             return;
         }
-        uint64_t lag = 0;
-        attach_stream_sample(s, e, &lag);
-        if (lag) {
-            if (r->nlags == r->lags_cap) {
-                size_t cap = r->lags_cap ? r->lags_cap * 2 : 4096;
-                uint32_t *l = realloc(r->lags_us, cap * sizeof *l);
-                if (!l)
-                    return;
-                r->lags_us = l;
-                r->lags_cap = cap;
-            }
-            r->lags_us[r->nlags++] = (uint32_t)(lag / 1000 > UINT32_MAX ? UINT32_MAX : lag / 1000);
+        struct attach_captured c;
+        if (!attach_stream_capture(s, e, &c))
+            return;
+        if (c.read_to)
+            note_lag(r, c.read_from - c.time_ns);
+        if (!r->pending || !attach_pending_add(r->pending, &c)) {
+            attach_stream_emit(s, &c, false); /* out of memory: native stack only */
+            r->kept.moved_on += c.npy > 0;
+            free(c.py);
         }
         break;
     }
+    case ATTACH_EV_SWITCH:
+        if (r->pending)
+            attach_pending_switch(r->pending, e->tid, e->time_ns, e->switch_out);
+        break;
     case ATTACH_EV_COMM:
         /* exec(): a new image, a new stream generation at its next sample. */
-        if (e->comm_exec && e->pid == e->tid)
+        if (e->comm_exec && e->pid == e->tid) {
+            if (r->pending)
+                attach_pending_flush_pid(r->pending, e->pid, stream_of, r, &r->kept);
             close_stream(r, (pid_t)e->pid, false);
+        }
         break;
     case ATTACH_EV_LOST:
         r->kernel_lost += e->lost;
@@ -141,6 +163,8 @@ static void drain(struct attach_run *r, struct attach_events *ev)
 {
     uint64_t lost_before = r->kernel_lost;
     attach_events_drain(ev, on_event, r);
+    if (r->pending) /* the samples of the previous drain: every switch up to their reads is in */
+        attach_pending_flush(r->pending, false, UINT64_MAX, stream_of, r, &r->kept);
     if (r->kernel_lost != lost_before) {
         struct attach_stream *s = stream_for(r, r->o->attach_pid, true);
         if (s)
@@ -232,6 +256,9 @@ static int write_info(const struct attach_run *r, const struct attach_facts *f)
         if (f->nlags) {
             fprintf(out, "python_lag_median_us=%u\n", f->lag_median_us);
             fprintf(out, "python_lag_max_us=%u\n", f->lag_max_us);
+            fprintf(out, "python_exact=%llu\npython_running=%llu\npython_moved_on=%llu\n",
+                    (unsigned long long)r->kept.exact, (unsigned long long)r->kept.running,
+                    (unsigned long long)r->kept.moved_on);
         }
     }
     fprintf(out, "complete=%d\n", f->complete ? 1 : 0);
@@ -379,6 +406,14 @@ static void note_what_attach_saw(struct attach_run *run, pid_t pid, struct attac
                  facts->lag_median_us, facts->lag_max_us);
         attach_stream_note(main_stream, note);
     }
+    if (run->kept.moved_on) {
+        snprintf(note, sizeof note,
+                 "attach mode: %llu samples (%.1f %%) have no Python frames: the thread ran on or was preempted "
+                 "elsewhere before they could be read (busy CPUs delay the reads)",
+                 (unsigned long long)run->kept.moved_on,
+                 run->samples_seen ? 100.0 * (double)run->kept.moved_on / (double)run->samples_seen : 0.0);
+        attach_stream_note(main_stream, note);
+    }
     if (run->kernel_lost)
         attach_stream_lost(main_stream, facts->end_ns, run->kernel_lost, run->samples_seen + run->kernel_lost);
 }
@@ -407,6 +442,11 @@ static void print_attach_summary(const struct attach_run *run, pid_t pid, const 
     if (run->nlags)
         fprintf(stderr, "opprof record: Python frames read %u us (median; max %u us) after the sample: "
                         "statistical, not exact\n", facts->lag_median_us, facts->lag_max_us);
+    if (run->kept.moved_on)
+        fprintf(stderr, "opprof record: %llu samples (%.1f %%) without Python frames: the thread ran on or was "
+                        "preempted elsewhere before they could be read\n",
+                (unsigned long long)run->kept.moved_on,
+                t->samples ? 100.0 * (double)run->kept.moved_on / (double)t->samples : 0.0);
     if (stop_signal)
         fprintf(stderr, "opprof record: stopped by signal %d; the target was not signalled\n", (int)stop_signal);
 }
@@ -446,6 +486,7 @@ int record_attach(const struct record_options *o)
         attach_events_close(ev);
         return 2;
     }
+    run.pending = attach_pending_new(); /* NULL: samples are written at once, native stacks only */
     install_stop_handlers(true);
     bool show_status = !o->quiet && isatty(STDERR_FILENO);
     if (!o->quiet)
@@ -468,6 +509,9 @@ int record_attach(const struct record_options *o)
     attach_events_enable(ev, false);
     facts.end_ns = attach_now_ns();
     drain(&run, ev);
+    /* Read after sampling stopped, when no switch is recorded any more: not judged, not kept. */
+    if (run.pending)
+        attach_pending_flush(run.pending, true, facts.end_ns, stream_of, &run, &run.kept);
     attach_events_close(ev);
     if (pidfd >= 0)
         close(pidfd);
@@ -487,5 +531,6 @@ int record_attach(const struct record_options *o)
     if (!o->quiet)
         print_attach_summary(&run, pid, dir, &facts, stop_reason);
     free(run.lags_us);
+    attach_pending_free(run.pending);
     return 0;
 }

@@ -52,8 +52,10 @@ struct attach_events {
     /* One drain's records, copied out of the rings, then sorted by time. */
     uint8_t *batch;
     size_t batch_len, batch_cap;
-    struct batch_ref { uint64_t time; size_t off; uint32_t size; uint32_t seq; } *refs;
+    struct batch_ref { uint64_t time; size_t off; uint32_t size; uint32_t seq; uint32_t sample_tid; bool newer; } *refs;
     size_t nrefs, refs_cap;
+    uint32_t *seen_tids; /* mark_newer's scratch */
+    size_t seen_cap;
 };
 
 static long perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group, unsigned long flags)
@@ -292,6 +294,7 @@ int attach_events_open(struct attach_events **out, pid_t pid, uint64_t period_ns
     a->sample_id_all = 1;
     a->use_clockid = 1;
     a->clockid = CLOCK_MONOTONIC;
+    a->context_switch = 1; /* SWITCH records: did the thread run between a sample and its Python read */
     a->wakeup_events = 1; /* wake the reader per sample: Python frames are read right after */
 
     if (attach_events_rescan(ev) < 0 || ev->ntids == 0) {
@@ -357,11 +360,14 @@ static void collect_ring(struct attach_events *ev, struct ring *r, uint32_t *seq
         /* Every record we asked for carries its time: samples at byte 16
          * (after ip, pid/tid); others in the sample_id trailer, last. */
         uint64_t t = 0;
-        if (h.type == PERF_RECORD_SAMPLE && h.size >= 32)
+        uint32_t sample_tid = 0;
+        if (h.type == PERF_RECORD_SAMPLE && h.size >= 32) {
             memcpy(&t, dst + 8 + 16, 8);
-        else if (h.size >= 16)
+            memcpy(&sample_tid, dst + 8 + 8 + 4, 4);
+        } else if (h.size >= 16) {
             memcpy(&t, dst + h.size - 8, 8);
-        ev->refs[ev->nrefs++] = (struct batch_ref){t, ev->batch_len, h.size, (*seq)++};
+        }
+        ev->refs[ev->nrefs++] = (struct batch_ref){t, ev->batch_len, h.size, (*seq)++, sample_tid, false};
         ev->batch_len += h.size;
         tail += h.size;
     }
@@ -374,6 +380,33 @@ static int compare_refs(const void *a, const void *b)
     if (x->time != y->time)
         return x->time < y->time ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Flags the samples of the (time-sorted) batch that have a later sample of
+ * the same thread in it: that thread ran a whole period after them before
+ * anything of this batch could be read (attach_python_capture). */
+static void mark_newer(struct attach_events *ev)
+{
+    size_t nseen = 0;
+    for (size_t i = ev->nrefs; i-- > 0;) {
+        uint32_t tid = ev->refs[i].sample_tid;
+        if (!tid)
+            continue;
+        size_t k = 0;
+        while (k < nseen && ev->seen_tids[k] != tid)
+            k++;
+        ev->refs[i].newer = k < nseen;
+        if (k == nseen) {
+            if (nseen == ev->seen_cap) {
+                size_t cap = ev->seen_cap ? ev->seen_cap * 2 : 64;
+                uint32_t *n = realloc(ev->seen_tids, cap * sizeof *n);
+                if (!n)
+                    return; /* unflagged: read as before */
+                ev->seen_tids = n, ev->seen_cap = cap;
+            }
+            ev->seen_tids[nseen++] = tid;
+        }
+    }
 }
 
 /* Decodes a PERF_RECORD_SAMPLE laid out as attr.sample_type says. */
@@ -441,6 +474,7 @@ void attach_events_drain(struct attach_events *ev, void (*fn)(const struct attac
             collect_ring(ev, &ev->rings[i], &seq);
     if (ev->nrefs > 1)
         qsort(ev->refs, ev->nrefs, sizeof ev->refs[0], compare_refs);
+    mark_newer(ev);
     for (size_t i = 0; i < ev->nrefs; i++) {
         const uint8_t *rec = ev->batch + ev->refs[i].off;
         const uint8_t *end = rec + ev->refs[i].size;
@@ -454,6 +488,7 @@ void attach_events_drain(struct attach_events *ev, void (*fn)(const struct attac
         switch (h.type) {
         case PERF_RECORD_SAMPLE:
             e.kind = ATTACH_EV_SAMPLE;
+            e.newer_in_batch = ev->refs[i].newer;
             if (!decode_sample(ev, body, end, &e))
                 continue;
             break;
@@ -479,6 +514,15 @@ void attach_events_drain(struct attach_events *ev, void (*fn)(const struct attac
             e.tid = u[2];
             e.ptid = u[3];
             memcpy(&e.time_ns, body + 16, 8);
+            break;
+        case PERF_RECORD_SWITCH:
+            if (end - body < 16)
+                continue;
+            e.kind = ATTACH_EV_SWITCH;
+            memcpy(u, body, 8); /* sample_id: pid, tid, time */
+            e.pid = u[0];
+            e.tid = u[1];
+            e.switch_out = (h.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
             break;
         case PERF_RECORD_LOST:
             if (end - body < 16)
@@ -526,5 +570,6 @@ void attach_events_close(struct attach_events *ev)
     free(ev->cpu_ids);
     free(ev->batch);
     free(ev->refs);
+    free(ev->seen_tids);
     free(ev);
 }

@@ -14,7 +14,9 @@
  *   attach_unwind.c  native stacks: CFI unwinding of the sample's user-stack
  *                    copy with libdwfl (one Dwfl per process)
  *   attach_python.c  Python frames read with process_vm_readv right after the
- *                    sample was drained (statistical: the thread ran on)
+ *                    sample was drained (the thread may have run on)
+ *   attach_pending.c samples wait one drain for the context-switch records
+ *                    that say whether their Python frames are theirs
  *
  * Nothing here may be included from outside sampler/.
  */
@@ -40,6 +42,7 @@ enum attach_event_kind {
     ATTACH_EV_FORK,
     ATTACH_EV_EXIT,
     ATTACH_EV_LOST,
+    ATTACH_EV_SWITCH, /* the thread tid was switched out (switch_out) or in */
 };
 
 struct attach_event {
@@ -48,6 +51,7 @@ struct attach_event {
     uint32_t pid, tid;
     uint32_t ppid, ptid;       /* FORK, EXIT */
     bool comm_exec;            /* COMM written by exec() */
+    bool switch_out;           /* SWITCH: out (else in) */
     char comm[16];
     uint64_t lost;             /* LOST: records the kernel dropped */
     uint64_t ip;               /* SAMPLE: interrupted user PC */
@@ -56,6 +60,7 @@ struct attach_event {
     const uint64_t *regs;      /* SAMPLE: user registers (perf order, see ATTACH_REGS_MASK), or NULL */
     const uint8_t *stack;      /* SAMPLE: user stack copy starting at SP */
     uint64_t stack_len;
+    bool newer_in_batch;       /* SAMPLE: the same thread has a later sample in this drain */
 };
 
 struct attach_events;
@@ -107,8 +112,17 @@ struct attach_python;
 /* Looks for a CPython runtime in pid. NULL when the process runs no Python
  * (yet); note gets one sentence when it does but frames cannot be read. */
 struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen);
-/* The thread's Python frames now, leaf first (0 when it has none). */
-unsigned attach_python_capture(struct attach_python *py, uint32_t tid, struct py_frame_ref *out, unsigned max);
+/* A sample's copy of the user stack: len bytes from address sp (bytes NULL
+ * when there is none). */
+struct attach_sample_stack {
+    const uint8_t *bytes;
+    uint64_t len, sp;
+};
+/* The thread's Python frames now, leaf first (0 when it has none);
+ * *frame_moved when the stack copy shows that the thread has left the Python
+ * frame it was in at the sample (3.11, 3.12 only; false when unknown). */
+unsigned attach_python_capture(struct attach_python *py, uint32_t tid, const struct attach_sample_stack *st,
+                               struct py_frame_ref *out, unsigned max, bool *frame_moved);
 struct attach_pycode_info {
     char filename[512];
     char qualname[256];
@@ -126,6 +140,7 @@ void attach_python_free(struct attach_python *py);
 struct attach_stream;
 struct attach_stream_totals {
     uint64_t samples, unwind_failed, truncated, python_samples, lost;
+    uint64_t python_moved_on; /* samples whose thread left its Python frame before the read */
     uint64_t threads, processes, bytes;
     uint64_t dropped_size_cap; /* --max-size: samples not written */
 };
@@ -136,9 +151,25 @@ void attach_stream_set_size_cap(uint64_t bytes);
 struct attach_stream *attach_stream_open(const char *dir, pid_t pid, uint64_t period_ns,
                                          enum call_graph_mode mode);
 pid_t attach_stream_pid(const struct attach_stream *s);
-/* One sample: unwinds, reads Python frames when the process has them, writes
- * STACK/PYSTACK as needed and the SAMPLE. lag_ns gets the Python read lag. */
-void attach_stream_sample(struct attach_stream *s, const struct attach_event *e, uint64_t *python_lag_ns);
+/* A sample taken from the rings but not yet written: its Python frames wait
+ * for the switch records that say whether they are the sample's. */
+struct attach_captured {
+    uint64_t time_ns;
+    uint32_t pid, tid;
+    int64_t stack_id; /* STACK id in the stream of pid */
+    uint32_t flags;
+    unsigned npy;
+    struct py_frame_ref *py;      /* npy frames (malloc'd), NULL when none */
+    uint64_t read_from, read_to;  /* the Python read, CLOCK_MONOTONIC */
+    bool newer_in_batch;          /* a later sample of the thread came in the same drain */
+    bool frame_moved;             /* the stack copy shows the thread has left its Python frame */
+};
+/* One sample: reads its Python frames (when the process has them), unwinds,
+ * writes the STACK record as needed. False: not to be written (--max-size
+ * reached, out of memory; counted). */
+bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e, struct attach_captured *c);
+/* Writes the SAMPLE of c (and its PYSTACK when with_python). */
+void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c, bool with_python);
 void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total);
 /* Memory over time: a MEM_TICK when the RSS moved (at most every 10 ms;
  * final: always, when the process can still be read). */
@@ -147,5 +178,27 @@ void attach_stream_note(struct attach_stream *s, const char *text);
 void attach_stream_flush(struct attach_stream *s);
 /* Thread names again, LOST, END when clean; closes the file. */
 void attach_stream_close(struct attach_stream *s, bool clean, struct attach_stream_totals *add_to);
+
+/* ---- attach_pending.c ----------------------------------------------------- */
+struct attach_pending;
+struct attach_python_kept {
+    uint64_t exact, running, moved_on; /* samples with Python frames read, by what was kept */
+};
+struct attach_pending *attach_pending_new(void);
+/* Takes c (and its frames); false when out of memory (then c is the caller's). */
+bool attach_pending_add(struct attach_pending *p, const struct attach_captured *c);
+/* A context switch of tid (out: switched out) at time_ns. */
+void attach_pending_switch(struct attach_pending *p, uint32_t tid, uint64_t time_ns, bool out);
+/* After a drain: writes the samples captured before it (all: every one),
+ * with their Python frames where attach_pending.c's rule keeps them; frames
+ * read after switches_until (sampling stopped: no switch recorded) are not. */
+void attach_pending_flush(struct attach_pending *p, bool all, uint64_t switches_until,
+                          struct attach_stream *(*stream_of)(void *, uint32_t), void *arg,
+                          struct attach_python_kept *k);
+/* Writes every waiting sample of pid now (its stream is about to close). */
+void attach_pending_flush_pid(struct attach_pending *p, uint32_t pid,
+                              struct attach_stream *(*stream_of)(void *, uint32_t), void *arg,
+                              struct attach_python_kept *k);
+void attach_pending_free(struct attach_pending *p);
 
 #endif

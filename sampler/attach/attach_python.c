@@ -299,14 +299,53 @@ static uint64_t state_of(struct attach_python *py, uint32_t tid)
 
 /* ---- frames ------------------------------------------------------------------ */
 
-unsigned attach_python_capture(struct attach_python *py, uint32_t tid, struct py_frame_ref *out, unsigned max)
+/* The thread's current Python frame at the sampled instant, from the
+ * kernel's copy of its user stack: 3.11 and 3.12 keep the current frame in a
+ * _PyCFrame that is a local of _PyEval_EvalFrameDefault, so when the state's
+ * cframe pointer (read now) lies inside the copy, the copy holds the value
+ * it had when the sample was taken. False when that cannot be told (other
+ * versions keep it on the heap; no stack copy; cframe outside the copy). */
+static bool frame_at_sample(struct attach_python *py, uint64_t ts, const struct attach_sample_stack *st,
+                            uint64_t *frame)
 {
+    uint64_t at = 0;
+    bool on_c_stack = false;
+    if (!st->bytes || !py_current_frame_slot(&py->target, ts, &at, &on_c_stack) || !on_c_stack)
+        return false;
+    if (at < st->sp || at - st->sp > st->len || st->len - (at - st->sp) < sizeof *frame)
+        return false;
+    memcpy(frame, st->bytes + (at - st->sp), sizeof *frame);
+    return true;
+}
+
+/* The thread's current Python frame now (where the walker starts). */
+static bool frame_now(struct attach_python *py, uint64_t ts, uint64_t *frame)
+{
+    uint64_t at = 0;
+    bool on_c_stack;
+    return py_current_frame_slot(&py->target, ts, &at, &on_c_stack) && rd(py, at, frame, sizeof *frame);
+}
+
+unsigned attach_python_capture(struct attach_python *py, uint32_t tid, const struct attach_sample_stack *st,
+                               struct py_frame_ref *out, unsigned max, bool *frame_moved)
+{
+    *frame_moved = false;
     if (!py || py->refused || py->verified < 0)
         return 0;
     uint64_t ts = state_of(py, tid);
     if (ts == 0 || py->verified != 1)
         return 0;
-    return py_walk_frames(&py->target, ts, out, max); /* python_walk.c, the agent's walker */
+    /* The frames read now are the sample's only if the thread did not move
+     * on (attach_pending.c judges that from the switch records); the stack
+     * copy can prove that it did, before and after the walk. */
+    uint64_t then = 0, now = 0;
+    bool checkable = frame_at_sample(py, ts, st, &then);
+    if (checkable && (!frame_now(py, ts, &now) || now != then))
+        *frame_moved = true;
+    unsigned n = py_walk_frames(&py->target, ts, out, max); /* python_walk.c, the agent's walker */
+    if (checkable && (!frame_now(py, ts, &now) || now != then))
+        *frame_moved = true;
+    return n;
 }
 
 bool attach_python_resolve(struct attach_python *py, const struct py_frame_ref *f,

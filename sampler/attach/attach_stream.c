@@ -6,9 +6,10 @@
  *
  * Per sample it reads the Python frames first (the thread runs on while we
  * work: the sooner, the closer to the sampled instant), then unwinds the
- * native stack from the sample's stack copy, then hands both to the writer,
- * which writes STACK / PYCODE / PYSTACK records the first time each distinct
- * chain is seen, and writes a SAMPLE that refers to them. The writer reads
+ * native stack from the sample's stack copy (attach_stream_capture); once
+ * attach_pending.c has judged the Python frames, the writer gets both
+ * (attach_stream_emit), writes STACK / PYCODE / PYSTACK records the first
+ * time each distinct chain is seen, and writes a SAMPLE that refers to them. The writer reads
  * the executable mappings from /proc/PID/maps (again whenever a PC falls
  * outside the known ones); this file has the unwinder re-read its modules
  * and looks for Python again when it does.
@@ -199,54 +200,69 @@ static unsigned callchain_pcs(const struct attach_event *e, uint64_t *pcs, unsig
     return n;
 }
 
-void attach_stream_sample(struct attach_stream *s, const struct attach_event *e, uint64_t *python_lag_ns)
+bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e, struct attach_captured *c)
 {
     static struct py_frame_ref py[OPR_MAX_PYFRAMES];
     static uint64_t pcs[OPR_MAX_FRAMES];
-    unsigned npy = 0;
-    *python_lag_ns = 0;
+    memset(c, 0, sizeof *c);
     if (size_cap_bytes && all_streams_bytes + opr_writer_pending(s->w) >= size_cap_bytes) {
         if (s->dropped_size_cap++ == 0)
             s->first_drop_ns = e->time_ns;
         s->t.dropped_size_cap++;
-        return; /* counted in a LIMITS record at the end */
+        return false; /* counted in a LIMITS record at the end */
     }
+    c->time_ns = e->time_ns, c->pid = e->pid, c->tid = e->tid, c->newer_in_batch = e->newer_in_batch;
     if (!s->py && !s->python_probed_note && attach_now_ns() - s->last_python_probe_ns > 1000000000ull)
         probe_python(s); /* a process that starts Python late (embedding, exec'ed interpreter) */
     if (s->py) {
-        npy = attach_python_capture(s->py, e->tid, py, OPR_MAX_PYFRAMES);
-        *python_lag_ns = attach_now_ns() - e->time_ns;
+        struct attach_sample_stack st = {e->regs ? e->stack : NULL, e->stack_len,
+                                         e->regs ? e->regs[ATTACH_REG_SP] : 0};
+        c->read_from = attach_now_ns();
+        c->npy = attach_python_capture(s->py, e->tid, &st, py, OPR_MAX_PYFRAMES, &c->frame_moved);
+        c->read_to = attach_now_ns();
+        if (c->npy && !(c->py = malloc(c->npy * sizeof *c->py)))
+            c->npy = 0; /* out of memory: native stack only */
+        if (c->npy)
+            memcpy(c->py, py, c->npy * sizeof *py);
         const char *note = attach_python_take_note(s->py);
         if (note)
             attach_stream_note(s, note);
     }
     unsigned n;
-    uint32_t flags = 0;
     if (s->mode == CALL_GRAPH_DWARF) {
         bool failed, truncated;
         n = attach_unwind(s->unw, e->tid, e->regs, e->stack, e->stack_len, pcs, OPR_MAX_FRAMES, &failed, &truncated);
         if (!e->regs)
             pcs[0] = e->ip;
-        flags = (failed ? OPR_SAMPLE_UNWIND_FAILED : 0) | (truncated ? OPR_SAMPLE_TRUNCATED : 0);
+        c->flags = (failed ? OPR_SAMPLE_UNWIND_FAILED : 0) | (truncated ? OPR_SAMPLE_TRUNCATED : 0);
     } else if (s->mode == CALL_GRAPH_FP) {
         n = callchain_pcs(e, pcs, OPR_MAX_FRAMES);
     } else {
         pcs[0] = e->ip;
         n = 1;
     }
-    int64_t id = opr_writer_stack_id(s->w, pcs, n);
-    if (id < 0) {
+    c->stack_id = opr_writer_stack_id(s->w, pcs, n);
+    if (c->stack_id < 0) {
         s->t.lost++; /* out of memory: counted, not hidden */
-        return;
+        free(c->py);
+        c->py = NULL;
+        return false;
     }
-    s->t.threads += opr_writer_note_thread(s->w, e->tid);
-    struct opr_sample sample = {e->time_ns, e->tid, (uint32_t)id, flags, 1};
-    struct opr_sample_python tail = {python_stack_for(s, py, npy), 0};
+    return true;
+}
+
+void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c, bool with_python)
+{
+    s->t.threads += opr_writer_note_thread(s->w, c->tid);
+    struct opr_sample sample = {c->time_ns, c->tid, (uint32_t)c->stack_id, c->flags, 1};
+    unsigned npy = with_python ? c->npy : 0;
+    struct opr_sample_python tail = {npy ? python_stack_for(s, c->py, npy) : 0, 0};
     opr_writer_emit(s->w, OPR_REC_SAMPLE, &sample, sizeof sample, &tail, sizeof tail);
     s->t.samples++;
-    s->t.unwind_failed += (flags & OPR_SAMPLE_UNWIND_FAILED) != 0;
-    s->t.truncated += (flags & OPR_SAMPLE_TRUNCATED) != 0;
+    s->t.unwind_failed += (c->flags & OPR_SAMPLE_UNWIND_FAILED) != 0;
+    s->t.truncated += (c->flags & OPR_SAMPLE_TRUNCATED) != 0;
     s->t.python_samples += npy > 0;
+    s->t.python_moved_on += c->npy && !with_python;
 }
 
 void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total)
@@ -301,6 +317,7 @@ void attach_stream_close(struct attach_stream *s, bool clean, struct attach_stre
         add_to->unwind_failed += s->t.unwind_failed;
         add_to->truncated += s->t.truncated;
         add_to->python_samples += s->t.python_samples;
+        add_to->python_moved_on += s->t.python_moved_on;
         add_to->lost += s->t.lost;
         add_to->dropped_size_cap += s->t.dropped_size_cap;
         add_to->threads += s->t.threads;

@@ -114,6 +114,11 @@ struct py_tstate_links {
     uint64_t interp, native_tid, next;
 };
 bool py_tstate_links(const struct py_target *t, uint64_t tstate, struct py_tstate_links *out);
+/* Where tstate's current-frame pointer is now: the address of the field,
+ * and *on_c_stack when it is in a _PyCFrame, a local of the running
+ * _PyEval_EvalFrameDefault (3.11, 3.12), so that a sample's copy of the user
+ * stack holds its value at the sampled instant. False: unreadable. */
+bool py_current_frame_slot(const struct py_target *t, uint64_t tstate, uint64_t *slot, bool *on_c_stack);
 
 /* Where py_code_resolve puts a code object's names: the caller's buffers
  * (the agent's and attach's records keep their own structs). */

@@ -287,3 +287,14 @@ bool py_tstate_links(const struct py_target *t, uint64_t tstate, struct py_tstat
            py_tstate_native_tid(t, tstate, &out->native_tid) &&
            read_field64(t, tstate, (size_t)L->tstate_next, &out->next);
 }
+
+bool py_current_frame_slot(const struct py_target *t, uint64_t tstate, uint64_t *slot, bool *on_c_stack)
+{
+    const struct py_layout *L = t->layout;
+    uint64_t holder = tstate;
+    *on_c_stack = L->tstate_cframe != PY_ABSENT;
+    if (*on_c_stack && !read_field64(t, tstate, (size_t)L->tstate_cframe, &holder))
+        return false;
+    *slot = holder + (uint64_t)L->current_frame;
+    return holder != 0;
+}

@@ -468,7 +468,8 @@ static int check_sampling_setup(const struct record_options *o, uint64_t period_
  * counters, LD_PRELOAD), then the workload. An exec failure goes back to the
  * launcher through errpipe_wr. */
 static _Noreturn void exec_workload(const struct record_options *o, const char *agent, const char *absdir,
-                                    uint64_t period_ns, const struct run_facts *facts, int errpipe_wr)
+                                    uint64_t period_ns, const struct run_facts *facts, int errpipe_wr,
+                                    const char *torch_shapes_dir)
 {
     char period[32];
     snprintf(period, sizeof period, "%llu", (unsigned long long)period_ns);
@@ -496,6 +497,8 @@ static _Noreturn void exec_workload(const struct record_options *o, const char *
         unsetenv(OPR_ENV_COUNTERS);
     prepend_env("LD_PRELOAD", agent);
     launch_openmp_setup_env(agent); /* threading/OpenMP: OMP_TOOL_LIBRARIES, libomp preload */
+    if (torch_shapes_dir[0])
+        launch_torch_shapes_setup_env(torch_shapes_dir); /* record --torch-shapes */
     execvp(o->argv[0], o->argv);
     int err = errno;
     ssize_t w = write(errpipe_wr, &err, sizeof err);
@@ -602,6 +605,8 @@ static void print_record_summary(const struct record_options *o, const char *dir
         fprintf(stderr, "opprof record: %s filled up: %llu samples could not be written (counted as lost); "
                         "free some space or use --max-size\n", dir, disk_full);
     launch_openmp_print_summary(stderr); /* threading/OpenMP: says so when a runtime was swapped in */
+    if (o->torch_shapes) /* the hook changed the program: say so, with its cost */
+        launch_torch_shapes_print_summary(stderr, absdir, live ? live->cpu_ns : 0);
     if (live && (o->delay_s > 0 || o->duration_s > 0)) {
         char until[48] = "the end";
         if (o->duration_s > 0)
@@ -645,6 +650,9 @@ int record_run(const struct record_options *o)
                 OPPROF_PKGLIBDIR);
         return 2;
     }
+    char torch_shapes_dir[PATH_MAX] = "";
+    if (o->torch_shapes && launch_torch_shapes_find(torch_shapes_dir, sizeof torch_shapes_dir) != 0)
+        return 2;
     uint64_t period_ns = 1000000000ull / o->frequency_hz;
     if (check_sampling_setup(o, period_ns) != 0)
         return 2;
@@ -687,7 +695,7 @@ int record_run(const struct record_options *o)
     }
     if (child == 0) {
         close(errpipe[0]);
-        exec_workload(o, agent, absdir, period_ns, &facts, errpipe[1]);
+        exec_workload(o, agent, absdir, period_ns, &facts, errpipe[1], torch_shapes_dir);
     }
     close(errpipe[1]);
     child_pid_for_signals = child;

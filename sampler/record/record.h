@@ -36,6 +36,9 @@ struct record_options {
     double delay_s, duration_s;
     uint64_t max_size_bytes;
     pid_t attach_pid;   /* -p: attach to this running process (0: launch argv) */
+    /* --torch-shapes (opt-in, changes the program): a PyTorch dispatch hook
+     * on the workload's PYTHONPATH records operator calls and input shapes */
+    bool torch_shapes;
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should

@@ -18,4 +18,12 @@ void launch_openmp_write_info(FILE *f);
 void launch_openmp_print_summary(FILE *f);
 void launch_openmp_setup_env(const char *agent);
 
+/* launch_torch_shapes.c: record --torch-shapes. find: the hook's directory
+ * (0, or -1 after a message); setup_env in the child puts it first on
+ * PYTHONPATH; print_summary: the closing line that says the program ran with
+ * a hook, and what the hook cost (cpu_ns: the workload's CPU time, 0: unknown). */
+int launch_torch_shapes_find(char *out, size_t outlen);
+void launch_torch_shapes_setup_env(const char *dir);
+void launch_torch_shapes_print_summary(FILE *f, const char *absdir, uint64_t cpu_ns);
+
 #endif

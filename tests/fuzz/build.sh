@@ -7,6 +7,7 @@
 #   fuzz_stream  a result's stream (proc-*.raw) beside a valid info file
 #   fuzz_info    a result's info file beside a valid stream
 #   fuzz_elf     a binary named by a result (ELF, DWARF lines, .eh_frame)
+#   fuzz_torch_shapes  a torch_shapes.<pid>.tsv (record --torch-shapes)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$src/build-fuzz}
@@ -27,4 +28,5 @@ link() { # link NAME SOURCE [DEFINES]
 link fuzz_stream fuzz_result.c
 link fuzz_info fuzz_result.c -DFUZZ_INFO
 link fuzz_elf fuzz_elf.c
-echo "fuzz: built $build/fuzz_stream $build/fuzz_info $build/fuzz_elf"
+link fuzz_torch_shapes fuzz_torch_shapes.c
+echo "fuzz: built $build/fuzz_stream $build/fuzz_info $build/fuzz_elf $build/fuzz_torch_shapes"

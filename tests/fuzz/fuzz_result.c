@@ -4,9 +4,12 @@
  *   FUZZ_STREAM  the input is one proc-<pid>-<gen>.raw stream beside a fixed,
  *                valid info file: the stream reader and every record handler;
  *   FUZZ_INFO    the input is the info file beside a fixed, valid stream.
- * Each input is written into a private directory on tmpfs and loaded with
- * profile_load(), the same entry point the report uses; the profile is then
- * walked by a few hotspot tables, so what is built from it runs too.
+ * Each input is written into a private directory on tmpfs and loaded twice:
+ * with profile_load() (sample by sample, as the timeline exports load) and
+ * with profile_load_as(PROFILE_LOAD_AGGREGATED) (folded per thread and stack,
+ * as the report loads); both must count the same samples, weight, stacks and
+ * threads (abort otherwise). Each profile is then walked by a few hotspot
+ * tables, so what is built from it runs too.
  * Built by tests/fuzz/build.sh with clang's -fsanitize=fuzzer,address,undefined.
  */
 #include <fcntl.h>
@@ -87,16 +90,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (write_file("info", good_info, sizeof good_info - 1) != 0 || write_file("proc-1-0.raw", data, size) != 0)
         abort();
 #endif
-    struct profile *p = NULL;
+    /* Both ways of loading: sample by sample (profile_load, the timeline
+     * exports') and folded per thread and stack (the report's). They must
+     * agree on what they count, whatever the input. */
+    struct profile *p = NULL, *folded = NULL;
     char err[512];
-    if (profile_load(fuzz_dir, &p, err, sizeof err) == 0 && p) {
-        static const enum group_by keys[] = {GROUP_FUNCTION, GROUP_MODULE, GROUP_THREAD, GROUP_OP, GROUP_PYTHON};
+    int rc = profile_load(fuzz_dir, &p, err, sizeof err);
+    int rc_folded = profile_load_as(fuzz_dir, PROFILE_LOAD_AGGREGATED, &folded, err, sizeof err);
+    if (rc != rc_folded)
+        abort();
+    if (rc == 0 && (p->sample_count != folded->sample_count || p->total_weight != folded->total_weight ||
+                    p->nstacks != folded->nstacks || p->nthreads != folded->nthreads))
+        abort();
+    static const enum group_by keys[] = {GROUP_FUNCTION, GROUP_MODULE, GROUP_THREAD, GROUP_OP, GROUP_PYTHON};
+    for (int which = 0; which < 2 && rc == 0; which++) {
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             struct hotspot_table t = {0};
-            if (hotspots_compute(p, keys[k], &t) == 0)
+            if (hotspots_compute(which ? folded : p, keys[k], &t) == 0)
                 hotspots_free(&t);
         }
     }
     profile_free(p);
+    profile_free(folded);
     return 0;
 }

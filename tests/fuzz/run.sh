@@ -13,7 +13,7 @@ seconds=${1:-60}
 build=${2:-$src/build-fuzz}
 "$src/tests/fuzz/build.sh" "$build" >/dev/null || exit 2
 status=0
-for target in fuzz_stream:stream fuzz_info:info fuzz_elf:elf; do
+for target in fuzz_stream:stream fuzz_info:info fuzz_elf:elf fuzz_torch_shapes:torch_shapes; do
     name=${target%%:*} input=${target#*:}
     mkdir -p "$build/corpus-$name"
     # Regression inputs first: each must still pass on its own.

@@ -5,13 +5,14 @@
 #   --delay 1 --duration 2 on 4 s of work: every sample's time inside
 #     [1 s, 3 s] after the start (from the Chrome trace), at most 2 s worth of
 #     samples and at least half of what the workload's own CPU share (its CPU
-#     time over its wall time) allows, the split still 5:3:2 (within 3 pp:
-#     the window holds fewer samples than the accuracy tests), and
+#     time over its wall time) allows, the split still 5:3:2 (within 3 pp or
+#     3 sigma of the samples in the window, whichever is larger), and
 #     recorded + outside-window = every sample of the run (the workload prints
 #     its CPU time);
 #   --max-size 64K: the stream stops growing near the cap, the dropped samples
 #     are counted in the report (JSON and the text warning) and in record's
-#     summary, and recorded + dropped ~ the whole run's samples;
+#     summary, and recorded + dropped ~ the whole run's samples (its CPU
+#     time: printed by the workload, or schedstat for the attached target);
 #   bad values are refused with one line and exit 2.
 . "$(dirname "$0")/lib.sh"
 require_all
@@ -30,7 +31,13 @@ report_json "$WORK/win" "$WORK/win.json" || die "report of the window run failed
 # fewer in proportion to the CPU share the workload got (check_split wants at
 # least half of the figure it is given).
 win_expected=$(awk -v c="${cpu_s:-0}" -v w="${wall_s:-0}" 'BEGIN { s = (c > 0 && w > 0) ? c / w : 1; if (s > 1) s = 1; printf "%d", 4000 * s }')
-check_split "$WORK/win.json" "" "$win_expected" 3
+# A loaded host leaves fewer samples in the window (296 at 9 % of a CPU,
+# load 20), and the tolerance grows with their sampling error: 3 sigma of
+# the smallest share (20 %) for the samples recorded, at least 3 pp.
+win_n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("total_weight", 0))' "$WORK/win.json")
+win_tol=$(awk -v n="${win_n:-0}" 'BEGIN { t = n > 0 ? 300 * sqrt(0.2 * 0.8 / n) : 3; printf "%.1f", (t > 3 ? t : 3) }')
+log "window: $win_n samples: share tolerance $win_tol pp"
+check_split "$WORK/win.json" "" "$win_expected" "$win_tol"
 limited "$OPPROF" export "$WORK/win" --chrome-trace "$WORK/win.trace" >/dev/null 2>&1 ||
     fail "export --chrome-trace of the window run failed"
 limited "$OPPROF" report "$WORK/win" >"$WORK/win.txt" 2>&1
@@ -72,8 +79,12 @@ print("%s: stream %d bytes, %d samples recorded, %d dropped" % (sys.argv[2], siz
 # the cap by one drain (~10 samples of ~50 bytes) plus the closing records.
 if size > 65536 + 16384:
     fail("the stream is %d bytes, more than the 64 KiB cap + 16 KiB" % size)
-if dropped <= 0:
-    fail("no dropped samples counted although the run'"'"'s samples do not fit in 64 KiB")
+# A stream that reached the cap (within one drain and the closing records)
+# must have dropped what came after.
+if dropped <= 0 and size >= 65536 - 8192:
+    fail("no dropped samples counted although the stream reached the 64 KiB cap")
+if dropped <= 0 and size < 65536 - 8192:
+    fail("the cap never bit (%d bytes): the run says nothing about it" % size)
 if not lo <= tw + dropped <= hi:
     fail("recorded %d + dropped %d = %d, expected %d-%d (the CPU time sampled at 1 kHz)" % (tw, dropped, tw + dropped, lo, hi))
 if len(sys.argv) > 6 and "later samples were dropped" not in open(sys.argv[6]).read():
@@ -98,19 +109,32 @@ log "capped run: the workload used ${cap_cpu:-?} s of CPU: recorded + dropped ex
 check_cap "$WORK/cap" "--max-size 64K" "$cap_lo" "$cap_hi" "$WORK/cap.txt"
 
 # The same cap in attach mode (record -p): the launcher's out-of-process writer.
-# 5 s: even at 40 % of a CPU (a loaded host) the target makes ~2,000 samples
-# of ~41 bytes, past the 64 KiB cap; at 2 s a loaded host gave 1,259 samples
-# (52 KB) and the cap never bit, which said nothing about the cap.
+# 5 s at 4 kHz: even at 9 % of a CPU (beside busy loops at load 20) the
+# target makes ~1,800 samples of ~41 bytes, past the 64 KiB cap (at 1 kHz it
+# made 480, 20 KB, and the cap never bit). Every sample taken is recorded or
+# dropped: the truth is the target's own CPU time (schedstat) over the
+# attach at 4 kHz; the sampling window (info start_ns..end_ns) is part of
+# that span (ASan's start-up before it): its share of the CPU time, halved
+# for a CPU share that is uneven at the scheduler's granularity, is the
+# least, the whole CPU time (+10 %) the most.
 "$KNOWN_SPLIT" --seconds 7 >"$WORK/target.out" 2>&1 &
 target=$!
 sleep 0.3
-record "$WORK/acap" -p "$target" --duration 5 --max-size 64K
+acpu0=$(cut -d' ' -f1 "/proc/$target/schedstat")
+at0=$(date +%s.%N)
+record "$WORK/acap" -F 4000 -p "$target" --duration 5 --max-size 64K
+acpu1=$(cut -d' ' -f1 "/proc/$target/schedstat")
+at1=$(date +%s.%N)
 kill "$target" 2>/dev/null
 wait "$target" 2>/dev/null
 if [ "$RECORD_STATUS" -eq 0 ] && report_json "$WORK/acap" "$WORK/acap.json"; then
-    # 5 s of one busy thread at 1 kHz: at most 5000 samples, fewer on a loaded
-    # machine (1000 would be 20 % of a CPU: below that, samples went uncounted).
-    check_cap "$WORK/acap" "attach --max-size 64K" 1000 5100
+    bounds=$(awk -v c0="$acpu0" -v c1="$acpu1" -v t0="$at0" -v t1="$at1" \
+        -v s="$(sed -n 's/^start_ns=//p' "$WORK/acap/info")" -v e="$(sed -n 's/^end_ns=//p' "$WORK/acap/info")" \
+        'BEGIN { ms = (c1 - c0) / 1e6; f = (e - s) / 1e9 / (t1 - t0); if (f > 1) f = 1;
+                 printf "%d %d %.0f", 4 * 0.5 * ms * f, 4 * 1.1 * ms + 20, ms }')
+    log "attached target: $(echo "$bounds" | cut -d' ' -f3) ms of CPU over the attach: recorded + dropped expected in $(echo "$bounds" | cut -d' ' -f1-2 | tr ' ' -)"
+    # shellcheck disable=SC2046
+    check_cap "$WORK/acap" "attach --max-size 64K" $(echo "$bounds" | cut -d' ' -f1-2)
 else
     fail "record -p --max-size exited $RECORD_STATUS or its report failed"
 fi

@@ -27,6 +27,9 @@ check() {
     pycheck '
 d = load(sys.argv[1]).get("threading", {})
 flag, ompt, procs = sys.argv[2] == "1", sys.argv[3], int(sys.argv[4])
+flag_any = sys.argv[2] == "any"
+if flag_any:
+    flag = bool(d.get("oversubscribed"))
 print("  view: %s" % d.get("view"))
 print("  runnable %.2f on %.3g CPUs (x%.2f), wait share %.1f%%, regions %s, active max %.2f, oversubscribed %s, findings %s" % (
     d.get("runnable_avg", 0), d.get("usable_cpus", 0), d.get("oversubscription_avg", 0), 100 * d.get("wait_share", 0),
@@ -46,7 +49,7 @@ if flag:
         fail("finding does not name the fix and the measured wait share (%.2f%%): %r" % (measured, f))
     if d.get("wait_share", 0) < 0.2:
         fail("runqueue wait share %.3f is implausibly low for 4x oversubscription" % d.get("wait_share", 0))
-elif d.get("findings"):
+elif d.get("findings") and not flag_any:
     fail("findings where none were expected: %r" % d.get("findings"))
 if ompt == "1":
     if not d.get("has_ompt"):
@@ -65,6 +68,8 @@ if procs and d.get("processes") != procs:
     fail("%s processes in the thread view, expected %d" % (d.get("processes"), procs))
 if procs > 1 and flag and not d.get("multi_process_oversubscription"):
     fail("oversubscription across processes not named as such")
+if d.get("external_contention") and any("even out the work" in f or "grains too small" in f for f in d.get("findings", [])):
+    fail("threads waited for CPUs taken by other processes, yet a finding blames the work split: %r" % d.get("findings"))
 ' "$1.thr.json" "$2" "$3" "${4:-0}" "${CHECK_REGIONS:-$REGIONS}"
 }
 
@@ -118,5 +123,20 @@ TWO_REGIONS=$((REGIONS / 10))
 log "== two processes, OMP_NUM_THREADS=$CPUS each, $TWO_REGIONS regions each"
 OMP_NUM_THREADS=$CPUS record "$WORK/two" -- sh -c "'$GOMP' --regions $TWO_REGIONS & '$GOMP' --regions $TWO_REGIONS; wait"
 CHECK_REGIONS=$TWO_REGIONS
-check "$WORK/two" 1 any 2
+# Together they oversubscribe only while both run. Each prints its own run
+# time; they start together, so the shorter one is their overlap. Beside
+# busy loops libgomp's spinning barriers make run times erratic (one CI run:
+# 0.6 s and 6.3 s): when they overlapped for less than half of the longer
+# run, oversubscription may rightly not be the verdict for the run as a
+# whole (it needs 20 % of the busy time over the CPUs), and the check is
+# that both processes are in the view and no finding blames the program.
+overlap=$(sed -n 's/^omp_regions: .* threads, \([0-9.]*\) s .*/\1/p' "$WORK/two.out" |
+    sort -n | awk 'NR == 1 { a = $1 } { b = $1 } END { if (NR == 2 && b > 0) printf "%.2f", a / b; else print 0 }')
+log "  run times: $(sed -n 's/^omp_regions: .* threads, \([0-9.]*\) s .*/\1 s/p' "$WORK/two.out" | tr '\n' ' ')(overlap $overlap of the longer run)"
+if awk -v o="$overlap" 'BEGIN { exit !(o >= 0.5) }'; then
+    check "$WORK/two" 1 any 2
+else
+    log "note: the two processes overlapped for less than half of the run: oversubscription not required"
+    check "$WORK/two" any any 2
+fi
 finish

@@ -98,18 +98,19 @@ PY
 }
 
 # check_attach LABEL PYTHON: py_split.py started without opprof and attached
-# (record -p) for 2 s: the same split, within the attach tolerance (the frames
-# are read after each sample, so 3 pp as in test_attach.sh; one retry when a
-# loaded machine pushes it out), and the call chain. The target must finish.
+# (record -p) for 2 s: the same split on the samples that kept Python frames,
+# within the attach tolerance (3 pp as in test_attach.sh, or 3 sigma of that
+# many samples; two retries when a loaded machine pushes it out), and the
+# call chain. The target must finish.
 ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-3}"
 check_attach() {
     _label=$1
     _py=$2
-    "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 7 >"$WORK/att-$_label.out" 2>&1 &
+    "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 12 >"$WORK/att-$_label.out" 2>&1 &
     _pid=$!
     sleep 0.8
     _ok=0
-    for _try in 1 2; do
+    for _try in 1 2 3; do
         _res="$WORK/att-$_label-$_try"
         log "+ opprof record -o $_res -F $SPLIT_FREQ -p $_pid --duration 2"
         limited "$OPPROF" record -o "$_res" -F "$SPLIT_FREQ" -p "$_pid" --duration 2 >"$_res.out" 2>"$_res.err"
@@ -131,19 +132,28 @@ by = {r["name"]: r for r in json.load(open(sys.argv[2]))["rows"]}
 # samples lost their spin frame is checked on its own: at most 40 %, since
 # the read comes later the busier the host is (3.13 at load 8: 18-24 % lost,
 # read 68 us median, 9 ms max, after the sample; idle: 1-6 %).
-inside = by.get("run_work", {}).get("total_ns", 0)
-spins = sum(by.get(n, {"total_ns": 0})["total_ns"] for n in ("spin_a", "spin_b", "spin_c"))
-got = {n: (100.0 * by.get(n, {"total_ns": 0})["total_ns"] / spins if spins else 0.0)
+# Samples whose frames opprof could not tell were theirs (read after the
+# thread ran on or was preempted elsewhere: sampler/attach/attach_pending.c)
+# have no Python frame and are counted by record; the split is checked on
+# the samples that kept them, within 3 sigma of a binomial share for that
+# many samples when that exceeds the attach tolerance.
+import math
+inside = by.get("run_work", {}).get("samples", 0)
+spins = sum(by.get(n, {"samples": 0})["samples"] for n in ("spin_a", "spin_b", "spin_c"))
+got = {n: (100.0 * by.get(n, {"samples": 0})["samples"] / spins if spins else 0.0)
        for n in ("spin_a", "spin_b", "spin_c")}
 covered = 100.0 * spins / inside if inside else 0.0
-rw = by.get("run_work", {}).get("total_pct", 0.0)
-print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f), run_work %.1f %%,"
-      " %.1f %% of it under a spin_X frame" % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, rw, covered))
+withpy = sum(r.get("self_ns", 0) for r in by.values() if r["name"] != "[no Python frame]")
+rw = 100.0 * by.get("run_work", {}).get("total_ns", 0) / withpy if withpy else 0.0
+tol = max(tol, 3 * 100 * math.sqrt(0.5 * 0.5 / spins)) if spins else tol
+print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f, %d samples), run_work "
+      "%.1f %% of the samples with Python frames, %.1f %% of it under a spin_X frame"
+      % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, spins, rw, covered))
 callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"]}
 module_share = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
 if module_share < 99.5:
     print("%s attached: <module> calls only %.2f %% of run_work (callers: %s)" % (label, module_share, sorted(callers)))
-bad = rw < 90 or covered < 60 or module_share < 99.5 or any(
+bad = spins < 30 or rw < 90 or covered < 60 or module_share < 99.5 or any(
     abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
 sys.exit(1 if bad else 0)
 PY
@@ -157,7 +167,7 @@ PY
     _pst=$?
     [ "$_pst" -eq 0 ] || fail "$_label attached: the target exited $_pst after the detach"
     if [ "$_ok" = 1 ]; then
-        pass "$_label attached: split and call chain within ${ATTACH_TOL_PP} pp"
+        pass "$_label attached: split (within max(${ATTACH_TOL_PP} pp, 3 sigma)) and call chain"
     else
         fail "$_label attached: Python shares or call chain differ from the truth (see above)"
     fi

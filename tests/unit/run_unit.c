@@ -22,6 +22,7 @@ int main(void)
     register_export_tests();
     register_threading_tests();
     register_sweep_tests(); /* sweeps and diffs */
+    register_torch_shapes_tests(); /* record --torch-shapes */
     register_counters_tests(); /* per-sample counters */
     register_python_walk_tests(); /* the CPython frame walker on fake memory */
     register_hashmap_tests(); /* util/hashmap.c */

@@ -463,6 +463,126 @@ static void test_builders_dedup(void)
     profile_free(p);
 }
 
+/* The good stream loaded either way (PROFILE_LOAD_AGGREGATED or not). */
+static struct profile *load_good_stream_as(enum profile_load_mode mode)
+{
+    fresh_dir();
+    write_info("");
+    struct buf b = good_stream();
+    write_file("proc-42-0.raw", b.data, b.len);
+    free(b.data);
+    struct profile *p = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(profile_load_as(tmpdir, mode, &p, err, sizeof err), 0);
+    remove_dir();
+    return p;
+}
+
+/* Aggregated, the good stream's two samples of thread 42 on stack 0 are one
+ * row of count 2; everything a table reads (counts, weights, stacks, thread
+ * bounds, process figures) is what the sample-by-sample load gives. */
+static void test_aggregated_rows(void)
+{
+    struct profile *a = load_good_stream_as(PROFILE_LOAD_AGGREGATED);
+    struct profile *s = load_good_stream_as(PROFILE_LOAD_SAMPLES);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->nsamples, 3);
+    CU_ASSERT_EQUAL(s->sample_count, 3);
+    CU_ASSERT_TRUE(s->timeline);
+    CU_ASSERT_EQUAL_FATAL(a->nsamples, 2);
+    CU_ASSERT_EQUAL(a->sample_count, 3);
+    CU_ASSERT_FALSE(a->timeline);
+    CU_ASSERT_EQUAL(a->total_weight, s->total_weight);
+    /* rows by their first sample's time: (42, stack 0) at 10, (43, stack 1) at 20 */
+    CU_ASSERT_EQUAL(a->samples[0].time_ns, 10);
+    CU_ASSERT_EQUAL(a->samples[0].count, 2);
+    CU_ASSERT_EQUAL(a->samples[0].weight, 2);
+    CU_ASSERT_EQUAL(a->samples[1].time_ns, 20);
+    CU_ASSERT_EQUAL(a->samples[1].count, 1);
+    /* the same stacks get the same indices: resolved in the same order */
+    CU_ASSERT_EQUAL(a->nstacks, s->nstacks);
+    CU_ASSERT_EQUAL(a->samples[0].stack, s->samples[0].stack);
+    CU_ASSERT_EQUAL(a->samples[1].stack, s->samples[1].stack);
+    CU_ASSERT_EQUAL_FATAL(a->nthreads, s->nthreads);
+    for (size_t t = 0; t < a->nthreads; t++) {
+        CU_ASSERT_EQUAL(a->threads[t].samples, s->threads[t].samples);
+        CU_ASSERT_EQUAL(a->threads[t].first_ns, s->threads[t].first_ns);
+        CU_ASSERT_EQUAL(a->threads[t].last_ns, s->threads[t].last_ns); /* 30: the row's last, not its first */
+    }
+    CU_ASSERT_EQUAL(a->processes[0].samples, 3);
+    for (uint32_t k = 0; k < a->nstacks; k++) { /* weight and count per stack, as every table folds them */
+        uint64_t wa = 0, ca = 0, ws = 0, cs = 0;
+        for (size_t i = 0; i < a->nsamples; i++)
+            if (a->samples[i].stack == k)
+                wa += a->samples[i].weight, ca += a->samples[i].count;
+        for (size_t i = 0; i < s->nsamples; i++)
+            if (s->samples[i].stack == k)
+                ws += s->samples[i].weight, cs += s->samples[i].count;
+        CU_ASSERT_EQUAL(wa, ws);
+        CU_ASSERT_EQUAL(ca, cs);
+    }
+    profile_free(a);
+    profile_free(s);
+}
+
+/* A stream whose samples carry an OpenMP region keeps one row per sample
+ * even when aggregated: worker grafting matches samples by time. */
+static void test_openmp_stream_stays_per_sample(void)
+{
+    fresh_dir();
+    write_info("");
+    struct test_stream st;
+    header(&st, 42);
+    uint64_t pcs[] = {0x1000, 0x2000};
+    stack(&st, 0, pcs, 2);
+    for (int i = 0; i < 3; i++) {
+        struct opr_sample smp = {10 + (uint64_t)i, 42, 0, 0, 1};
+        unsigned char tail[sizeof(struct opr_sample_python) + sizeof(struct opr_sample_openmp)] = {0};
+        uint64_t region = i == 1 ? (1ull << 63) | 1 : 0; /* a team thread in the runtime */
+        memcpy(tail + sizeof(struct opr_sample_python), &region, sizeof region);
+        record(&st, OPR_REC_SAMPLE, &smp, sizeof smp, tail, sizeof tail);
+    }
+    struct buf b = finish(&st);
+    write_file("proc-42-0.raw", b.data, b.len);
+    free(b.data);
+    struct profile *p = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(profile_load_as(tmpdir, PROFILE_LOAD_AGGREGATED, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 3);
+    CU_ASSERT_EQUAL(p->sample_count, 3);
+    CU_ASSERT_TRUE(p->timeline);
+    CU_ASSERT_EQUAL(p->samples[1].omp_region, THREADING_OUTSIDE_BODY);
+    profile_free(p);
+    remove_dir();
+}
+
+/* A row's 32-bit sums never wrap: a row that would is left full and a new
+ * one started; totals stay exact. */
+static void test_sample_row_overflow(void)
+{
+    struct profile *p = profile_new_empty();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    uint32_t f = profile_add_frame(p, "f", "m", NULL, 0, FRAME_NATIVE);
+    uint32_t st = profile_add_stack(p, &f, 1);
+    uint32_t t = profile_add_thread(p, 1, 1, NULL);
+    CU_ASSERT_EQUAL(profile_add_sample_row(p, 5, 7, t, st, 0, UINT32_MAX - 1, 3), 0);
+    CU_ASSERT_EQUAL(profile_add_sample_row(p, 2, 9, t, st, 0, 1, 1), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 1); /* fits exactly */
+    CU_ASSERT_EQUAL(p->samples[0].weight, UINT32_MAX);
+    CU_ASSERT_EQUAL(p->samples[0].time_ns, 2);
+    CU_ASSERT_EQUAL(profile_add_sample_row(p, 20, 20, t, st, 0, 1, 1), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 2); /* would wrap: a second row */
+    CU_ASSERT_EQUAL(profile_add_sample_row(p, 21, 21, t, st, OPR_SAMPLE_TRUNCATED, 1, 1), 0);
+    CU_ASSERT_EQUAL(p->nsamples, 3); /* other flags: another row */
+    CU_ASSERT_EQUAL(p->total_weight, (uint64_t)UINT32_MAX + 2);
+    CU_ASSERT_EQUAL(p->sample_count, 6);
+    CU_ASSERT_EQUAL(p->threads[t].samples, 6);
+    CU_ASSERT_EQUAL(p->threads[t].first_ns, 2);
+    CU_ASSERT_EQUAL(p->threads[t].last_ns, 21);
+    profile_free(p);
+}
+
 void register_profile_load_tests(void)
 {
     CU_pSuite s = CU_add_suite("profile_load", NULL, NULL);
@@ -476,4 +596,7 @@ void register_profile_load_tests(void)
     CU_add_test(s, "Python frames attached", test_python_frames_attached);
     CU_add_test(s, "splice rules", test_splice_rules);
     CU_add_test(s, "builders deduplicate", test_builders_dedup);
+    CU_add_test(s, "aggregated load: rows per thread and stack", test_aggregated_rows);
+    CU_add_test(s, "aggregated load: OpenMP streams stay per sample", test_openmp_stream_stays_per_sample);
+    CU_add_test(s, "sample rows never wrap", test_sample_row_overflow);
 }

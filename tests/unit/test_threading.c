@@ -68,6 +68,23 @@ static void test_two_processes_together(void)
     profile_free(p);
 }
 
+/* One of two worker processes finished early (beside two busy loops: 0.6 s
+ * against 6.3 s), under a shell that only waits: both workers are processes
+ * of the thread view, the shell is not. The early one holds 7 % of the
+ * runnable time, below the 10 % that alone makes a process count. */
+static void test_early_finisher_counts(void)
+{
+    struct profile *p = profile_new_empty();
+    add_sched(p, 100, 2, 5, 5, 100); /* 1 s, 2 runnable threads */
+    add_sched(p, 200, 2, 5, 5, 8);   /* done after 80 ms */
+    add_sched(p, 300, 1, 0, 0, 100); /* the shell, waiting for its children */
+    struct threading_summary s;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
+    CU_ASSERT_EQUAL(s.nprocesses, 2);
+    threading_summary_free(&s);
+    profile_free(p);
+}
+
 static void test_omp_ticks(void)
 {
     struct profile *p = profile_new_empty();
@@ -225,6 +242,7 @@ void register_threading_tests(void)
     CU_pSuite s = CU_add_suite("threading", NULL, NULL);
     CU_add_test(s, "one process on its CPUs: not flagged", test_single_process_fits);
     CU_add_test(s, "two processes oversubscribe together", test_two_processes_together);
+    CU_add_test(s, "a worker process that finished early still counts", test_early_finisher_counts);
     CU_add_test(s, "OMP ticks: regions, active threads, imbalance, nesting", test_omp_ticks);
     CU_add_test(s, "worker samples charged to the opener", test_worker_charged_to_opener);
     CU_add_test(s, "truncated worker stacks named by their region", test_truncated_worker_named_by_region);

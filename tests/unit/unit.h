@@ -20,6 +20,7 @@ void register_operators_tests(void);
 void register_export_tests(void);
 void register_threading_tests(void);
 void register_sweep_tests(void); /* sweeps and diffs */
+void register_torch_shapes_tests(void); /* record --torch-shapes: FLOPs per operator */
 void register_counters_tests(void); /* per-sample counters */
 void register_python_walk_tests(void); /* sampler/common: the CPython frame walker */
 void register_hashmap_tests(void); /* util/hashmap.c */
