@@ -61,6 +61,7 @@ struct hotspot_table {
     const char *module_title;
     const char *detail_title;
     const char *detail_key;
+    bool native_lines; /* GROUP_LINE of a program without Python frames: its source lines */
     /* Nonzero: rows also get a "Share" = total / share_denominator (callers
      * of an operator: the share of that operator's total time). */
     uint64_t share_denominator;

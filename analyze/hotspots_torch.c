@@ -492,6 +492,7 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
     case GROUP_LINE:
         out->detail_title = "Function";
         out->detail_key = "function";
+        out->native_lines = !any_python;
         break;
     case GROUP_PYTHON:
         out->module_title = "File";

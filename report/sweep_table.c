@@ -110,8 +110,9 @@ static void print_sweep_text(FILE *out, const struct sweep_row *rows, size_t n, 
             fputs("-\n", out);
     }
     fprintf(out, "\nTime/call: median of the timed calls; Spread: interquartile range / median. Threads:\n"
-                 "threads with samples. Hot kernel: innermost function of the operator's samples\n"
-                 "(share of its self time), or of the whole run when there is no operator.\n%s.\n",
+                 "threads with samples. Hot kernel: the top row of --group-by kernel for the operator's\n"
+                 "samples (share of its self time), or of the whole run when there is no operator: a\n"
+                 "compute kernel, or \"[not a kernel: ...]\" when libc, dispatch or the runtime led.\n%s.\n",
             gbps_note);
     for (size_t k = 0; k < nreasons; k++)
         fprintf(out, "CPI and BW (memory bandwidth estimated from LLC misses x 64 B): %s.\n", reasons[k]);

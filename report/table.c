@@ -533,14 +533,14 @@ void report_print_header(FILE *out, const struct profile *p)
 
 /* The default title of a hotspot table: torch.profiler's words for the
  * operator view, "Hotspots by KEY" for the others. */
-static void print_default_title(FILE *out, const struct report_options *opts)
+static void print_default_title(FILE *out, const struct hotspot_table *t, const struct report_options *opts)
 {
     const char *what = NULL;
     switch (opts->group_by) {
     case GROUP_OP: what = "Operators"; break;
-    case GROUP_LINE: what = "Python lines"; break;
+    case GROUP_LINE: what = t->native_lines ? "Source lines (no Python frames)" : "Python lines"; break;
     case GROUP_PYTHON: what = "Python functions"; break;
-    case GROUP_KERNEL: what = "Kernels (innermost native function, per operator)"; break;
+    case GROUP_KERNEL: what = "Kernels (compute kernels per operator; other time by kind)"; break;
     default: break;
     }
     if (!what) {
@@ -602,7 +602,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     if (title)
         fputs(title, out);
     else
-        print_default_title(out, opts);
+        print_default_title(out, t, opts);
     if (n < t->nrows)
         fprintf(out, " (top %zu of %zu)\n", n, t->nrows);
     else
