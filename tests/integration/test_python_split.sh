@@ -99,7 +99,7 @@ PY
 
 # check_attach LABEL PYTHON: py_split.py started without opprof and attached
 # (record -p) for 2 s: the same split on the samples that kept Python frames,
-# within the attach tolerance (3 pp as in test_attach.sh, or 3 sigma of that
+# within the attach tolerance (5 pp, below, or 3 sigma of that
 # many samples; two retries when a loaded machine pushes it out), and the
 # call chain. The target must finish.
 # 5 pp, not test_attach.sh's 3: attach reads Python frames after the sample,
