@@ -133,8 +133,11 @@ root_available() {
 # chain <module> -> run_work, and the target finishing with status 0. The
 # tolerance and the coverage bounds are test_python_split.sh's check_attach
 # ones (frames are read after each sample, from outside: a read racing the
-# thread finds run_work alone now and then, spread evenly over the three).
-ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-3}"
+# thread finds run_work alone now and then, spread evenly over the three;
+# 5 pp because on a loaded machine the kept samples lean 3-5 pp toward
+# spin_a, a bias seen on every version, see test_python_split.sh). Quiet
+# machine, 3.14.10: within 0.7 pp.
+ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-5}"
 check_attach_split() {
     local label=$1 root=$2 opprof=$3 py=$4 try res
     for try in 1 2; do
