@@ -2,10 +2,12 @@
  * sampler/common/python_debug_offsets.c — CPython 3.13+'s own description of
  * its structs: _Py_DebugOffsets, the head of _PyRuntime (a cookie
  * "xdebugpy", the version, then the offset of every field a debugger or
- * profiler reads). A process tells us where its fields are, so a 3.13 built
- * with other options (or patched by a distribution) is read right without a
- * table per build; the table entry (python_layout.h) supplies only what the
- * debug offsets do not carry (_co_firsttraceable, the frame-owner values).
+ * profiler reads). A process tells us where its fields are, so a 3.13 or
+ * 3.14 built with other options (or patched by a distribution) is read right
+ * without a table per build; the table entry (python_layout.h) supplies only
+ * what the debug offsets do not carry (_co_firsttraceable, the frame-owner
+ * values, 3.14's reference tag bits) and which version of the struct
+ * _Py_DebugOffsets itself is.
  *
  * Anything unexpected (cookie, version, a free-threaded build, a size or an
  * offset that cannot be) refuses the layout with one reason: a wrong offset
@@ -22,9 +24,15 @@
 #include "sampler/common/common.h"
 #include "sampler/common/python_layout.h"
 
-/* CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h), every
- * member a uint64_t after the cookie; the groups this reads, by their names
- * there. 584 bytes in 3.13.0. */
+/* The struct differs between versions (3.14 adds members inside groups:
+ * interpreter_state.threads_main right after threads_head, so no version's
+ * struct is a prefix of the next): each version's bytes are read with a
+ * mirror of that version's struct, then the members used are copied, by
+ * name, into struct debug_fields. Every member is a uint64_t after the
+ * cookie. Names are CPython's (Include/internal/pycore_runtime.h in 3.13,
+ * pycore_debug_offsets.h in 3.14). */
+
+/* CPython 3.13's _Py_DebugOffsets: 584 bytes in 3.13.0. */
 struct py_debug_offsets_3_13 {
     char cookie[8];
     uint64_t version;
@@ -53,6 +61,113 @@ struct py_debug_offsets_3_13 {
     struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
 };
 
+/* CPython 3.14's _Py_DebugOffsets: 760 bytes in 3.14.10. */
+struct py_debug_offsets_3_14 {
+    char cookie[8];
+    uint64_t version;
+    uint64_t free_threaded;
+    struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+    struct {
+        uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict, builtins, ceval_gil,
+            gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked, gil_runtime_state_holder,
+            code_object_generation, tlbc_generation;
+    } interpreter_state;
+    struct {
+        uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
+    } thread_state;
+    struct {
+        uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer, tlbc_index;
+    } interpreter_frame;
+    struct {
+        uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+            localspluskinds, co_code_adaptive, co_tlbc;
+    } code_object;
+    struct { uint64_t size, ob_type; } pyobject;
+    struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+    struct { uint64_t size, ob_item, ob_size; } tuple_object;
+    struct { uint64_t size, ob_item, ob_size; } list_object;
+    struct { uint64_t size, used, table, mask; } set_object;
+    struct { uint64_t size, ma_keys, ma_values; } dict_object;
+    struct { uint64_t size, ob_fval; } float_object;
+    struct { uint64_t size, lv_tag, ob_digit; } long_object;
+    struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+    struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+    struct { uint64_t size, collecting; } gc;
+    struct { uint64_t size, gi_name, gi_iframe, gi_frame_state; } gen_object;
+    struct { uint64_t next, prev; } llist_node;
+    struct {
+        uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled, debugger_pending_call,
+            debugger_script_path, debugger_script_path_size;
+    } debugger_support;
+};
+
+/* The members this file uses, whichever version's struct they came from. */
+struct debug_fields {
+    uint64_t free_threaded;
+    struct { uint64_t size, interpreters_head; } runtime_state;
+    struct { uint64_t size, threads_head; } interpreter_state;
+    struct { uint64_t size, next, interp, current_frame, native_thread_id; } thread_state;
+    struct { uint64_t size, previous, executable, instr_ptr, owner; } interpreter_frame;
+    struct { uint64_t size, filename, name, qualname, linetable, firstlineno, co_code_adaptive; } code_object;
+    struct { uint64_t size, ob_type; } pyobject;
+    struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+    struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+/* struct debug_fields from any version's struct d: the members have the
+ * same names in every version. */
+#define DEBUG_FIELDS_OF(d)                                                                                          \
+    ((struct debug_fields){                                                                                       \
+        .free_threaded = (d).free_threaded,                                                                       \
+        .runtime_state = {(d).runtime_state.size, (d).runtime_state.interpreters_head},                          \
+        .interpreter_state = {(d).interpreter_state.size, (d).interpreter_state.threads_head},                   \
+        .thread_state = {(d).thread_state.size, (d).thread_state.next, (d).thread_state.interp,                  \
+                         (d).thread_state.current_frame, (d).thread_state.native_thread_id},                     \
+        .interpreter_frame = {(d).interpreter_frame.size, (d).interpreter_frame.previous,                        \
+                              (d).interpreter_frame.executable, (d).interpreter_frame.instr_ptr,                 \
+                              (d).interpreter_frame.owner},                                                      \
+        .code_object = {(d).code_object.size, (d).code_object.filename, (d).code_object.name,                    \
+                        (d).code_object.qualname, (d).code_object.linetable, (d).code_object.firstlineno,        \
+                        (d).code_object.co_code_adaptive},                                                       \
+        .pyobject = {(d).pyobject.size, (d).pyobject.ob_type},                                                    \
+        .bytes_object = {(d).bytes_object.size, (d).bytes_object.ob_size, (d).bytes_object.ob_sval},             \
+        .unicode_object = {(d).unicode_object.size, (d).unicode_object.state, (d).unicode_object.length,         \
+                           (d).unicode_object.asciiobject_size},                                                 \
+    })
+
+/* The members used, read from head with the struct of the given kind (enum
+ * py_debug_offsets_kind); false with the reason when head is too short. */
+static bool read_debug_fields(unsigned kind, const uint8_t *head, size_t len, struct debug_fields *out, char *why,
+                              size_t why_cap)
+{
+    size_t need;
+    switch (kind) {
+    case PY_DEBUG_OFFSETS_3_13: {
+        struct py_debug_offsets_3_13 d;
+        need = sizeof d;
+        if (len < need)
+            break;
+        memcpy(&d, head, sizeof d);
+        *out = DEBUG_FIELDS_OF(d);
+        return true;
+    }
+    case PY_DEBUG_OFFSETS_3_14: {
+        struct py_debug_offsets_3_14 d;
+        need = sizeof d;
+        if (len < need)
+            break;
+        memcpy(&d, head, sizeof d);
+        *out = DEBUG_FIELDS_OF(d);
+        return true;
+    }
+    default:
+        snprintf(why, why_cap, "no known layout of _Py_DebugOffsets");
+        return false;
+    }
+    snprintf(why, why_cap, "only %zu bytes of _PyRuntime could be read (_Py_DebugOffsets has %zu)", len, need);
+    return false;
+}
+
 /* A field of `width` bytes at off inside a struct of struct_size bytes,
  * stored in an int16_t offset: false when it cannot be. (Structs can be
  * large, _PyRuntimeState is ~100 KB, but the fields read sit near the start.) */
@@ -67,22 +182,27 @@ static bool field_fits(uint64_t off, unsigned width, uint64_t struct_size, int16
 bool py_layout_from_debug_offsets(const struct py_layout *base, const uint8_t *head, size_t len,
                                   struct py_layout *out, char *why, size_t why_cap)
 {
-    struct py_debug_offsets_3_13 d;
-    if (len < sizeof d) {
+    char cookie[8];
+    uint64_t version;
+    if (len < sizeof cookie + sizeof version) {
         snprintf(why, why_cap, "only %zu bytes of _PyRuntime could be read", len);
         return false;
     }
-    memcpy(&d, head, sizeof d);
-    if (memcmp(d.cookie, "xdebugpy", 8) != 0) {
+    memcpy(cookie, head, sizeof cookie);
+    memcpy(&version, head + sizeof cookie, sizeof version);
+    if (memcmp(cookie, "xdebugpy", 8) != 0) {
         snprintf(why, why_cap, "_PyRuntime does not start with the _Py_DebugOffsets cookie \"xdebugpy\"");
         return false;
     }
-    unsigned major = (unsigned)(d.version >> 24) & 0xff, minor = (unsigned)(d.version >> 16) & 0xff;
+    unsigned major = (unsigned)(version >> 24) & 0xff, minor = (unsigned)(version >> 16) & 0xff;
     if (major != base->major || minor != base->minor) {
         snprintf(why, why_cap, "_Py_DebugOffsets says version %u.%u (0x%08llx), the interpreter %u.%u", major,
-                 minor, (unsigned long long)d.version, base->major, base->minor);
+                 minor, (unsigned long long)version, base->major, base->minor);
         return false;
     }
+    struct debug_fields d;
+    if (!read_debug_fields(base->debug_offsets, head, len, &d, why, why_cap))
+        return false;
     if (d.free_threaded) {
         snprintf(why, why_cap, "free-threaded builds (%u.%ut) are not supported", major, minor);
         return false;
@@ -139,7 +259,7 @@ const struct py_layout *py_layout_for_process(unsigned major, unsigned minor, co
                  supported);
         return NULL;
     }
-    if (!table->has_debug_offsets)
+    if (table->debug_offsets == PY_DEBUG_OFFSETS_NONE)
         return table;
     struct py_layout *own = malloc(sizeof *own);
     char reason[200] = "";
@@ -153,6 +273,6 @@ const struct py_layout *py_layout_for_process(unsigned major, unsigned minor, co
 
 void py_layout_release(const struct py_layout *L)
 {
-    if (L && L->has_debug_offsets && L != py_layout_find(L->major, L->minor))
+    if (L && L->debug_offsets != PY_DEBUG_OFFSETS_NONE && L != py_layout_find(L->major, L->minor))
         free((void *)L);
 }

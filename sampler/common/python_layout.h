@@ -13,13 +13,14 @@
  *   3.9, 3.10: PyThreadState.frame -> PyFrameObject.{f_back, f_code, f_lasti}
  *   3.11, 3.12: PyThreadState.cframe -> _PyCFrame.current_frame -> _PyInterpreterFrame
  *   3.13+:     PyThreadState.current_frame -> _PyInterpreterFrame
- *   _PyInterpreterFrame.{f_code (3.13: f_executable), previous,
- *                        prev_instr (3.13: instr_ptr), is_entry (3.11), owner}
+ *   _PyInterpreterFrame.{f_code (3.13+: f_executable; 3.14: a tagged
+ *                        _PyStackRef), previous, prev_instr (3.13+:
+ *                        instr_ptr), is_entry (3.11), owner}
  *   PyCodeObject.{co_firstlineno, co_filename, co_name, co_qualname,
  *                 co_lnotab / co_linetable, _co_firsttraceable, co_code_adaptive}
  *
- * The offsets of 3.9-3.12 (and 3.13's fields that _Py_DebugOffsets does not
- * carry) were printed by an offsetof program compiled against each pyenv
+ * The offsets of 3.9-3.12 (and 3.13's and 3.14's fields that _Py_DebugOffsets
+ * does not carry) were printed by an offsetof program compiled against each
  * interpreter's headers with -DPy_BUILD_CORE (the program is
  * tests/unit/python_layout_offsets.c); every one is checked again at run time
  * (the thread id a state names, the type of every code object and str read).
@@ -57,6 +58,16 @@ enum py_linetable_format {
     PY_LINES_LOCATIONS, /* 3.11+ co_linetable: location entries (Objects/locations.md) */
 };
 
+/* Which struct _Py_DebugOffsets (the head of _PyRuntime) is: CPython grows
+ * it from version to version, adding members inside its groups, so each
+ * version's bytes are read with that version's struct
+ * (python_debug_offsets.c). */
+enum py_debug_offsets_kind {
+    PY_DEBUG_OFFSETS_NONE, /* 3.9-3.12: the table's offsets are all there is */
+    PY_DEBUG_OFFSETS_3_13, /* 584 bytes */
+    PY_DEBUG_OFFSETS_3_14, /* 760 bytes: threads_main, stackpointer, co_tlbc, set/gen objects, debugger support */
+};
+
 /* How a thread state names its thread. */
 enum py_thread_id_kind {
     PY_THREAD_NATIVE_ID, /* 3.11+ native_thread_id: the kernel tid */
@@ -65,9 +76,10 @@ enum py_thread_id_kind {
 
 struct py_layout {
     unsigned major, minor;
-    /* _Py_DebugOffsets at the head of _PyRuntime (3.13+) overrides the
-     * offsets it carries (python_debug_offsets.c). */
-    uint8_t has_debug_offsets;
+    /* enum py_debug_offsets_kind: _Py_DebugOffsets at the head of
+     * _PyRuntime (3.13+) overrides the offsets it carries
+     * (python_debug_offsets.c). */
+    uint8_t debug_offsets;
     /* PyThreadState */
     int16_t tstate_cframe;        /* PY_ABSENT: the state holds the current frame itself */
     int16_t current_frame;        /* in _PyCFrame, or in PyThreadState when tstate_cframe is absent */
@@ -75,6 +87,10 @@ struct py_layout {
     uint8_t thread_id_kind;       /* enum py_thread_id_kind */
     /* _PyInterpreterFrame (PyFrameObject for 3.9/3.10) */
     int16_t frame_code;
+    /* 3.14: f_executable is a _PyStackRef whose low bits (Py_TAG_BITS, 3 in
+     * builds with a GIL) say how the reference is counted; the code object
+     * is the value with them cleared. 0: a plain pointer. */
+    uint8_t frame_code_tag_bits;
     int16_t frame_previous;
     int16_t frame_instr;
     uint8_t instr_kind;           /* enum py_instr_kind */
@@ -82,7 +98,8 @@ struct py_layout {
     int16_t frame_is_entry;       /* PY_ENTRY_FLAG only */
     int16_t frame_owner;          /* PY_ABSENT: no incomplete or shim frames */
     uint8_t owner_generator;      /* FRAME_OWNED_BY_GENERATOR */
-    uint8_t owner_cstack;         /* FRAME_OWNED_BY_CSTACK (PY_ENTRY_CSTACK_SHIM only) */
+    uint8_t owner_cstack;         /* the entry shim's owner (PY_ENTRY_CSTACK_SHIM only): FRAME_OWNED_BY_CSTACK
+                                     in 3.12/3.13, FRAME_OWNED_BY_INTERPRETER in 3.14 (both 3) */
     /* PyObject */
     int16_t object_type;
     /* PyCodeObject */
@@ -187,7 +204,7 @@ static const struct py_layout py_layout_3_12 = {
  * _Py_DebugOffsets replaces every offset it carries (python_debug_offsets.c),
  * so only _co_firsttraceable, the owner values and the str layout come from here. */
 static const struct py_layout py_layout_3_13 = {
-    .major = 3, .minor = 13, .has_debug_offsets = 1,
+    .major = 3, .minor = 13, .debug_offsets = PY_DEBUG_OFFSETS_3_13,
     .tstate_cframe = PY_ABSENT, .current_frame = 72,
     .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID,
     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .instr_kind = PY_INSTR_POINTER,
@@ -201,10 +218,32 @@ static const struct py_layout py_layout_3_13 = {
     .runtime_interpreters_head = 632, .interp_threads_head = 7344, .tstate_next = 8, .tstate_interp = 16,
 };
 
+/* x86-64, from Debian sid's 3.14.10 headers (libpython3.14-dev); like 3.13,
+ * the process's own _Py_DebugOffsets replaces every offset it carries. New
+ * in shape: f_executable is a tagged _PyStackRef (frame_code_tag_bits), and
+ * the entry shim's owner is FRAME_OWNED_BY_INTERPRETER, 3 like 3.13's
+ * FRAME_OWNED_BY_CSTACK (which 3.14 renumbered to 4 and no longer assigns).
+ * Free-threaded builds (3.14t) are refused by the debug offsets' flag. */
+static const struct py_layout py_layout_3_14 = {
+    .major = 3, .minor = 14, .debug_offsets = PY_DEBUG_OFFSETS_3_14,
+    .tstate_cframe = PY_ABSENT, .current_frame = 72,
+    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID,
+    .frame_code = 0, .frame_code_tag_bits = 3, .frame_previous = 8, .frame_instr = 56,
+    .instr_kind = PY_INSTR_POINTER,
+    .entry_rule = PY_ENTRY_CSTACK_SHIM, .frame_is_entry = PY_ABSENT, .frame_owner = 74,
+    .owner_generator = 1, .owner_cstack = 3,
+    .object_type = 8,
+    .code_firstlineno = 68, .code_filename = 112, .code_name = 120, .code_qualname = 128,
+    .code_linetable = 136, .linetable_format = PY_LINES_LOCATIONS,
+    .code_firsttraceable = 192, .code_code_adaptive = 208,
+    PY_STR_NO_WSTR,
+    .runtime_interpreters_head = 808, .interp_threads_head = 7344, .tstate_next = 8, .tstate_interp = 16,
+};
+
 /* Every version with a layout; py_layout_find() (python_walk.c) is the one
  * place that picks an entry by version. */
 static const struct py_layout *const py_layouts[] = {
-    &py_layout_3_9, &py_layout_3_10, &py_layout_3_11, &py_layout_3_12, &py_layout_3_13,
+    &py_layout_3_9, &py_layout_3_10, &py_layout_3_11, &py_layout_3_12, &py_layout_3_13, &py_layout_3_14,
 };
 
 /* python_walk.c: the bytes of a PyCodeObject that hold every field the walk
@@ -230,8 +269,9 @@ size_t python_utf8_put(uint32_t cp, char *out) __attribute__((visibility("hidden
 
 /* python_debug_offsets.c: a copy of base with the offsets that the
  * _Py_DebugOffsets bytes at head (len bytes, from the start of _PyRuntime)
- * carry. False, with the reason in why, when the cookie, version, build kind
- * or any size is not what base's CPython version would have. */
+ * carry, read with the struct of base->debug_offsets. False, with the reason
+ * in why, when the cookie, version, build kind or any size is not what
+ * base's CPython version would have. */
 bool py_layout_from_debug_offsets(const struct py_layout *base, const uint8_t *head, size_t len,
                                   struct py_layout *out, char *why, size_t why_cap)
     __attribute__((visibility("hidden")));

@@ -198,7 +198,7 @@ static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t co
         return true;
     }
     default: {
-        /* prev_instr (3.11/3.12) / instr_ptr (3.13) point into co_code_adaptive. */
+        /* prev_instr (3.11/3.12) / instr_ptr (3.13+) point into co_code_adaptive. */
         uint64_t at = field64(f, (size_t)L->frame_instr);
         uint64_t code_start = code + (uint64_t)L->code_code_adaptive;
         int32_t first_traceable = field32(c, (size_t)L->code_firsttraceable);
@@ -230,8 +230,9 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         return WALK_STOP;
     *previous = field64(f, (size_t)L->frame_previous);
     if (L->entry_rule == PY_ENTRY_CSTACK_SHIM && f[L->frame_owner] == L->owner_cstack)
-        return WALK_SHIM; /* its f_code / f_executable is no user code (3.13: None) */
-    uint64_t code = field64(f, (size_t)L->frame_code);
+        return WALK_SHIM; /* its f_code / f_executable is no user code (3.13+: None) */
+    /* 3.14's tagged reference: the object is the value without its tag bits. */
+    uint64_t code = field64(f, (size_t)L->frame_code) & ~(uint64_t)L->frame_code_tag_bits;
     if (!read_obj(t, code, c, cbytes, flags) || field64(c, (size_t)L->object_type) != t->code_type)
         return WALK_STOP; /* the frame changed under us, or is not a frame: keep what was read */
     int32_t instr;

@@ -11,6 +11,9 @@
 #             bookworm binary, so opprof is built inside the root from the
 #             tarball `make dist-gzip` writes of this build tree, as a user
 #             builds a release (configure --enable-werror; make).
+#   sid:      Python 3.14 (3.14.10 when written; no torch): the bookworm
+#             build bind-mounted as for trixie. The split is checked in
+#             record and in attach (record -p) mode.
 # In each: py_split.py's known 50/30/20 split of run_work among spin_a/b/c
 # within TOL_PP, with the chain <module> -> run_work; torch_train.py's
 # operators (aten::bmm, aten::mm, aten::addmm, or what that torch release
@@ -122,6 +125,66 @@ root_available() {
 }
 
 # ---- the checks ---------------------------------------------------------------
+
+# check_attach_split LABEL ROOT OPPROF PYTHON: py_split.py started inside
+# ROOT without opprof, attached (record -p) for 2 s from inside the root:
+# the split among the samples that kept a spin_X frame within
+# max(ATTACH_TOL_PP, 3 sigma of a binomial share for that many samples), the
+# chain <module> -> run_work, and the target finishing with status 0. The
+# tolerance and the coverage bounds are test_python_split.sh's check_attach
+# ones (frames are read after each sample, from outside: a read racing the
+# thread finds run_work alone now and then, spread evenly over the three;
+# 5 pp because on a loaded machine the kept samples lean 3-5 pp toward
+# spin_a, a bias seen on every version, see test_python_split.sh). Quiet
+# machine, 3.14.10: within 0.7 pp.
+ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-5}"
+check_attach_split() {
+    local label=$1 root=$2 opprof=$3 py=$4 try res
+    for try in 1 2; do
+        res="$RW/attach-$try"
+        log "+ [$label] $py py_split.py 8 & opprof record -o $res -F $SPLIT_FREQ -p PID --duration 2"
+        in_root "$root" /bin/sh -c '"$1" "$2" 8 >/dev/null & p=$!; sleep 0.8
+            "$3" record -o "$4" -F "$5" -p "$p" --duration 2; st=$?
+            wait "$p"; echo "target exit $?"; exit $st' sh "$py" "$WORKLOADS/py_split.py" "$opprof" "$res" \
+            "$SPLIT_FREQ" >"$WORK/$label-attach.out" 2>&1
+        local st=$?
+        show stderr "$WORK/$label-attach.out" 4
+        if [ "$st" -ne 0 ] || ! grep -q '^target exit 0$' "$WORK/$label-attach.out" ||
+            ! in_root "$root" "$opprof" report "$res" --format json --limit 100000 --group-by python \
+                >"$WORK/$label-apy.json" 2>&1 ||
+            ! in_root "$root" "$opprof" report "$res" --format json --limit 100000 --callers run_work \
+                >"$WORK/$label-arw.json" 2>&1; then
+            fail "$label: attach (record -p, exit $st), the target's exit or the report failed"
+            return
+        fi
+        if python3 - "$label" "$WORK/$label-apy.json" "$WORK/$label-arw.json" "$ATTACH_TOL_PP" <<'PY'
+import json, math, sys
+label, tol = sys.argv[1], float(sys.argv[4])
+by = {r["name"]: r for r in json.load(open(sys.argv[2]))["rows"]}
+inside = by.get("run_work", {}).get("samples", 0)
+spins = sum(by.get(n, {"samples": 0})["samples"] for n in ("spin_a", "spin_b", "spin_c"))
+got = {n: (100.0 * by.get(n, {"samples": 0})["samples"] / spins if spins else 0.0) for n in ("spin_a", "spin_b", "spin_c")}
+covered = 100.0 * spins / inside if inside else 0.0
+withpy = sum(r.get("self_ns", 0) for r in by.values() if r["name"] != "[no Python frame]")
+rw = 100.0 * by.get("run_work", {}).get("total_ns", 0) / withpy if withpy else 0.0
+tol = max(tol, 3 * 100 * math.sqrt(0.25 / spins)) if spins else tol
+callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"]}
+module = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
+print("%s attached: split spin_a/spin_b/spin_c = %.2f / %.2f / %.2f %% (truth 50 / 30 / 20 +- %.1f, %d samples); "
+      "run_work %.1f %% of the samples with Python frames, %.1f %% of it under a spin_X frame; <module> calls %.2f %% of it"
+      % (label, got["spin_a"], got["spin_b"], got["spin_c"], tol, spins, rw, covered, module))
+bad = spins < 30 or rw < 90 or covered < 60 or module < 99.5 or any(
+    abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
+sys.exit(1 if bad else 0)
+PY
+        then
+            pass "$label: attached (record -p): Python split and call chain"
+            return
+        fi
+        log "note: $label attached: outside the tolerance on attempt $try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+    done
+    fail "$label: attached: the Python split or call chain differs from the truth on both attempts (see above)"
+}
 
 # check_split LABEL ROOT OPPROF PYTHON: py_split.py's split inside ROOT.
 check_split() {
@@ -373,5 +436,23 @@ else
     log "SKIP part: bullseye: $WHY"
 fi
 
-[ "$RAN" -gt 0 ] || [ "$FAILURES" -gt 0 ] || skip "no distro root: trixie: $(root_available trixie || echo "$WHY"); bullseye: $(root_available bullseye || echo "$WHY")"
+# ---- sid: Python 3.14, the bookworm build bind-mounted -------------------------
+if root_available sid; then
+    ROOT="$ROOTS_DIR/sid"
+    log "sid root: $(sed -n 2p "$ROOT/.opprof-root")"
+    if ! lock_root sid || ! enter_root "$ROOT"; then
+        fail "sid: cannot lock $ROOT or mount /proc, /sys or the build dir inside $ROOT"
+    else
+        PY=/usr/bin/python3.14
+        log "sid: $(in_root "$ROOT" "$PY" -c 'import sys; print("Python", sys.version.split()[0])' 2>&1 | tail -n 1)"
+        RAN=$((RAN + 1))
+        check_split sid-3.14 "$ROOT" "$OPPROF" "$PY"
+        check_attach_split sid-3.14 "$ROOT" "$OPPROF" "$PY"
+        unmount_all
+    fi
+else
+    log "SKIP part: sid (Python 3.14): $WHY"
+fi
+
+[ "$RAN" -gt 0 ] || [ "$FAILURES" -gt 0 ] || skip "no distro root: trixie: $(root_available trixie || echo "$WHY"); bullseye: $(root_available bullseye || echo "$WHY"); sid: $(root_available sid || echo "$WHY")"
 finish

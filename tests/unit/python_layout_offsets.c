@@ -9,6 +9,10 @@
  *     gcc -DPy_BUILD_CORE -I$inc -I$inc/internal -o /tmp/off$m tests/unit/python_layout_offsets.c && /tmp/off$m
  *   done
  *
+ * 3.14 (Debian sid's 3.14.10, from libpython3.14-dev, whose pyconfig.h
+ * includes <x86_64-linux-gnu/python3.14/pyconfig.h>):
+ *   gcc -DPy_BUILD_CORE -I$inc -I$inc/internal -I$usr_include ...
+ *
  * Names match python_layout.h's fields where the field exists in that version.
  */
 #ifndef Py_BUILD_CORE
@@ -57,8 +61,12 @@ int main(void) {
 #endif
 #if PY_MINOR_VERSION == 11
     P("iframe_is_entry", offsetof(_PyInterpreterFrame, is_entry));
-#else
+#elif PY_MINOR_VERSION <= 13
     P("owner_cstack", FRAME_OWNED_BY_CSTACK);
+#else
+    /* 3.14's entry shim is owned by the interpreter; FRAME_OWNED_BY_CSTACK
+     * (now 4) is assigned nowhere. */
+    P("owner_cstack", FRAME_OWNED_BY_INTERPRETER);
 #endif
     P("iframe_previous", offsetof(_PyInterpreterFrame, previous));
     P("iframe_owner", offsetof(_PyInterpreterFrame, owner));

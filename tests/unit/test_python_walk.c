@@ -9,8 +9,9 @@
  * and lines from the resolver (ASCII and non-ASCII str, co_linetable).
  * Then the shapes other versions have: 3.9's PyFrameObject chain (f_lasti in
  * bytes, every frame an entry, co_name for the qualified name, the tid
- * through struct pthread), 3.12's C-stack shim frames marking entries, and
- * 3.13's _Py_DebugOffsets (real bytes from pyenv's 3.13.0, and corruptions).
+ * through struct pthread), 3.12's C-stack shim frames marking entries,
+ * 3.13's and 3.14's _Py_DebugOffsets (real bytes from pyenv's 3.13.0 and
+ * Debian sid's 3.14.10, and corruptions), and 3.14's tagged f_executable.
  */
 #include <CUnit/CUnit.h>
 #include <string.h>
@@ -130,7 +131,7 @@ static void test_layout_lookup(void)
     CU_ASSERT_PTR_NULL(py_layout_find(3, 99));
     char buf[64];
     py_layouts_supported(buf, sizeof buf);
-    CU_ASSERT_STRING_EQUAL(buf, "3.9, 3.10, 3.11, 3.12, 3.13");
+    CU_ASSERT_STRING_EQUAL(buf, "3.9, 3.10, 3.11, 3.12, 3.13, 3.14");
     py_layouts_supported(buf, 3); /* cut, still terminated */
     CU_ASSERT_EQUAL(strlen(buf), 2);
 }
@@ -330,6 +331,97 @@ static void test_debug_offsets(void)
     CU_ASSERT_PTR_EQUAL(py_layout_for_process(3, 12, NULL, 0, why, sizeof why), py_layout_find(3, 12));
 }
 
+/* 3.14: f_executable is a _PyStackRef, the code object's address with tag
+ * bits (1: a deferred or immortal reference, 0: a counted one); the entry
+ * shim's owner is FRAME_OWNED_BY_INTERPRETER (3) and its f_executable a
+ * tagged None. frame 0 (tagged) -> frame 1 (untagged) -> shim -> frame 3
+ * (tagged): the three user frames, code objects untagged, frame 1 the first
+ * of its eval call. Without masking (3.13's layout: tag bits 0) the walk
+ * would stop at the misaligned address, never read a wrong object. */
+static void test_walk_3_14_tagged(void)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, 14);
+    CU_ASSERT_EQUAL_FATAL(L->frame_code_tag_bits, 3);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
+    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
+    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
+    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
+    make_frame(3, CODE(0), 2, 0, 0, 0);
+    put64(FRAME(0) + L->frame_code, CODE(0) | 1);
+    put64(FRAME(2) + L->frame_code, 0x1230 | 1);
+    put64(FRAME(3) + L->frame_code, CODE(0) | 1);
+    put64(TSTATE + L->current_frame, FRAME(0));
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    for (unsigned i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(out[i].code, CODE(0));
+    CU_ASSERT_EQUAL(out[0].instr, 3);
+    CU_ASSERT_EQUAL(out[1].is_entry, 1);
+    CU_ASSERT_EQUAL(out[2].instr, 2);
+    char filename[64], qualname[64];
+    struct py_code_names names = {filename, sizeof filename, qualname, sizeof qualname};
+    int first_line = 0, line = 0;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(qualname, "f");
+    CU_ASSERT_STRING_EQUAL(filename, "a.py");
+    struct py_layout untagged = *L;
+    untagged.frame_code_tag_bits = 0;
+    t.layout = &untagged;
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 0);
+}
+
+#include "tests/unit/python_debug_offsets_3_14_fixture.inc"
+
+/* 3.14's _Py_DebugOffsets, a longer struct with members added inside its
+ * groups: read with 3.14's struct, the real bytes give the table's values
+ * (which came from the same build's headers); 3.13's bytes, or 3.14's cut
+ * to 3.13's length, or a free-threaded 3.14t, are refused. */
+static void test_debug_offsets_3_14(void)
+{
+    const struct py_layout *base = py_layout_find(3, 14);
+    struct py_layout got;
+    char why[200] = "";
+    uint8_t head[sizeof debug_offsets_3_14];
+    CU_ASSERT_EQUAL(sizeof head, 760);
+    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_EQUAL(got.runtime_interpreters_head, 808);
+    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
+    CU_ASSERT_EQUAL(got.current_frame, 72);
+    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
+    CU_ASSERT_EQUAL(got.frame_instr, 56);
+    CU_ASSERT_EQUAL(got.frame_owner, 74);
+    CU_ASSERT_EQUAL(got.code_code_adaptive, 208);
+    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0);
+
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof debug_offsets_3_13, &got, why,
+                                                 sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.13"));
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof debug_offsets_3_13, &got, why,
+                                                 sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "760"));
+    memcpy(head, debug_offsets_3_14, sizeof head);
+    head[16] = 1; /* free_threaded */
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.14t"));
+    memcpy(head, debug_offsets_3_14, sizeof head);
+    /* interpreter_frame.owner, word 36 of 3.14's struct (3.13's word 36 is
+     * code_object.size), past the frame's size. */
+    uint64_t owner_past_end = 4096;
+    memcpy(head + 8 * 36, &owner_past_end, 8);
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "interpreter_frame"));
+    const struct py_layout *own =
+        py_layout_for_process(3, 14, debug_offsets_3_14, PY_RUNTIME_HEAD_BYTES < sizeof head ? 0 : sizeof head, why,
+                              sizeof why);
+    CU_ASSERT_PTR_NOT_NULL(own);
+    py_layout_release(own);
+}
+
 void register_python_walk_tests(void)
 {
     CU_pSuite s = CU_add_suite("python_walk", NULL, NULL);
@@ -340,4 +432,7 @@ void register_python_walk_tests(void)
     CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
     CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
     CU_add_test(s, "3.13 _Py_DebugOffsets: real bytes accepted, corruptions refused", test_debug_offsets);
+    CU_add_test(s, "3.14 tagged f_executable masked; interpreter-owned shims mark entries", test_walk_3_14_tagged);
+    CU_add_test(s, "3.14 _Py_DebugOffsets: its own struct; 3.13 bytes, short or 3.14t refused",
+                test_debug_offsets_3_14);
 }
