@@ -22,7 +22,7 @@
  * the interpreter, says how memory is read here (struct agent_reader) and
  * which thread state to start from.
  *
- * The same call finds the state in every supported version (3.9-3.13):
+ * The same call finds the state in every supported version (3.9-3.14):
  * PyGILState_GetThisThreadState is exported by the executable or, for
  * shared-library builds (pyenv's), by libpython, which the executable loads
  * as a dependency, so dlsym(RTLD_DEFAULT) sees it from our constructor on.

@@ -78,7 +78,7 @@ struct py_target {
 /* The layout of CPython major.minor, NULL when there is none: the one place a
  * version number picks a layout. */
 const struct py_layout *py_layout_find(unsigned major, unsigned minor);
-/* "3.9, 3.10, 3.11, 3.12, 3.13": the versions the table holds, for notes. */
+/* "3.9, 3.10, 3.11, 3.12, 3.13, 3.14": the versions the table holds, for notes. */
 void py_layouts_supported(char *buf, size_t cap);
 
 /* Where glibc's struct pthread keeps the kernel tid (found in the calling

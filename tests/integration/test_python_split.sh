@@ -236,12 +236,12 @@ PY
 }
 
 # The system interpreter: the one the PyTorch tests use.
-if "$PYTHON" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 13)' 2>/dev/null; then
+if "$PYTHON" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 14)' 2>/dev/null; then
     SYSTEM_PY_OK=1
     check_split "system-$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$PYTHON"
 else
     SYSTEM_PY_OK=0
-    log "SKIP part: $PYTHON is not CPython 3.9-3.13 (the versions whose frames opprof reads)"
+    log "SKIP part: $PYTHON is not CPython 3.9-3.14 (the versions whose frames opprof reads)"
 fi
 
 # Every pyenv interpreter of a supported version.
@@ -255,8 +255,8 @@ else
         _ver=$(basename "$_dir")
         _minor=$(echo "$_ver" | cut -d. -f2)
         case "$_ver" in *t|*-*) log "SKIP part: pyenv $_ver (not a plain CPython build)"; continue ;; esac
-        if [ "$_minor" -lt 9 ] || [ "$_minor" -gt 13 ]; then
-            log "SKIP part: pyenv $_ver (opprof reads Python frames of 3.9-3.13)"
+        if [ "$_minor" -lt 9 ] || [ "$_minor" -gt 14 ]; then
+            log "SKIP part: pyenv $_ver (opprof reads Python frames of 3.9-3.14)"
             continue
         fi
         _py="$_dir/bin/python3.$_minor"
