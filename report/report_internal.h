@@ -21,6 +21,8 @@ void report_format_duration(char *buf, size_t len, double ns, double resolution_
 /* text after first, wrapped at spaces to columns (0: one line), later lines
  * after rest; a word longer than a line stays whole. Ends with a newline. */
 void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns);
+/* Characters (UTF-8 sequences) of s, for column widths. */
+size_t report_text_width(const char *s);
 
 /* sweep_table.c: the short word a sweep table's CPI/BW cell shows for the
  * reason a row has no counter values ("no PMU", "not asked", "n/a"). */

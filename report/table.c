@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include "report/report.h"
 #include "report/report_internal.h"
@@ -129,7 +127,7 @@ static size_t utf8_seq_len(const unsigned char *s)
 
 /* Number of characters a terminal shows for s (UTF-8 code points; an
  * invalid byte counts as one, as it is printed as one '?'). */
-static size_t text_width(const char *s)
+size_t report_text_width(const char *s)
 {
     size_t w = 0;
     const unsigned char *u = (const unsigned char *)s;
@@ -145,7 +143,7 @@ static size_t text_width(const char *s)
  * control characters and invalid bytes as '?', then spaces up to pad. */
 static void print_text_cell(FILE *out, const char *s, size_t max_width, size_t pad)
 {
-    size_t w = text_width(s);
+    size_t w = report_text_width(s);
     size_t keep = w > max_width ? (max_width > 3 ? max_width - 3 : 0) : w;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < keep; i++) {
@@ -210,84 +208,6 @@ static void json_string(FILE *out, const char *s)
 void report_json_string(FILE *out, const char *s)
 {
     json_string(out, s);
-}
-
-void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns)
-{
-    const char *indent = first;
-    for (;;) {
-        size_t width = columns > text_width(indent) + 20 ? columns - text_width(indent) : 0;
-        size_t len = strlen(text);
-        if (!width || text_width(text) <= width) {
-            fprintf(out, "%s%s\n", indent, text);
-            return;
-        }
-        /* the last space at or before `width` characters (bytes of UTF-8
-         * continuation do not count) */
-        size_t cut = 0, chars = 0;
-        for (size_t i = 0; i < len && chars <= width; i++) {
-            if (text[i] == ' ')
-                cut = i;
-            if (((unsigned char)text[i] & 0xC0) != 0x80)
-                chars++;
-        }
-        if (cut == 0) { /* one long word: up to the next space */
-            const char *sp = strchr(text, ' ');
-            cut = sp ? (size_t)(sp - text) : len;
-        }
-        fprintf(out, "%s%.*s\n", indent, (int)cut, text);
-        text += cut;
-        while (*text == ' ')
-            text++;
-        if (!*text)
-            return;
-        indent = rest;
-    }
-}
-
-void report_write_fitted(FILE *out, const char *text, size_t len, unsigned columns)
-{
-    const char *end = text + len;
-    char indent[64];
-    while (text < end) {
-        const char *nl = memchr(text, '\n', (size_t)(end - text));
-        size_t n = nl ? (size_t)(nl - text) : (size_t)(end - text);
-        char *line = strndup(text, n);
-        if (!line) { /* out of memory: the line as it is */
-            fwrite(text, 1, n, out);
-            fputc('\n', out);
-        } else if (text_width(line) <= columns) {
-            fprintf(out, "%s\n", line);
-        } else {
-            /* Hanging indent: a "label   value" line continues under its
-             * value, a "* finding" under its text, anything else 4 in. */
-            size_t lead = strspn(line, " "), at = lead + 4;
-            const char *gap = strstr(line + lead, "  ");
-            if (strncmp(line + lead, "* ", 2) == 0)
-                at = lead + 2;
-            else if (gap && gap[strspn(gap, " ")])
-                at = (size_t)(gap - line) + strspn(gap, " ");
-            if (at > columns / 2 || at >= sizeof indent)
-                at = lead + 4 < sizeof indent ? lead + 4 : 4;
-            memset(indent, ' ', at);
-            indent[at] = '\0';
-            report_print_wrapped(out, "", indent, line, columns);
-        }
-        free(line);
-        text += n + (nl ? 1 : 0);
-    }
-}
-
-unsigned report_terminal_columns(int fd)
-{
-    if (!isatty(fd))
-        return 0;
-    struct winsize ws;
-    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-        return ws.ws_col;
-    const char *env = getenv("COLUMNS");
-    long c = env ? strtol(env, NULL, 10) : 0;
-    return c > 0 && c < 100000 ? (unsigned)c : 80;
 }
 
 void report_format_time(char *buf, size_t len, uint64_t ns, uint64_t resolution_ns)
@@ -615,15 +535,15 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
     /* Column widths follow the rows actually printed. */
     const char *module_title = t->module_title ? t->module_title : "Module";
     const char *detail_title = t->detail_title ? t->detail_title : "Detail";
-    size_t name_w = 4, module_w = text_width(module_title), detail_w = text_width(detail_title);
+    size_t name_w = 4, module_w = report_text_width(module_title), detail_w = report_text_width(detail_title);
     bool have_module = false, have_source = false, have_detail = false;
     for (size_t i = 0; i < n; i++) {
-        size_t w = text_width(t->rows[i].name);
+        size_t w = report_text_width(t->rows[i].name);
         if (w > name_w)
             name_w = w;
         if (t->rows[i].module) {
             have_module = true;
-            w = text_width(t->rows[i].module);
+            w = report_text_width(t->rows[i].module);
             if (w > module_w)
                 module_w = w;
         }
@@ -631,7 +551,7 @@ static void print_text(FILE *out, const struct profile *p, const struct hotspot_
             have_source = true;
         if (t->rows[i].detail) {
             have_detail = true;
-            w = text_width(t->rows[i].detail);
+            w = report_text_width(t->rows[i].detail);
             if (w > detail_w)
                 detail_w = w;
         }
