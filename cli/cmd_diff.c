@@ -247,6 +247,24 @@ static int write_diff_flamegraph(const char *path, const struct profile *a, cons
     return 0;
 }
 
+/* record -c: shares of an event, no time; only like with like. False (a
+ * sentence on stderr) when A and B were sampled on different things. */
+static bool same_event(const struct profile *a, const struct profile *b)
+{
+    if (!a->sample_period && !b->sample_period)
+        return true;
+    const char *e0 = a->sample_period ? a->event : "task-clock";
+    const char *e1 = b->sample_period ? b->event : "task-clock";
+    if (strcmp(e0 ? e0 : "", e1 ? e1 : "")) {
+        fprintf(stderr, "opprof diff: A was sampled on %s, B on %s: their shares are of different things; "
+                        "record both with the same -e/-c (or both on the timer)\n", e0, e1);
+        return false;
+    }
+    fprintf(stderr, "opprof diff: note: both were sampled on %s (record -c): compare the shares; the "
+                    "seconds columns are 0 (samples are not time)\n", e0);
+    return true;
+}
+
 int cmd_diff(int argc, char **argv)
 {
     enum report_format format = FORMAT_TEXT;
@@ -336,18 +354,8 @@ int cmd_diff(int argc, char **argv)
             goto done;
         }
     }
-    /* record -c: shares of an event, no time; only like with like. */
-    if (p[0]->sample_period || p[1]->sample_period) {
-        const char *e0 = p[0]->sample_period ? p[0]->event : "task-clock";
-        const char *e1 = p[1]->sample_period ? p[1]->event : "task-clock";
-        if (strcmp(e0 ? e0 : "", e1 ? e1 : "")) {
-            fprintf(stderr, "opprof diff: A was sampled on %s, B on %s: their shares are of different things; "
-                            "record both with the same -e/-c (or both on the timer)\n", e0, e1);
-            goto done;
-        }
-        fprintf(stderr, "opprof diff: note: both were sampled on %s (record -c): compare the shares; the "
-                        "seconds columns are 0 (samples are not time)\n", e0);
-    }
+    if (!same_event(p[0], p[1]))
+        goto done;
     /* Both from the op runner: compare the timed calls only. */
     char scope[512] = "";
     uint64_t all_w[2] = {p[0]->total_weight, p[1]->total_weight}, timed_w[2];

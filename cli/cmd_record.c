@@ -98,6 +98,39 @@ static int parse_size(const char *text, uint64_t *out)
     return 0;
 }
 
+/* Options that contradict each other: one sentence on stderr, false. */
+static bool options_agree(const struct record_options *o, bool freq_given, bool has_command)
+{
+    if (o->sample_count && !o->events) {
+        fprintf(stderr, "opprof record: -c %llu needs the event to sample on: -e EVENT -c N (e.g. -e cycles "
+                        "-c 1000000, -e page-faults -c 64)\n", (unsigned long long)o->sample_count);
+        return false;
+    }
+    if (o->sample_count && freq_given) {
+        fprintf(stderr, "opprof record: -F sets the CPU-time timer, -c samples on an event instead: give one "
+                        "of them\n");
+        return false;
+    }
+    if (o->attach_pid) {
+        if (o->torch_shapes) {
+            fprintf(stderr, "opprof record: --torch-shapes installs its hook when the program starts; it cannot "
+                            "be added to a running process (-p): record a launched command instead\n");
+            return false;
+        }
+        if (o->sample_count) {
+            fprintf(stderr, "opprof record: -p samples on CPU time only; -c (sampling on an event) needs a "
+                            "launched command: opprof record -e EVENT -c N -- CMD\n");
+            return false;
+        }
+        if (has_command) {
+            fprintf(stderr, "opprof record: -p %d attaches to a running process: give either -p PID or a "
+                            "command to run, not both\n", (int)o->attach_pid);
+            return false;
+        }
+    }
+    return true;
+}
+
 int cmd_record(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -221,34 +254,10 @@ int cmd_record(int argc, char **argv)
             return 2;
         }
     }
-    if (o.sample_count && !o.events) {
-        fprintf(stderr, "opprof record: -c %llu needs the event to sample on: -e EVENT -c N (e.g. -e cycles "
-                        "-c 1000000, -e page-faults -c 64)\n", (unsigned long long)o.sample_count);
+    if (!options_agree(&o, freq_given, optind < argc))
         return 2;
-    }
-    if (o.sample_count && freq_given) {
-        fprintf(stderr, "opprof record: -F sets the CPU-time timer, -c samples on an event instead: give one "
-                        "of them\n");
-        return 2;
-    }
-    if (o.attach_pid) {
-        if (o.torch_shapes) {
-            fprintf(stderr, "opprof record: --torch-shapes installs its hook when the program starts; it cannot "
-                            "be added to a running process (-p): record a launched command instead\n");
-            return 2;
-        }
-        if (o.sample_count) {
-            fprintf(stderr, "opprof record: -p samples on CPU time only; -c (sampling on an event) needs a "
-                            "launched command: opprof record -e EVENT -c N -- CMD\n");
-            return 2;
-        }
-        if (optind < argc) {
-            fprintf(stderr, "opprof record: -p %d attaches to a running process: give either -p PID or a "
-                            "command to run, not both\n", (int)o.attach_pid);
-            return 2;
-        }
+    if (o.attach_pid)
         return record_attach(&o);
-    }
     if (optind >= argc) {
         fprintf(stderr, "opprof record: no command to run: opprof record [OPTIONS] -- CMD [ARGS]\n");
         return 2;
