@@ -78,8 +78,15 @@ if tot["check"] < samples:
     fail("%s: %d samples but only %d unwound both ways (UNWIND record missing?)" % (name, samples, tot["check"]))
 if tot["disagree"] != 0:
     fail("%s: %d samples whose stacks differ between the tables and libunwind" % (name, tot["disagree"]))
-if fast < min_fast:
-    fail("%s: %.1f %% of samples on the tables, expected at least %.0f %%" % (name, fast, min_fast))
+# The floor applies once tables exist: samples taken before the writer built
+# the table of a module ("not built yet", one drain per module) are the lazy
+# build warm-up, a fixed count per run, so a short run (
+# omp_regions on a quiet machine: 230 samples, 53 of them warm-up) would fail on them alone.
+steady = 100.0 * tot["table_samples"] / max(tot["check"] - tot["not_built"], 1)
+if steady < min_fast:
+    fail("%s: %.1f %% of samples after warm-up on the tables, expected at least %.0f %%" % (name, steady, min_fast))
+if tot["not_built"] > 1000:
+    fail("%s: %d samples waited for a table to be built: the writer builds them too late" % (name, tot["not_built"]))
 ' "$@"
 }
 
@@ -103,7 +110,7 @@ check_workload() {
 check_workload known_split 90 "$KNOWN_SPLIT" --threads 2 --seconds 2
 check_workload unwind_deep 90 "$DEEP" --threads 2 --seconds 2 --signals
 if [ -x "$GOMP" ]; then
-    check_workload omp_regions 90 "$GOMP" --regions 4000
+    check_workload omp_regions 90 "$GOMP" --regions 20000
 else
     log "note: $GOMP not built (no OpenMP compiler support): OpenMP case not run"
 fi
