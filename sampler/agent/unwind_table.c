@@ -224,15 +224,23 @@ out:
  * from a snapshot while we are in here (agent_phdr.c): the real one takes
  * the loader lock, which the interrupted thread may hold.
  */
+/* Room for the handler's own frames above the interrupted PC, so that a
+ * stack of max frames is not cut short by the frames that are dropped. */
+#define LIBUNWIND_HANDLER_FRAMES 16
+
 unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
 {
+    uint64_t raw[OPR_MAX_FRAMES + LIBUNWIND_HANDLER_FRAMES];
     uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    if (max > OPR_MAX_FRAMES)
+        max = OPR_MAX_FRAMES;
+    int asked = (int)max + LIBUNWIND_HANDLER_FRAMES;
     agent_phdr_enter_handler();
-    int n = unw_backtrace((void **)pcs, (int)max);
+    int n = unw_backtrace((void **)raw, asked);
     agent_phdr_leave_handler();
     int skip = -1;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (pcs[i] == ip) {
+    for (int i = 0; i < n && i < LIBUNWIND_HANDLER_FRAMES; i++) {
+        if (raw[i] == ip) {
             skip = i;
             break;
         }
@@ -242,10 +250,13 @@ unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max
         *flags |= OPR_SAMPLE_UNWIND_FAILED;
         return 1;
     }
-    if (n == (int)max)
+    unsigned kept = (unsigned)(n - skip);
+    if (kept > max || n == asked) {
+        kept = kept > max ? max : kept;
         *flags |= OPR_SAMPLE_TRUNCATED;
-    memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof pcs[0]);
-    return (unsigned)(n - skip);
+    }
+    memcpy(pcs, raw + skip, kept * sizeof pcs[0]);
+    return kept;
 }
 
 static void count_fallback(enum unwind_result res)
@@ -326,9 +337,8 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
     unsigned common = n < m ? n : m, i = 0;
     while (i < common && pcs[i] == other[i])
         i++;
-    /* Both cut at the frame limit: libunwind's cut comes a few frames
-     * earlier (its first entries were this handler's own frames), so only
-     * the common part can be compared (a 256-frame import in PyTorch). */
+    /* Both cut at the frame limit (a 256-frame import in PyTorch): only
+     * the common part can be compared. */
     bool both_cut = truncated && (other_flags & OPR_SAMPLE_TRUNCATED);
     if (i < common || (n != m && !both_cut)) {
         atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
