@@ -61,5 +61,7 @@ OMPT_HIDDEN int ompt_tool_active(void);
  * the writer thread; final: also re-read context switches, always emit. */
 OMPT_HIDDEN void agent_threads_poll(agent_emit_fn emit, bool final);
 OMPT_HIDDEN void agent_threads_atfork_child(void);
+/* The writer thread's tid, set by the writer before anything polls. */
+OMPT_HIDDEN void agent_threads_set_writer(uint32_t tid);
 
 #endif

@@ -256,8 +256,6 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     uint64_t every = ntracked > MANY_THREADS ? POLL_MANY_NS : POLL_NS;
     if (!final && last_poll_ns && now - last_poll_ns < every)
         return;
-    if (agent_is_writer_thread() && writer_tid == 0)
-        writer_tid = (uint32_t)syscall(SYS_gettid);
     if (last_poll_ns == 0 || gen % 100 == 0)
         read_cpus();
     uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
@@ -330,6 +328,14 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
         atomic_fetch_add_explicit(&threads_created, 1, memory_order_relaxed);
     return rc;
 }
+
+/* Set before the writer's creator goes on (agent_writer.c), so no poll
+ * lists the writer: reading a non-leader thread's /proc/self/task/<tid>
+ * files leaves proc dentries that cost whoever reaps the process ~2 ms of
+ * kernel CPU in wait4 (measured: fork + a thread + one read of its status,
+ * the parent's CPU per child 0.1 ms -> 1.8-2.7 ms; with the leader's own
+ * files 0.1 ms). */
+void agent_threads_set_writer(uint32_t tid) { writer_tid = tid; }
 
 void agent_threads_atfork_child(void)
 {

@@ -20,10 +20,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -267,10 +269,16 @@ static void drain_locked(void)
     flush_stream();
 }
 
+/* The writer posts its tid before its creator goes on: see
+ * agent_threads_set_writer for why no poll may list the writer. */
+static sem_t writer_started;
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     in_writer_thread = 1;
+    agent_threads_set_writer((uint32_t)syscall(SYS_gettid));
+    sem_post(&writer_started);
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -351,13 +359,25 @@ static int begin_stream(void)
     return 0;
 }
 
+/* The writer thread, and its tid known before this returns. */
+static bool start_writer_thread(void)
+{
+    if (sem_init(&writer_started, 0, 0) != 0)
+        return false;
+    if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0)
+        return false;
+    while (sem_wait(&writer_started) != 0 && errno == EINTR)
+        ;
+    return true;
+}
+
 int agent_writer_start(void)
 {
     map_live_counters();
     if (begin_stream() != 0)
         return -1;
     atomic_store(&writer_stop, 0);
-    if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0) {
+    if (!start_writer_thread()) {
         close(stream_fd);
         stream_fd = -1;
         return -1;
@@ -479,7 +499,7 @@ void agent_writer_atfork_child(void)
     if (begin_stream() != 0)
         return;
     atomic_store(&writer_stop, 0);
-    writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
+    writer_running = start_writer_thread();
     if (!writer_running) {
         opr_writer_note(writer, "the writer thread could not start in this child: samples kept until exit only");
         flush_stream();

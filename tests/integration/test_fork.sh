@@ -57,6 +57,20 @@ if [ "$st" -ne 0 ]; then
 else
     pass "sh with 300 fork+exec children: every child exited 0"
 fi
+# The threads the Threading section counts are the workload's: sh and its 300
+# children, one thread each. The agent's writer thread is not the workload's
+# and is never polled (it was in each child's first poll, made before the
+# writer had published its tid: 591 threads, and each read of its /proc files
+# cost the reaping shell ~2 ms of kernel CPU in wait4).
+if report_json "$WORK/res-storm" "$WORK/storm-threading.json" --threading; then
+    pycheck '
+t = load(sys.argv[1])["threading"]
+msg = "sh with 300 children: the Threading section counts %s threads (truth: 301, sh and its children)" % t.get("threads")
+(ok if t.get("threads") == 301 else fail)(msg)
+' "$WORK/storm-threading.json"
+else
+    fail "opprof report --threading --format json failed on the 300-children recording"
+fi
 limited "$OPPROF" record -q -o "$WORK/res-storm-py" -- "${OPPROF_TEST_PYTHON:-python3}" -c '
 import os, subprocess, sys
 bad = []
