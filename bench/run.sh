@@ -19,7 +19,8 @@
 # own overhead figure beside the outside CPU and wall ratios to bare and bytes
 # per sample. Then builds and runs bench/hotspots_bench.c when it exists.
 # BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison; BENCH_ONLY_OPENMP=1
-# only the OpenMP keep-vs-swap comparison that follows it.
+# only the OpenMP keep-vs-swap comparison that follows it; BENCH_ONLY_CHURN=1
+# only the process-churn case.
 set -u
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,8 +67,60 @@ sys.exit(st if st >= 0 else 128 - st)
 }
 col() { awk -v c="$1" '{ print $c }' "$2"; }
 dir_bytes() { du -sb "$1" 2>/dev/null | awk '{ print $1 }'; }
+perf_works() {
+    command -v perf >/dev/null 2>&1 &&
+        perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o probe.data -- true >/dev/null 2>&1
+    _st=$?
+    rm -f probe.data
+    return $_st
+}
+
+# --- process churn: many short fork+exec children ------------------------------
+# What a shell script or a build under record costs: every child loads the
+# agent, opens its stream and timer, and leaves. Runs alternated per mode. CPU
+# is user+sys of the whole tree: part of a child's cost is paid by the shell
+# that reaps it (the kernel's /proc clean-up in wait4), which no wall-clock
+# figure of the child shows.
+churn() {
+    CHURN=${BENCH_CHURN_CHILDREN:-500}
+    churn_cmd="i=0; while [ \$i -lt $CHURN ]; do /bin/true; i=\$((i+1)); done"
+    echo "== process churn: sh running /bin/true $CHURN times, $RUNS runs per mode, median"
+    for i in $(seq 1 "$RUNS"); do
+        timed churn_bare.t sh -c "$churn_cmd" >/dev/null 2>&1
+        rm -rf "$TMP/churn.$i"
+        timed churn_op.t "$BUILD/opprof" record -q -o "$TMP/churn.$i" -- sh -c "$churn_cmd" >/dev/null 2>&1
+        if [ "$have_perf" = 1 ]; then
+            timed churn_pf.t perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$TMP/churn.$i.perf" -- \
+                sh -c "$churn_cmd" >/dev/null 2>&1
+            rm -f "$TMP/churn.$i.perf"
+        fi
+    done
+    cb=$(col 1 churn_bare.t | median)
+    cbc=$(col 2 churn_bare.t | median)
+    printf "%-8s %8s %9s %12s %8s %9s %12s\n" mode "wall s" "vs bare" "ms per child" "cpu s" "vs bare" \
+        "cpu ms/child"
+    for m in bare op pf; do
+        [ -s "churn_$m.t" ] || continue
+        w=$(col 1 "churn_$m.t" | median)
+        c=$(col 2 "churn_$m.t" | median)
+        name=$m; [ "$m" = op ] && name=opprof; [ "$m" = pf ] && name=perf
+        printf "%-8s %8.3f %9.3f %12.2f %8.3f %9.3f %12.2f\n" "$name" "$w" \
+            "$(awk -v a="$w" -v b="$cb" 'BEGIN{print a/b}')" \
+            "$(awk -v a="$w" -v b="$cb" -v n="$CHURN" 'BEGIN{print (a-b)*1000/n}')" "$c" \
+            "$(awk -v a="$c" -v b="$cbc" 'BEGIN{print (b > 0 ? a/b : 0)}')" \
+            "$(awk -v a="$c" -v b="$cbc" -v n="$CHURN" 'BEGIN{print (a-b)*1000/n}')"
+    done
+    echo "runs (wall cpu): bare $(tr '\n' ' ' <churn_bare.t)| opprof $(tr '\n' ' ' <churn_op.t)"
+}
+
 
 echo "opprof bench: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+if [ "${BENCH_ONLY_CHURN:-0}" = 1 ]; then # BENCH_ONLY_CHURN: only the process-churn case
+    have_perf=0
+    perf_works && have_perf=1
+    churn
+    exit 0
+fi
 echo "workload: known_split --threads $THREADS --iterations $ITER (fixed work), $RUNS runs per mode, median"
 echo
 
@@ -255,11 +308,7 @@ at_rep=$(median <at.rep)
 
 # --- perf --------------------------------------------------------------------
 have_perf=0
-if command -v perf >/dev/null 2>&1 &&
-    perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o probe.data -- true >/dev/null 2>&1; then
-    have_perf=1
-fi
-rm -f probe.data
+perf_works && have_perf=1
 if [ "$have_perf" = 1 ]; then
     : >pf.t
     : >pf.samples
@@ -319,32 +368,8 @@ echo "report smp/s: samples / wall time of 'opprof report DIR --format text' and
 echo "'perf report --stdio' (default call graphs)."
 echo "runs (wall s): bare $(col 1 bare.t | tr '\n' ' ')| opprof $(col 1 op.t | tr '\n' ' ')$([ "$have_perf" = 1 ] && echo "| perf $(col 1 pf.t | tr '\n' ' ')")"
 
-# --- process churn: many short fork+exec children ------------------------------
-# What a shell script or a build under record costs: every child loads the
-# agent, opens its stream and timer, and leaves. Runs alternated per mode.
 echo
-CHURN=${BENCH_CHURN_CHILDREN:-500}
-churn_cmd="i=0; while [ \$i -lt $CHURN ]; do /bin/true; i=\$((i+1)); done"
-echo "== process churn: sh running /bin/true $CHURN times, $RUNS runs per mode, median"
-for i in $(seq 1 "$RUNS"); do
-    timed churn_bare.t sh -c "$churn_cmd" >/dev/null 2>&1
-    rm -rf "$TMP/churn.$i"
-    timed churn_op.t "$BUILD/opprof" record -q -o "$TMP/churn.$i" -- sh -c "$churn_cmd" >/dev/null 2>&1
-    if [ "$have_perf" = 1 ]; then
-        timed churn_pf.t perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o "$TMP/churn.$i.perf" -- \
-            sh -c "$churn_cmd" >/dev/null 2>&1
-        rm -f "$TMP/churn.$i.perf"
-    fi
-done
-cb=$(col 1 churn_bare.t | median)
-printf "%-8s %8s %9s %12s\n" mode "wall s" "vs bare" "ms per child"
-for m in bare op pf; do
-    [ -s "churn_$m.t" ] || continue
-    w=$(col 1 "churn_$m.t" | median)
-    name=$m; [ "$m" = op ] && name=opprof; [ "$m" = pf ] && name=perf
-    printf "%-8s %8.3f %9.3f %12.2f\n" "$name" "$w" "$(awk -v a="$w" -v b="$cb" 'BEGIN{print a/b}')" \
-        "$(awk -v a="$w" -v b="$cb" -v n="$CHURN" 'BEGIN{print (a-b)*1000/n}')"
-done
+churn
 
 # --- hotspots_bench ------------------------------------------------------------
 echo
