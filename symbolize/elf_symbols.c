@@ -98,11 +98,11 @@ uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len)
  * Paths come from result directories, which are untrusted: a MAP record may
  * name a FIFO (open would block for ever), a device (/dev/urandom never ends)
  * or a directory. O_NONBLOCK makes open return at once whatever the file is,
- * and only regular files are kept. -1 (fd closed) for anything else.
+ * and only regular files are kept.
  */
-static int open_regular(const char *path, struct stat *st)
+int sym_open_regular(const char *path, int flags, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
     if (fd < 0)
         return -1;
     struct stat tmp;
@@ -110,6 +110,7 @@ static int open_regular(const char *path, struct stat *st)
         st = &tmp;
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         close(fd);
+        errno = EINVAL;
         return -1;
     }
     return fd;
@@ -117,7 +118,7 @@ static int open_regular(const char *path, struct stat *st)
 
 static bool file_crc32(const char *path, uint32_t *out)
 {
-    int fd = open_regular(path, NULL);
+    int fd = sym_open_regular(path, 0, NULL);
     if (fd < 0)
         return false;
     unsigned char buf[16384];
@@ -139,7 +140,7 @@ static Elf *open_elf(const char *path, int *fd_out, struct stat *st)
         elf_version(EV_CURRENT);
         version_set = true;
     }
-    int fd = open_regular(path, st);
+    int fd = sym_open_regular(path, 0, st);
     if (fd < 0)
         return NULL;
     /* mmap: .dynsym/.dynstr of a 120 MB library are then read in place. */
@@ -215,7 +216,7 @@ int elf_read_ident(const char *path, struct elf_ident *id)
 {
     memset(id, 0, sizeof *id);
     struct stat st;
-    int fd = open_regular(path, &st);
+    int fd = sym_open_regular(path, 0, &st);
     if (fd < 0)
         return -1;
     close(fd);

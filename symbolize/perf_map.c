@@ -46,15 +46,10 @@ struct perf_map {
  * NUL-terminated buffer. NULL with errno set otherwise. */
 static char *read_regular_file(const char *path, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    int fd = sym_open_regular(path, O_NOFOLLOW, &st); /* /tmp: a planted link must not be followed */
     if (fd < 0)
         return NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
     size_t cap = st.st_size > PERF_MAP_MAX_BYTES ? PERF_MAP_MAX_BYTES : (size_t)st.st_size;
     char *buf = malloc(cap + 1);
     if (!buf) {

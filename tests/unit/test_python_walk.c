@@ -283,6 +283,38 @@ static void test_walk_3_12_shims(void)
 }
 
 #include "tests/unit/python_debug_offsets_fixture.inc"
+#include "tests/unit/python_debug_offsets_3_14_fixture.inc"
+
+/* bytes, a process's _Py_DebugOffsets, read as base's version: accepted,
+ * equal to base's table (which came from the same build's headers), and
+ * with the offsets that 3.13 and 3.14 share where they should be; the ones
+ * that differ are the caller's. */
+static void check_offsets_match_table(const struct py_layout *base, const uint8_t *bytes, size_t n,
+                                      struct py_layout *got)
+{
+    char why[200] = "";
+    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, bytes, n, got, why, sizeof why));
+    CU_ASSERT_EQUAL(got->interp_threads_head, 7344);
+    CU_ASSERT_EQUAL(got->current_frame, 72);
+    CU_ASSERT_EQUAL(got->tstate_thread_id, 160);
+    CU_ASSERT_EQUAL(got->frame_instr, 56);
+    CU_ASSERT_EQUAL(memcmp(got, base, sizeof *got), 0); /* the headers and the process agree */
+}
+
+/* bytes with len bytes at offset at replaced by patch are refused, the
+ * reason naming what is wrong. */
+static void check_patch_refused(const struct py_layout *base, const uint8_t *bytes, size_t n, size_t at,
+                                const void *patch, size_t len, const char *reason)
+{
+    uint8_t head[1024];
+    CU_ASSERT_FATAL(n <= sizeof head && at + len <= n);
+    memcpy(head, bytes, n);
+    memcpy(head + at, patch, len);
+    struct py_layout got;
+    char why[200] = "";
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, n, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, reason));
+}
 
 /* 3.13's offsets from the process itself: real bytes give the table's
  * values; each corruption is refused with a reason, never a layout. */
@@ -291,40 +323,23 @@ static void test_debug_offsets(void)
     const struct py_layout *base = py_layout_find(3, 13);
     struct py_layout got;
     char why[200] = "";
-    uint8_t head[sizeof debug_offsets_3_13];
-    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof head, &got, why, sizeof why));
+    const size_t n = sizeof debug_offsets_3_13;
+    check_offsets_match_table(base, debug_offsets_3_13, n, &got);
     CU_ASSERT_EQUAL(got.runtime_interpreters_head, 632);
-    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
-    CU_ASSERT_EQUAL(got.current_frame, 72);
-    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
-    CU_ASSERT_EQUAL(got.frame_instr, 56);
     CU_ASSERT_EQUAL(got.frame_owner, 70);
     CU_ASSERT_EQUAL(got.code_qualname, 128);
     CU_ASSERT_EQUAL(got.code_code_adaptive, 200);
-    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0); /* the headers and the process agree */
 
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[0] = 'X';
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "cookie"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[10] = 12; /* version 3.12 */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.12"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[16] = 1; /* free_threaded */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "free-threaded"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[24] = head[25] = head[26] = head[27] = 0; /* runtime_state.size 0 */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "runtime_state"));
+    check_patch_refused(base, debug_offsets_3_13, n, 0, "X", 1, "cookie");
+    check_patch_refused(base, debug_offsets_3_13, n, 10, &(uint8_t){12}, 1, "3.12"); /* version 3.12 */
+    check_patch_refused(base, debug_offsets_3_13, n, 16, &(uint8_t){1}, 1, "free-threaded");
+    check_patch_refused(base, debug_offsets_3_13, n, 24, &(uint32_t){0}, 4, "runtime_state"); /* its size 0 */
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, 100, &got, why, sizeof why));
     /* The one entry point: 3.13 without readable debug offsets is refused. */
     CU_ASSERT_PTR_NULL(py_layout_for_process(3, 13, NULL, 0, why, sizeof why));
     CU_ASSERT_PTR_NULL(py_layout_for_process(3, 8, NULL, 0, why, sizeof why));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.8 is not supported"));
-    const struct py_layout *own = py_layout_for_process(3, 13, debug_offsets_3_13, sizeof head, why, sizeof why);
+    const struct py_layout *own = py_layout_for_process(3, 13, debug_offsets_3_13, n, why, sizeof why);
     CU_ASSERT_PTR_NOT_NULL(own);
     CU_ASSERT_PTR_NOT_EQUAL(own, base);
     py_layout_release(own);
@@ -375,8 +390,6 @@ static void test_walk_3_14_tagged(void)
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 0);
 }
 
-#include "tests/unit/python_debug_offsets_3_14_fixture.inc"
-
 /* 3.14's _Py_DebugOffsets, a longer struct with members added inside its
  * groups: read with 3.14's struct, the real bytes give the table's values
  * (which came from the same build's headers); 3.13's bytes, or 3.14's cut
@@ -386,17 +399,12 @@ static void test_debug_offsets_3_14(void)
     const struct py_layout *base = py_layout_find(3, 14);
     struct py_layout got;
     char why[200] = "";
-    uint8_t head[sizeof debug_offsets_3_14];
-    CU_ASSERT_EQUAL(sizeof head, 760);
-    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof head, &got, why, sizeof why));
+    const size_t n = sizeof debug_offsets_3_14;
+    CU_ASSERT_EQUAL(n, 760);
+    check_offsets_match_table(base, debug_offsets_3_14, n, &got);
     CU_ASSERT_EQUAL(got.runtime_interpreters_head, 808);
-    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
-    CU_ASSERT_EQUAL(got.current_frame, 72);
-    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
-    CU_ASSERT_EQUAL(got.frame_instr, 56);
     CU_ASSERT_EQUAL(got.frame_owner, 74);
     CU_ASSERT_EQUAL(got.code_code_adaptive, 208);
-    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0);
 
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof debug_offsets_3_13, &got, why,
                                                  sizeof why));
@@ -404,20 +412,12 @@ static void test_debug_offsets_3_14(void)
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof debug_offsets_3_13, &got, why,
                                                  sizeof why));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "760"));
-    memcpy(head, debug_offsets_3_14, sizeof head);
-    head[16] = 1; /* free_threaded */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.14t"));
-    memcpy(head, debug_offsets_3_14, sizeof head);
+    check_patch_refused(base, debug_offsets_3_14, n, 16, &(uint8_t){1}, 1, "3.14t"); /* free_threaded */
     /* interpreter_frame.owner, word 36 of 3.14's struct (3.13's word 36 is
      * code_object.size), past the frame's size. */
-    uint64_t owner_past_end = 4096;
-    memcpy(head + 8 * 36, &owner_past_end, 8);
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "interpreter_frame"));
+    check_patch_refused(base, debug_offsets_3_14, n, 8 * 36, &(uint64_t){4096}, 8, "interpreter_frame");
     const struct py_layout *own =
-        py_layout_for_process(3, 14, debug_offsets_3_14, PY_RUNTIME_HEAD_BYTES < sizeof head ? 0 : sizeof head, why,
-                              sizeof why);
+        py_layout_for_process(3, 14, debug_offsets_3_14, PY_RUNTIME_HEAD_BYTES < n ? 0 : n, why, sizeof why);
     CU_ASSERT_PTR_NOT_NULL(own);
     py_layout_release(own);
 }
