@@ -95,6 +95,29 @@ static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previo
         put8(FRAME(i) + L->frame_is_entry, is_entry);
 }
 
+/* The start of every fixture: an empty address space, Python 3.minor's
+ * layout, and the strings "a.py" (STR(0)) and "f" (STR(1)). */
+static void start_fixture(unsigned minor)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, minor);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+}
+
+/* 3.12's and 3.14's chain through an entry shim: code 0 is f in a.py at line
+ * 10; frame 0 (instr 3) -> frame 1 (instr 1) -> shim (frame 2, its f_code
+ * not a code object) -> frame 3 (instr 2), whose previous is prev3. */
+static void make_shim_chain(uint64_t prev3)
+{
+    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
+    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
+    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
+    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
+    make_frame(3, CODE(0), 2, prev3, 0, 0);
+}
+
 /* The chain, innermost first: frame 0 (code 0, instr 5), frame 1 (code 1,
  * incomplete: before its first traceable instruction), frame 2 (code 1, a
  * generator's, instr 0 before first traceable but complete), frame 3 (code
@@ -102,11 +125,8 @@ static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previo
  * qualified name "gé") at line 20. */
 static struct py_target build(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 11);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'}, g_e[] = {'g', 0xe9};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
+    start_fixture(11);
+    static const uint16_t g_e[] = {'g', 0xe9};
     make_str(STR(2), g_e, 2, false);
     make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
     make_code(CODE(1), STR(2), STR(0), STR(2), 20, 3);
@@ -207,12 +227,8 @@ static void test_resolve(void)
  * state's thread_id is a pthread_t whose struct holds the tid at 0x40. */
 static void test_walk_3_9(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 9);
+    start_fixture(9);
     CU_ASSERT_EQUAL_FATAL(L->code_qualname, PY_ABSENT);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
     put64(CODE(0) + L->object_type, CODE_TYPE);
     put64(CODE(0) + L->code_name, STR(1));
     put64(CODE(0) + L->code_filename, STR(0));
@@ -259,16 +275,8 @@ static void test_walk_3_9(void)
  * interpreter's trampoline, not user code) are not frames of the stack. */
 static void test_walk_3_12_shims(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 12);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
-    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
-    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
-    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
-    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
-    make_frame(3, CODE(0), 2, FRAME(4), 0, 0);
+    start_fixture(12);
+    make_shim_chain(FRAME(4));
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
@@ -355,17 +363,9 @@ static void test_debug_offsets(void)
  * would stop at the misaligned address, never read a wrong object. */
 static void test_walk_3_14_tagged(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 14);
+    start_fixture(14);
     CU_ASSERT_EQUAL_FATAL(L->frame_code_tag_bits, 3);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
-    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
-    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
-    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
-    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
-    make_frame(3, CODE(0), 2, 0, 0, 0);
+    make_shim_chain(0);
     put64(FRAME(0) + L->frame_code, CODE(0) | 1);
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
