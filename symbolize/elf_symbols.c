@@ -19,7 +19,6 @@
 #include <libelf.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -99,11 +98,11 @@ uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len)
  * Paths come from result directories, which are untrusted: a MAP record may
  * name a FIFO (open would block for ever), a device (/dev/urandom never ends)
  * or a directory. O_NONBLOCK makes open return at once whatever the file is,
- * and only regular files are kept.
+ * and only regular files are kept. -1 (fd closed) for anything else.
  */
-int sym_open_regular(const char *path, int flags, struct stat *st)
+static int open_regular(const char *path, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -1;
     struct stat tmp;
@@ -111,33 +110,14 @@ int sym_open_regular(const char *path, int flags, struct stat *st)
         st = &tmp;
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         close(fd);
-        errno = EINVAL;
         return -1;
     }
     return fd;
 }
 
-size_t sym_last_at_or_below(const void *entries, size_t n, size_t size, size_t key_off, uint64_t x)
-{
-    const unsigned char *base = (const unsigned char *)entries + key_off;
-    uint64_t key;
-    if (n == 0 || (memcpy(&key, base, sizeof key), x < key))
-        return n;
-    size_t lo = 0, hi = n;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        memcpy(&key, base + mid * size, sizeof key);
-        if (key <= x)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static bool file_crc32(const char *path, uint32_t *out)
 {
-    int fd = sym_open_regular(path, 0, NULL);
+    int fd = open_regular(path, NULL);
     if (fd < 0)
         return false;
     unsigned char buf[16384];
@@ -159,7 +139,7 @@ static Elf *open_elf(const char *path, int *fd_out, struct stat *st)
         elf_version(EV_CURRENT);
         version_set = true;
     }
-    int fd = sym_open_regular(path, 0, st);
+    int fd = open_regular(path, st);
     if (fd < 0)
         return NULL;
     /* mmap: .dynsym/.dynstr of a 120 MB library are then read in place. */
@@ -235,7 +215,7 @@ int elf_read_ident(const char *path, struct elf_ident *id)
 {
     memset(id, 0, sizeof *id);
     struct stat st;
-    int fd = sym_open_regular(path, 0, &st);
+    int fd = open_regular(path, &st);
     if (fd < 0)
         return -1;
     close(fd);
@@ -630,6 +610,24 @@ size_t elf_module_symbol_count(const struct elf_module *m)
 const struct elf_symbol *elf_module_symbol(const struct elf_module *m, size_t idx)
 {
     return idx < m->nsyms ? &m->syms[idx] : NULL;
+}
+
+size_t sym_last_at_or_below(const void *entries, size_t n, size_t size, size_t key_off, uint64_t x)
+{
+    const unsigned char *base = (const unsigned char *)entries + key_off;
+    uint64_t key;
+    if (n == 0 || (memcpy(&key, base, sizeof key), x < key))
+        return n;
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        memcpy(&key, base + mid * size, sizeof key);
+        if (key <= x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 long elf_module_find_symbol(const struct elf_module *m, uint64_t vaddr)

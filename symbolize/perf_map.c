@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,10 +46,15 @@ struct perf_map {
  * NUL-terminated buffer. NULL with errno set otherwise. */
 static char *read_regular_file(const char *path, size_t *len)
 {
-    struct stat st;
-    int fd = sym_open_regular(path, O_NOFOLLOW, &st); /* /tmp: a planted link must not be followed */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
     size_t cap = st.st_size > PERF_MAP_MAX_BYTES ? PERF_MAP_MAX_BYTES : (size_t)st.st_size;
     char *buf = malloc(cap + 1);
     if (!buf) {

@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 
 /* NT_GNU_BUILD_ID is normally 20 bytes (sha1); some linkers write md5 (16) or
@@ -84,13 +83,6 @@ const char *elf_module_debug_file(const struct elf_module *m);
 /* Root of the system debug tree ("/usr/lib/debug"); tests point it at a
  * temporary directory to exercise the build-id lookup. NULL restores it. */
 void elf_set_debug_root(const char *dir);
-
-/* elf_symbols.c: opens a file named by untrusted input for reading, without
- * blocking on a FIFO or device (O_NONBLOCK) and keeping only regular files
- * (fstat S_ISREG); flags adds open flags (O_NOFOLLOW where the path lies in
- * a world-writable directory). The fd with *st filled (st may be NULL), or
- * -1 with errno (EINVAL: not a regular file). */
-int sym_open_regular(const char *path, int flags, struct stat *st);
 
 /* elf_symbols.c: a binary search in n entries of size bytes sorted by the
  * uint64_t at key_off (offsetof) in each: the index of the last one whose

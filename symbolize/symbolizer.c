@@ -14,7 +14,6 @@
  *   build-id, else path+size+mtime -> loaded module (one ELF read per file)
  */
 #include <stdio.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
