@@ -8,7 +8,9 @@
  * magic or version skips the stream with a warning; unknown record types are
  * skipped. This file handles the records every profile has; threading, ranks
  * and counters read their own records (struct stream_feature,
- * profile_internal.h), registered in features[] below.
+ * profile_internal.h), registered in features[] below. Turning the
+ * stream's STACK and PYSTACK records into profile stacks is
+ * profile_stream_stacks.c's.
  *
  * Out of memory: -2 with errno ENOMEM up to profile_load, whose caller says
  * "out of memory" and exits 2; nothing here aborts.
@@ -23,6 +25,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/profile_internal.h"
+#include "analyze/profile_stream_internal.h"
 #include "format/format.h"
 #include "symbolize/symbolize.h"
 
@@ -38,66 +41,7 @@ static const struct stream_feature *const features[] = {
 };
 #define NFEATURES (sizeof features / sizeof features[0])
 
-/* ---- one stream ------------------------------------------------------------ */
-
-struct raw_stack {
-    uint32_t nframes;
-    const uint64_t *pcs; /* points into the stream buffer */
-    uint32_t global;     /* profile stack index once resolved, UINT32_MAX before */
-};
-
-struct raw_pycode {
-    const char *qualname; /* interned; NULL until its PYCODE record is read */
-    const char *filename;
-    const char *basename;
-};
-
-struct raw_pystack {
-    uint32_t nframes;
-    const struct opr_pyframe *frames; /* points into the stream buffer */
-};
-
-/* Samples of one (thread, stack, Python stack, flags) folded while reading
- * (PROFILE_LOAD_AGGREGATED): the stream keeps one of these per distinct key,
- * not one stream_sample per sample. */
-struct stream_row {
-    uint32_t thread, stack_id, py_stack_plus1, flags;
-    uint64_t weight, count, first_ns, last_ns;
-};
-
-struct stream_load {
-    struct profile *p;
-    struct symbolizer *sym;
-    const char *name;
-    uint32_t asid; /* address-space id handed to the symbolizer: one per image */
-    uint32_t pid;
-    struct raw_stack *stacks;
-    size_t nstacks, stacks_cap;
-    struct raw_pycode *pycodes;
-    size_t npycodes, pycodes_cap;
-    struct raw_pystack *pystacks;
-    size_t npystacks, pystacks_cap;
-    struct hashmap mixed;       /* stack id << 32 | pystack id + 1 -> profile stack (u64 keys) */
-    struct stream_sample *samples;
-    size_t nsamples, samples_cap;
-    bool aggregate;             /* fold samples into rows (stream_row) instead of samples */
-    bool fold_late;             /* keep the stream's samples, fold them into profile rows (memory readings) */
-    struct stream_row *rows;    /* in the order of their first sample */
-    size_t nrows, rows_cap;
-    struct hashmap row_index;   /* stream_row key -> index in rows */
-    size_t nread;               /* samples kept, either way */
-    size_t last_row;            /* the row the previous sample went to (a thread's samples come in runs) */
-    uint32_t last_tid, last_thread; /* the previous sample's tid and profile thread (last_thread + 1: 0 none) */
-    bool last_sample_kept;      /* the last SAMPLE record had a known stack and is in samples */
-    uint64_t lost;
-    struct opr_limits limits;   /* the last LIMITS record: cumulative */
-    struct opr_unwind unwind;   /* the last UNWIND record: cumulative (added to the profile as deltas) */
-    bool ended;
-    uint64_t end_ns;
-    uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
-    size_t *scratch_cap;
-    size_t stream_bytes;        /* size of the stream file: bounds every id (id_fits) */
-};
+/* ---- one stream (struct stream_load: profile_stream_internal.h) ----------- */
 
 struct profile *stream_profile(struct stream_load *sl) { return sl->p; }
 uint32_t stream_pid(const struct stream_load *sl) { return sl->pid; }
@@ -525,145 +469,6 @@ static const struct {
     {OPR_REC_UNWIND, offsetof(struct opr_unwind, check_disagree_length), on_unwind},
 };
 
-/* Symbolizes one stream's native stack into frame ids (cached in rs->global
- * as the native-only profile stack). UINT32_MAX with errno ENOMEM when out
- * of memory (rs->global then stays unresolved). */
-static uint32_t resolve_native(struct profile *p, struct symbolizer *sym, struct stream_load *st,
-                               struct raw_stack *rs, uint32_t **scratch, size_t *scratch_cap)
-{
-    if (rs->global != UINT32_MAX)
-        return rs->global;
-    if (profile_grow_to(scratch, scratch_cap, rs->nframes + 1, sizeof **scratch) != 0)
-        return UINT32_MAX;
-    for (uint32_t i = 0; i < rs->nframes; i++) {
-        uint64_t pc;
-        memcpy(&pc, &rs->pcs[i], sizeof pc);
-        bool is_ret = i > 0; /* all frames but the leaf are return addresses */
-        struct sym_frame f; /* the symbolizer caches per (asid, pc) */
-        int found = symbolizer_lookup(sym, st->asid, pc, is_ret, &f);
-        char name[512];
-        const char *module = f.module ? f.module : "[unknown]";
-        enum frame_kind kind = FRAME_NATIVE;
-        if (found != 0 || !f.function) {
-            /* All PCs of one unnamed function share its start (from .eh_frame
-             * when the symbol table does not cover it), so they merge into
-             * one row; without a start, the PC's own offset. */
-            if (f.module)
-                snprintf(name, sizeof name, "%s+0x%" PRIx64, f.module,
-                         f.function_start ? f.function_start : f.module_offset);
-            else
-                snprintf(name, sizeof name, "[unknown] 0x%" PRIx64, pc);
-            kind = FRAME_UNKNOWN;
-        } else {
-            snprintf(name, sizeof name, "%s", f.function);
-        }
-        size_t before = p->nframes;
-        (*scratch)[i] = profile_add_frame(p, name, module, f.source_file, f.line, kind);
-        if ((*scratch)[i] == UINT32_MAX)
-            return UINT32_MAX;
-        if (p->nframes > before && kind == FRAME_UNKNOWN)
-            p->unknown_frames++;
-    }
-    rs->global = profile_add_stack(p, *scratch, rs->nframes);
-    return rs->global;
-}
-
-/* The profile stack of a sample: its native stack, with its Python frames
- * spliced in when it has any. */
-static uint32_t resolve_sample_stack(struct profile *p, struct symbolizer *sym, struct stream_load *st,
-                                     uint32_t stack_id, uint32_t py_plus1, uint32_t **scratch,
-                                     size_t *scratch_cap)
-{
-    uint32_t native = resolve_native(p, sym, st, &st->stacks[stack_id], scratch, scratch_cap);
-    if (native == UINT32_MAX)
-        return UINT32_MAX;
-    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
-        return native;
-    uint64_t key = ((uint64_t)stack_id << 32) | py_plus1;
-    uint64_t found;
-    if (hashmap_find_u64(&st->mixed, key, &found))
-        return (uint32_t)found;
-    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
-    const struct prof_stack *ns = &p->stacks[native];
-    size_t need = ns->nframes + ps->nframes * 2 + 2;
-    if (profile_grow_to(scratch, scratch_cap, need, sizeof **scratch) != 0)
-        return UINT32_MAX;
-    uint32_t *pyframes = *scratch + ns->nframes + ps->nframes;
-    bool entry[OPR_MAX_PYFRAMES];
-    for (uint32_t i = 0; i < ps->nframes; i++) {
-        struct opr_pyframe f;
-        memcpy(&f, &ps->frames[i], sizeof f);
-        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
-        if (c && c->qualname)
-            pyframes[i] = profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON);
-        else
-            pyframes[i] = profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
-        if (pyframes[i] == UINT32_MAX)
-            return UINT32_MAX;
-        entry[i] = (f.flags & OPR_PYFRAME_ENTRY) != 0;
-    }
-    size_t n = splice_stacks(p->frames, ns->frames, ns->nframes, pyframes, entry, ps->nframes, *scratch);
-    uint32_t merged = profile_add_stack(p, *scratch, (uint32_t)n);
-    if (merged == UINT32_MAX || hashmap_find_or_add_u64(&st->mixed, key, merged, NULL) < 0)
-        return UINT32_MAX;
-    return merged;
-}
-
-/* ranks: a profile stack of Python frames only (an OFFCPU record's stack), or
- * UINT32_MAX when the record has none. */
-static uint32_t resolve_python_only(struct profile *p, struct stream_load *st, uint32_t py_plus1, uint32_t **scratch,
-                                    size_t *scratch_cap)
-{
-    if (py_plus1 == 0 || py_plus1 > st->npystacks || st->pystacks[py_plus1 - 1].frames == NULL)
-        return UINT32_MAX;
-    const struct raw_pystack *ps = &st->pystacks[py_plus1 - 1];
-    if (profile_grow_to(scratch, scratch_cap, ps->nframes + 1, sizeof **scratch) != 0)
-        return UINT32_MAX;
-    for (uint32_t i = 0; i < ps->nframes; i++) {
-        struct opr_pyframe f;
-        memcpy(&f, &ps->frames[i], sizeof f);
-        const struct raw_pycode *c = f.code_id < st->npycodes ? &st->pycodes[f.code_id] : NULL;
-        (*scratch)[i] = c && c->qualname
-                            ? profile_add_frame(p, c->qualname, c->basename, c->filename, f.line, FRAME_PYTHON)
-                            : profile_add_frame(p, "[unknown Python frame]", "[python]", NULL, 0, FRAME_PYTHON);
-        if ((*scratch)[i] == UINT32_MAX)
-            return UINT32_MAX;
-    }
-    return profile_add_stack(p, *scratch, ps->nframes);
-}
-
-uint32_t stream_resolve_stack(struct stream_load *sl, uint32_t stack_id, uint32_t py_plus1)
-{
-    errno = 0; /* UINT32_MAX then says "no such stack", not out of memory */
-    if (stack_id >= sl->nstacks || sl->stacks[stack_id].pcs == NULL)
-        return UINT32_MAX;
-    return resolve_sample_stack(sl->p, sl->sym, sl, stack_id, py_plus1, sl->scratch, sl->scratch_cap);
-}
-
-uint32_t stream_resolve_python(struct stream_load *sl, uint32_t py_plus1)
-{
-    errno = 0; /* as in stream_resolve_stack */
-    return resolve_python_only(sl->p, sl, py_plus1, sl->scratch, sl->scratch_cap);
-}
-
-/* True when the native stack of stack_id (resolved already) ends in unnamed
- * code in anonymous memory: a JIT or trampoline without a perf map, which
- * the unwinder had no CFI to step through. Such a stack is cut short as
- * surely as one the agent flagged, so it is counted as truncated. */
-static bool ends_in_anonymous_code(const struct stream_load *sl, uint32_t stack_id)
-{
-    const struct profile *p = sl->p;
-    if (stack_id >= sl->nstacks || sl->stacks[stack_id].global >= p->nstacks)
-        return false;
-    const struct prof_stack *ns = &p->stacks[sl->stacks[stack_id].global];
-    if (ns->nframes == 0 || ns->frames[ns->nframes - 1] >= p->nframes)
-        return false;
-    const struct prof_frame *f = &p->frames[ns->frames[ns->nframes - 1]];
-    return f->kind == FRAME_UNKNOWN && f->module &&
-           (strcmp(f->module, "[anon]") == 0 || strncmp(f->module, "[anon:", 6) == 0 ||
-            strcmp(f->module, "//anon") == 0 || strncmp(f->module, "/memfd:", 7) == 0);
-}
-
 /* Maps are all known now: symbolize the stacks that samples use, and add the
  * samples to the profile. 0, or -1 with errno ENOMEM. */
 static int resolve_samples(struct stream_load *sl)
@@ -678,7 +483,7 @@ static int resolve_samples(struct stream_load *sl)
         const struct stream_row *r = &sl->rows[i];
         uint32_t stack = stream_resolve_stack(sl, r->stack_id, r->py_stack_plus1);
         uint32_t flags = r->flags;
-        if (stack != UINT32_MAX && !(flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, r->stack_id))
+        if (stack != UINT32_MAX && !(flags & OPR_SAMPLE_TRUNCATED) && stream_ends_in_anonymous_code(sl, r->stack_id))
             flags |= OPR_SAMPLE_TRUNCATED;
         if (stack == UINT32_MAX ||
             profile_add_sample_row(p, r->first_ns, r->last_ns, r->thread, stack, flags, r->weight, r->count) != 0) {
@@ -698,7 +503,7 @@ static int resolve_samples(struct stream_load *sl)
          * out of memory. */
         uint32_t stack = stream_resolve_stack(sl, ss->s.stack_id, ss->py_stack_plus1);
         uint32_t weight = ss->s.weight ? ss->s.weight : 1;
-        if (stack != UINT32_MAX && !(ss->s.flags & OPR_SAMPLE_TRUNCATED) && ends_in_anonymous_code(sl, ss->s.stack_id))
+        if (stack != UINT32_MAX && !(ss->s.flags & OPR_SAMPLE_TRUNCATED) && stream_ends_in_anonymous_code(sl, ss->s.stack_id))
             ss->s.flags |= OPR_SAMPLE_TRUNCATED;
         if (sl->fold_late) { /* no OpenMP region, no counters (stream_wants_samples): index stays unset */
             if (stack == UINT32_MAX || profile_add_sample_row(p, ss->s.time_ns, ss->s.time_ns, ss->thread, stack,

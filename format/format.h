@@ -593,6 +593,11 @@ void opr_writer_read_maps(struct opr_writer *w);
 int opr_stream_create(const char *dir, uint32_t pid, int *generation);
 /* write(2) until done, retrying EINTR; returns the bytes written (0 for fd < 0). */
 size_t opr_write_all(int fd, const void *bytes, size_t len);
+/* A small text file (/proc, /sys) into buf: up to cap - 1 bytes (reads
+ * retried on EINTR and continued until the end or buf is full), then a NUL.
+ * The bytes read, or -1 when it cannot be opened or its first read fails.
+ * open/read/close only: the agent's writer thread uses it too. */
+ssize_t opr_read_small_file(const char *path, char *buf, size_t cap);
 /* NT_GNU_BUILD_ID of an ELF file, from its PT_NOTE segments (libc only: the
  * agent may not use libelf). Its length, 0 when there is none. */
 int opr_read_build_id(const char *path, uint8_t out[OPR_BUILD_ID_MAX]);

@@ -10,7 +10,6 @@
  * microseconds, against /proc/self/status's ~50 lines. Libc only (compiled
  * into the agent); not signal-handler code.
  */
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,26 +18,12 @@
 
 #include "format/writer_internal.h"
 
-/* Reads a small text file into buf (NUL-terminated). Bytes read, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
-
 int opr_memory_read_statm(const char *proc_dir, struct opr_mem_tick *t)
 {
     char path[256], text[256];
     snprintf(path, sizeof path, "%s/statm", proc_dir);
     unsigned long long size, resident, shared;
-    if (read_small(path, text, sizeof text) <= 0 || sscanf(text, "%llu %llu %llu", &size, &resident, &shared) != 3)
+    if (opr_read_small_file(path, text, sizeof text) <= 0 || sscanf(text, "%llu %llu %llu", &size, &resident, &shared) != 3)
         return -1;
     long page = sysconf(_SC_PAGESIZE);
     uint64_t ps = page > 0 ? (uint64_t)page : 4096;
@@ -52,7 +37,7 @@ int opr_memory_read_faults(const char *proc_dir, struct opr_mem_tick *t)
 {
     char path[256], text[1024];
     snprintf(path, sizeof path, "%s/stat", proc_dir);
-    if (read_small(path, text, sizeof text) <= 0)
+    if (opr_read_small_file(path, text, sizeof text) <= 0)
         return -1;
     /* the command name may hold spaces and ')': fields count from the last ')' */
     const char *p = strrchr(text, ')');
@@ -63,7 +48,7 @@ int opr_memory_read_faults(const char *proc_dir, struct opr_mem_tick *t)
     t->majflt = majflt;
     char status[4096];
     snprintf(path, sizeof path, "%s/status", proc_dir);
-    if (read_small(path, status, sizeof status) > 0) {
+    if (opr_read_small_file(path, status, sizeof status) > 0) {
         const char *hwm = strstr(status, "\nVmHWM:");
         unsigned long long kb;
         if (hwm && sscanf(hwm + 7, " %llu", &kb) == 1)
@@ -77,7 +62,7 @@ int opr_memory_read_faults(const char *proc_dir, struct opr_mem_tick *t)
 static uint64_t read_limit_file(const char *path)
 {
     char text[64];
-    if (read_small(path, text, sizeof text) <= 0 || strncmp(text, "max", 3) == 0)
+    if (opr_read_small_file(path, text, sizeof text) <= 0 || strncmp(text, "max", 3) == 0)
         return 0;
     unsigned long long v = strtoull(text, NULL, 10);
     return v >= (1ull << 62) ? 0 : v;
@@ -126,7 +111,7 @@ void opr_memory_read_limit(const char *proc_dir, struct opr_mem_limit *l, char *
     if (pathlen)
         path[0] = '\0';
     snprintf(file, sizeof file, "%s/cgroup", proc_dir);
-    if (read_small(file, cg, sizeof cg) <= 0)
+    if (opr_read_small_file(file, cg, sizeof cg) <= 0)
         return;
     char *save = NULL;
     for (char *line = strtok_r(cg, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

@@ -49,22 +49,28 @@ int opr_stream_create(const char *dir, uint32_t pid, int *generation)
     return -1;
 }
 
-/* Up to cap bytes of a (small, /proc) file; -1 when it cannot be opened. */
-static ssize_t read_small_file(const char *path, char *buf, size_t cap)
+ssize_t opr_read_small_file(const char *path, char *buf, size_t cap)
 {
+    if (cap == 0)
+        return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     size_t len = 0;
-    while (len < cap) {
-        ssize_t n = read(fd, buf + len, cap - len);
+    while (len < cap - 1) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && len == 0) { /* unreadable (a thread gone since open): as if not there */
+            close(fd);
+            return -1;
+        }
         if (n <= 0)
             break;
         len += (size_t)n;
     }
     close(fd);
+    buf[len] = '\0';
     return (ssize_t)len;
 }
 
@@ -87,7 +93,8 @@ void opr_writer_process(struct opr_writer *w)
     if (exe_len < 0)
         exe_len = 0;
     snprintf(path, sizeof path, "%s/cmdline", w->proc_dir);
-    ssize_t cmd_len = read_small_file(path, tail + exe_len, CMDLINE_MAX);
+    /* up to CMDLINE_MAX bytes; the NUL after them still falls inside tail */
+    ssize_t cmd_len = opr_read_small_file(path, tail + exe_len, CMDLINE_MAX + 1);
     if (cmd_len < 0)
         cmd_len = 0;
     struct opr_process p = {w->pid, w->ppid, writer_now_ns(), (uint32_t)exe_len, (uint32_t)cmd_len};
@@ -106,7 +113,7 @@ static bool read_thread_name(const struct opr_writer *w, uint32_t tid, char name
         return false;
     char path[sizeof w->proc_dir + 32], buf[16];
     snprintf(path, sizeof path, "%s/task/%u/comm", w->proc_dir, tid);
-    ssize_t n = read_small_file(path, buf, sizeof buf - 1); /* comm is at most 15 bytes */
+    ssize_t n = opr_read_small_file(path, buf, sizeof buf); /* comm is at most 15 bytes */
     if (n <= 0)
         return false;
     if (buf[n - 1] == '\n')

@@ -612,18 +612,29 @@ const struct elf_symbol *elf_module_symbol(const struct elf_module *m, size_t id
     return idx < m->nsyms ? &m->syms[idx] : NULL;
 }
 
-long elf_module_find_symbol(const struct elf_module *m, uint64_t vaddr)
+size_t sym_last_at_or_below(const void *entries, size_t n, size_t size, size_t key_off, uint64_t x)
 {
-    if (m->nsyms == 0 || vaddr < m->syms[0].addr)
-        return -1;
-    size_t lo = 0, hi = m->nsyms; /* last index with addr <= vaddr */
+    const unsigned char *base = (const unsigned char *)entries + key_off;
+    uint64_t key;
+    if (n == 0 || (memcpy(&key, base, sizeof key), x < key))
+        return n;
+    size_t lo = 0, hi = n;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (m->syms[mid].addr <= vaddr)
+        memcpy(&key, base + mid * size, sizeof key);
+        if (key <= x)
             lo = mid;
         else
             hi = mid;
     }
+    return lo;
+}
+
+long elf_module_find_symbol(const struct elf_module *m, uint64_t vaddr)
+{
+    size_t lo = sym_last_at_or_below(m->syms, m->nsyms, sizeof *m->syms, offsetof(struct elf_symbol, addr), vaddr);
+    if (lo == m->nsyms)
+        return -1;
     for (size_t j = lo;; j--) {
         const struct elf_symbol *s = &m->syms[j];
         if (s->size ? vaddr - s->addr < s->size : vaddr == s->addr)
@@ -723,17 +734,13 @@ int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **fi
     if (!m->dwarf)
         return -1;
     Dwarf_Die cudie, *cu = NULL;
+    /* without aranges: the last range with lo <= vaddr (ncu_ranges: none) */
+    size_t lo = m->use_aranges ? 0
+                               : sym_last_at_or_below(m->cu_ranges, m->ncu_ranges, sizeof *m->cu_ranges,
+                                                      offsetof(struct cu_range, lo), vaddr);
     if (m->use_aranges) {
         cu = dwarf_addrdie(m->dwarf, vaddr, &cudie);
-    } else if (m->ncu_ranges && vaddr >= m->cu_ranges[0].lo) {
-        size_t lo = 0, hi = m->ncu_ranges; /* last range with lo <= vaddr */
-        while (hi - lo > 1) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (m->cu_ranges[mid].lo <= vaddr)
-                lo = mid;
-            else
-                hi = mid;
-        }
+    } else if (lo < m->ncu_ranges) {
         /* Ranges of different CUs do not overlap in sane DWARF; look back a
          * little for the odd CU with a huge range. */
         for (size_t k = 0; k < 4; k++, lo--) {

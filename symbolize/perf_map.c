@@ -226,16 +226,11 @@ size_t perf_map_size(const struct perf_map *m) { return m ? m->n : 0; }
 
 const char *perf_map_find(const struct perf_map *m, uint64_t addr, uint64_t *start)
 {
-    if (!m || m->n == 0 || addr < m->entries[0].start)
+    if (!m)
         return NULL;
-    size_t lo = 0, hi = m->n;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->entries[mid].start <= addr)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    size_t lo = sym_last_at_or_below(m->entries, m->n, sizeof *m->entries, offsetof(struct perf_map_entry, start), addr);
+    if (lo == m->n)
+        return NULL;
     /* Entries do not overlap in a well-formed map; in a damaged one an
      * earlier, longer entry may still cover addr: look a few back. */
     for (size_t k = 0; k < 4; k++) {

@@ -84,6 +84,11 @@ const char *elf_module_debug_file(const struct elf_module *m);
  * temporary directory to exercise the build-id lookup. NULL restores it. */
 void elf_set_debug_root(const char *dir);
 
+/* elf_symbols.c: a binary search in n entries of size bytes sorted by the
+ * uint64_t at key_off (offsetof) in each: the index of the last one whose
+ * key is <= x; n when there is none (n 0, or x below the first key). */
+size_t sym_last_at_or_below(const void *entries, size_t n, size_t size, size_t key_off, uint64_t x);
+
 /* CRC32 as used by .gnu_debuglink (zlib polynomial); exposed for tests. */
 uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len);
 

@@ -345,16 +345,9 @@ static const struct mapping *find_mapping(struct proc *p, uint64_t addr)
         p->n = w;
         p->sorted = true;
     }
-    if (p->n == 0 || addr < p->maps[0].start)
+    size_t lo = sym_last_at_or_below(p->maps, p->n, sizeof *p->maps, offsetof(struct mapping, start), addr);
+    if (lo == p->n)
         return NULL;
-    size_t lo = 0, hi = p->n;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->maps[mid].start <= addr)
-            lo = mid;
-        else
-            hi = mid;
-    }
     /* Live mappings never overlap; stale ones from before a munmap might, so
      * look a few entries back before giving up. */
     for (size_t k = 0; k < 8; k++) {

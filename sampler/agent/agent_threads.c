@@ -58,25 +58,12 @@ static uint32_t cpus_online, cpus_affinity, limit_milli;
 static uint64_t trap_blocked_threads, trap_blocked_gone_ns;
 static _Atomic uint64_t threads_created;
 
-static int read_text(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return (int)n;
-}
-
 /* cgroup v2: the smallest cpu.max of the process's cgroup and its parents;
  * v1: cfs quota/period of the cpu controller. 0: no limit found. */
 static uint32_t read_cgroup_limit(void)
 {
     char cg[4096];
-    if (read_text("/proc/self/cgroup", cg, sizeof cg) < 0)
+    if (opr_read_small_file("/proc/self/cgroup", cg, sizeof cg) < 0)
         return 0;
     double best = 0;
     for (char *line = strtok(cg, "\n"); line; line = strtok(NULL, "\n")) {
@@ -94,7 +81,7 @@ static uint32_t read_cgroup_limit(void)
             if (ctrl[0] == '\0') { /* v2 */
                 snprintf(file, sizeof file, "/sys/fs/cgroup%s/cpu.max", strcmp(rel, "/") ? rel : "");
                 long long quota, period;
-                if (read_text(file, text, sizeof text) > 0 && sscanf(text, "%lld %lld", &quota, &period) == 2 &&
+                if (opr_read_small_file(file, text, sizeof text) > 0 && sscanf(text, "%lld %lld", &quota, &period) == 2 &&
                     quota > 0 && period > 0)
                     limit = (double)quota / (double)period;
             } else if (strstr(ctrl, "cpu") && !strstr(ctrl, "cpuset")) { /* v1 */
@@ -102,10 +89,10 @@ static uint32_t read_cgroup_limit(void)
                 for (int m = 0; m < 2 && limit == 0; m++) {
                     char qt[128], pt[128];
                     snprintf(file, sizeof file, "%s%s/cpu.cfs_quota_us", mounts[m], strcmp(rel, "/") ? rel : "");
-                    if (read_text(file, qt, sizeof qt) <= 0)
+                    if (opr_read_small_file(file, qt, sizeof qt) <= 0)
                         continue;
                     snprintf(file, sizeof file, "%s%s/cpu.cfs_period_us", mounts[m], strcmp(rel, "/") ? rel : "");
-                    if (read_text(file, pt, sizeof pt) <= 0)
+                    if (opr_read_small_file(file, pt, sizeof pt) <= 0)
                         continue;
                     long long quota = atoll(qt), period = atoll(pt);
                     if (quota > 0 && period > 0)
@@ -143,7 +130,7 @@ static uint64_t read_status(struct tracked *t, bool check_mask)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/self/task/%u/status", t->tid);
-    if (read_text(path, buf, sizeof buf) < 0)
+    if (opr_read_small_file(path, buf, sizeof buf) < 0)
         return UINT64_MAX;
     const char *b = strstr(buf, "SigBlk:");
     uint64_t mask = b ? strtoull(b + 7, NULL, 16) : 0;

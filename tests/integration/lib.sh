@@ -181,17 +181,31 @@ record_split() {
 
 # Runs python3 on the program given as $1 with the rest as sys.argv[1:]. The
 # program prints its figures, and "FAIL: ..." lines for failed checks; its exit
-# status counts the failures (0 = all good).
+# status counts the failures (0 = all good), added to FAILURES. $1 "-": the
+# program is read from stdin (a quoted here-document, which may hold any quote).
+# pycheck_soft: the same for an attempt that is measured again: failed checks
+# print "miss: ...", FAILURES is left alone, the status says whether all held.
 pycheck() {
-    _prog=$1
-    shift
+    _pycheck_run FAIL "$@"
+    _st=$?
+    if [ "$_st" -ne 0 ]; then
+        FAILURES=$((FAILURES + _st))
+    fi
+    return "$_st"
+}
+pycheck_soft() { _pycheck_run miss "$@"; }
+_pycheck_run() {
+    _label=$1
+    _prog=$2
+    shift 2
+    [ "$_prog" = - ] && _prog=$(cat)
     python3 - "$@" <<EOF
 import json, sys, re
 failures = 0
 def fail(msg):
     global failures
     failures += 1
-    print("FAIL: " + msg)
+    print("$_label: " + msg)
 def ok(msg):
     print("ok: " + msg)
 def load(path):
@@ -199,7 +213,7 @@ def load(path):
         with open(path) as f:
             return json.load(f)
     except Exception as e:
-        print("FAIL: cannot parse %s as JSON: %s" % (path, e))
+        print("$_label: cannot parse %s as JSON: %s" % (path, e))
         sys.exit(1)
 def rows_by_name(doc):
     out = {}
@@ -209,11 +223,6 @@ def rows_by_name(doc):
 $_prog
 sys.exit(min(failures, 100))
 EOF
-    _st=$?
-    if [ "$_st" -ne 0 ]; then
-        FAILURES=$((FAILURES + _st))
-    fi
-    return "$_st"
 }
 
 # check_split JSON [ROOT] [EXPECTED_SAMPLES] [TOL] [BAND]

@@ -103,6 +103,18 @@ enter_root() {
     RW=${RW#"$root"}
 }
 
+# open_root NAME WHAT: ROOT is the root NAME, logged, locked and entered
+# (enter_root); 1 after a failure that says so (WHAT: the tree bind-mounted
+# inside it besides the source, for the message).
+open_root() {
+    ROOT="$ROOTS_DIR/$1"
+    log "$1 root: $(sed -n 2p "$ROOT/.opprof-root")"
+    if ! lock_root "$1" || ! enter_root "$ROOT"; then
+        fail "$1: cannot lock $ROOT or mount /proc, /sys or $2 inside $ROOT"
+        return 1
+    fi
+}
+
 # in_root ROOT CMD...: CMD in ROOT with a clean environment, time-limited.
 in_root() {
     local root=$1
@@ -374,11 +386,7 @@ PY
 # ---- trixie: the bookworm build, bind-mounted ---------------------------------
 RAN=0
 if root_available trixie; then
-    ROOT="$ROOTS_DIR/trixie"
-    log "trixie root: $(sed -n 2p "$ROOT/.opprof-root")"
-    if ! lock_root trixie || ! enter_root "$ROOT"; then
-        fail "trixie: cannot lock $ROOT or mount /proc, /sys or the build dir inside $ROOT"
-    else
+    if open_root trixie "the build dir"; then
         PY=/usr/bin/python3.13
         log "trixie: $(in_root "$ROOT" "$PY" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)' 2>&1 | tail -n 1)"
         RAN=$((RAN + 1))
@@ -393,11 +401,7 @@ fi
 
 # ---- bullseye: opprof built inside ----------------------------------------------
 if root_available bullseye; then
-    ROOT="$ROOTS_DIR/bullseye"
-    log "bullseye root: $(sed -n 2p "$ROOT/.opprof-root")"
-    if ! lock_root bullseye || ! enter_root "$ROOT"; then
-        fail "bullseye: cannot lock $ROOT or mount /proc, /sys or the source dir inside $ROOT"
-    else
+    if open_root bullseye "the source dir"; then
         # Built as a user builds a release: from the tarball `make dist`
         # writes (here, of this build tree), unpacked, configured and made
         # inside the root. Build dirs of earlier runs are dropped.
@@ -438,11 +442,7 @@ fi
 
 # ---- sid: Python 3.14, the bookworm build bind-mounted -------------------------
 if root_available sid; then
-    ROOT="$ROOTS_DIR/sid"
-    log "sid root: $(sed -n 2p "$ROOT/.opprof-root")"
-    if ! lock_root sid || ! enter_root "$ROOT"; then
-        fail "sid: cannot lock $ROOT or mount /proc, /sys or the build dir inside $ROOT"
-    else
+    if open_root sid "the build dir"; then
         PY=/usr/bin/python3.14
         log "sid: $(in_root "$ROOT" "$PY" -c 'import sys; print("Python", sys.version.split()[0])' 2>&1 | tail -n 1)"
         RAN=$((RAN + 1))

@@ -160,8 +160,7 @@ if [ "$st" -ne 0 ]; then
     show stderr "$WORK/att.err" 4
     log "SKIP: attach case: opprof record -p exited $st (perf_event_open on another process refused?)"
 else
-    limited "$OPPROF" report "$WORK/att" --memory --format json >"$WORK/att.json" 2>/dev/null ||
-        fail "opprof report --memory of the attached recording failed"
+    report_json "$WORK/att" "$WORK/att.json" --memory || fail "opprof report --memory of the attached recording failed"
     pycheck '
 doc = load(sys.argv[1])["memory"]
 rows = {r["name"]: r for r in doc["growth"]["function"]}
@@ -201,8 +200,7 @@ if [ -n "$CG" ] && [ -f "$CG/$CG_FILE" ] && echo $((300 * 1048576)) >"$CG/$CG_FI
         show stderr "$WORK/cg.err" 4
         fail "opprof record of mem_grow in a 300 MiB cgroup exited $st"
     else
-        limited "$OPPROF" report "$WORK/cg" --memory --format json >"$WORK/cg.json" 2>/dev/null ||
-            fail "opprof report --memory of the cgroup run failed"
+        report_json "$WORK/cg" "$WORK/cg.json" --memory || fail "opprof report --memory of the cgroup run failed"
         pycheck '
 doc = load(sys.argv[1])["memory"]
 p = doc["processes"][0]
@@ -243,8 +241,7 @@ PY
     GROW_LINE=$(grep -n "GROW LINE" "$WORK/mem_grow.py" | cut -d: -f1)
     record "$WORK/py" -- /usr/bin/python3 "$WORK/mem_grow.py" "$PY_MB"
     [ "$RECORD_STATUS" -eq 0 ] || die "opprof record of mem_grow.py exited $RECORD_STATUS"
-    limited "$OPPROF" report "$WORK/py" --memory --format json >"$WORK/py.json" 2>"$WORK/py.err" ||
-        { show stderr "$WORK/py.err"; die "opprof report --memory of the Python run failed"; }
+    report_json "$WORK/py" "$WORK/py.json" --memory || die "opprof report --memory of the Python run failed"
     pycheck '
 doc = load(sys.argv[1])["memory"]
 mb, line = int(sys.argv[2]), sys.argv[3]

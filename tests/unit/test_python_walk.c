@@ -95,6 +95,29 @@ static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previo
         put8(FRAME(i) + L->frame_is_entry, is_entry);
 }
 
+/* The start of every fixture: an empty address space, Python 3.minor's
+ * layout, and the strings "a.py" (STR(0)) and "f" (STR(1)). */
+static void start_fixture(unsigned minor)
+{
+    memset(&fake, 0, sizeof fake);
+    L = py_layout_find(3, minor);
+    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
+    make_str(STR(0), a_py, 4, true);
+    make_str(STR(1), f, 1, true);
+}
+
+/* 3.12's and 3.14's chain through an entry shim: code 0 is f in a.py at line
+ * 10; frame 0 (instr 3) -> frame 1 (instr 1) -> shim (frame 2, its f_code
+ * not a code object) -> frame 3 (instr 2), whose previous is prev3. */
+static void make_shim_chain(uint64_t prev3)
+{
+    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
+    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
+    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
+    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
+    make_frame(3, CODE(0), 2, prev3, 0, 0);
+}
+
 /* The chain, innermost first: frame 0 (code 0, instr 5), frame 1 (code 1,
  * incomplete: before its first traceable instruction), frame 2 (code 1, a
  * generator's, instr 0 before first traceable but complete), frame 3 (code
@@ -102,11 +125,8 @@ static void make_frame(unsigned i, uint64_t code, int64_t instr, uint64_t previo
  * qualified name "gé") at line 20. */
 static struct py_target build(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 11);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'}, g_e[] = {'g', 0xe9};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
+    start_fixture(11);
+    static const uint16_t g_e[] = {'g', 0xe9};
     make_str(STR(2), g_e, 2, false);
     make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
     make_code(CODE(1), STR(2), STR(0), STR(2), 20, 3);
@@ -207,12 +227,8 @@ static void test_resolve(void)
  * state's thread_id is a pthread_t whose struct holds the tid at 0x40. */
 static void test_walk_3_9(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 9);
+    start_fixture(9);
     CU_ASSERT_EQUAL_FATAL(L->code_qualname, PY_ABSENT);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
     put64(CODE(0) + L->object_type, CODE_TYPE);
     put64(CODE(0) + L->code_name, STR(1));
     put64(CODE(0) + L->code_filename, STR(0));
@@ -259,16 +275,8 @@ static void test_walk_3_9(void)
  * interpreter's trampoline, not user code) are not frames of the stack. */
 static void test_walk_3_12_shims(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 12);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
-    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
-    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
-    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
-    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
-    make_frame(3, CODE(0), 2, FRAME(4), 0, 0);
+    start_fixture(12);
+    make_shim_chain(FRAME(4));
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
@@ -283,6 +291,38 @@ static void test_walk_3_12_shims(void)
 }
 
 #include "tests/unit/python_debug_offsets_fixture.inc"
+#include "tests/unit/python_debug_offsets_3_14_fixture.inc"
+
+/* bytes, a process's _Py_DebugOffsets, read as base's version: accepted,
+ * equal to base's table (which came from the same build's headers), and
+ * with the offsets that 3.13 and 3.14 share where they should be; the ones
+ * that differ are the caller's. */
+static void check_offsets_match_table(const struct py_layout *base, const uint8_t *bytes, size_t n,
+                                      struct py_layout *got)
+{
+    char why[200] = "";
+    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, bytes, n, got, why, sizeof why));
+    CU_ASSERT_EQUAL(got->interp_threads_head, 7344);
+    CU_ASSERT_EQUAL(got->current_frame, 72);
+    CU_ASSERT_EQUAL(got->tstate_thread_id, 160);
+    CU_ASSERT_EQUAL(got->frame_instr, 56);
+    CU_ASSERT_EQUAL(memcmp(got, base, sizeof *got), 0); /* the headers and the process agree */
+}
+
+/* bytes with len bytes at offset at replaced by patch are refused, the
+ * reason naming what is wrong. */
+static void check_patch_refused(const struct py_layout *base, const uint8_t *bytes, size_t n, size_t at,
+                                const void *patch, size_t len, const char *reason)
+{
+    uint8_t head[1024];
+    CU_ASSERT_FATAL(n <= sizeof head && at + len <= n);
+    memcpy(head, bytes, n);
+    memcpy(head + at, patch, len);
+    struct py_layout got;
+    char why[200] = "";
+    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, n, &got, why, sizeof why));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, reason));
+}
 
 /* 3.13's offsets from the process itself: real bytes give the table's
  * values; each corruption is refused with a reason, never a layout. */
@@ -291,40 +331,23 @@ static void test_debug_offsets(void)
     const struct py_layout *base = py_layout_find(3, 13);
     struct py_layout got;
     char why[200] = "";
-    uint8_t head[sizeof debug_offsets_3_13];
-    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof head, &got, why, sizeof why));
+    const size_t n = sizeof debug_offsets_3_13;
+    check_offsets_match_table(base, debug_offsets_3_13, n, &got);
     CU_ASSERT_EQUAL(got.runtime_interpreters_head, 632);
-    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
-    CU_ASSERT_EQUAL(got.current_frame, 72);
-    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
-    CU_ASSERT_EQUAL(got.frame_instr, 56);
     CU_ASSERT_EQUAL(got.frame_owner, 70);
     CU_ASSERT_EQUAL(got.code_qualname, 128);
     CU_ASSERT_EQUAL(got.code_code_adaptive, 200);
-    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0); /* the headers and the process agree */
 
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[0] = 'X';
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "cookie"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[10] = 12; /* version 3.12 */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.12"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[16] = 1; /* free_threaded */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "free-threaded"));
-    memcpy(head, debug_offsets_3_13, sizeof head);
-    head[24] = head[25] = head[26] = head[27] = 0; /* runtime_state.size 0 */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "runtime_state"));
+    check_patch_refused(base, debug_offsets_3_13, n, 0, "X", 1, "cookie");
+    check_patch_refused(base, debug_offsets_3_13, n, 10, &(uint8_t){12}, 1, "3.12"); /* version 3.12 */
+    check_patch_refused(base, debug_offsets_3_13, n, 16, &(uint8_t){1}, 1, "free-threaded");
+    check_patch_refused(base, debug_offsets_3_13, n, 24, &(uint32_t){0}, 4, "runtime_state"); /* its size 0 */
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, 100, &got, why, sizeof why));
     /* The one entry point: 3.13 without readable debug offsets is refused. */
     CU_ASSERT_PTR_NULL(py_layout_for_process(3, 13, NULL, 0, why, sizeof why));
     CU_ASSERT_PTR_NULL(py_layout_for_process(3, 8, NULL, 0, why, sizeof why));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.8 is not supported"));
-    const struct py_layout *own = py_layout_for_process(3, 13, debug_offsets_3_13, sizeof head, why, sizeof why);
+    const struct py_layout *own = py_layout_for_process(3, 13, debug_offsets_3_13, n, why, sizeof why);
     CU_ASSERT_PTR_NOT_NULL(own);
     CU_ASSERT_PTR_NOT_EQUAL(own, base);
     py_layout_release(own);
@@ -340,17 +363,9 @@ static void test_debug_offsets(void)
  * would stop at the misaligned address, never read a wrong object. */
 static void test_walk_3_14_tagged(void)
 {
-    memset(&fake, 0, sizeof fake);
-    L = py_layout_find(3, 14);
+    start_fixture(14);
     CU_ASSERT_EQUAL_FATAL(L->frame_code_tag_bits, 3);
-    static const uint16_t a_py[] = {'a', '.', 'p', 'y'}, f[] = {'f'};
-    make_str(STR(0), a_py, 4, true);
-    make_str(STR(1), f, 1, true);
-    make_code(CODE(0), STR(1), STR(0), STR(1), 10, 0);
-    make_frame(0, CODE(0), 3, FRAME(1), 0, 0);
-    make_frame(1, CODE(0), 1, FRAME(2), 0, 0);
-    make_frame(2, 0x1234, 0, FRAME(3), L->owner_cstack, 0);
-    make_frame(3, CODE(0), 2, 0, 0, 0);
+    make_shim_chain(0);
     put64(FRAME(0) + L->frame_code, CODE(0) | 1);
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
@@ -375,8 +390,6 @@ static void test_walk_3_14_tagged(void)
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 0);
 }
 
-#include "tests/unit/python_debug_offsets_3_14_fixture.inc"
-
 /* 3.14's _Py_DebugOffsets, a longer struct with members added inside its
  * groups: read with 3.14's struct, the real bytes give the table's values
  * (which came from the same build's headers); 3.13's bytes, or 3.14's cut
@@ -386,17 +399,12 @@ static void test_debug_offsets_3_14(void)
     const struct py_layout *base = py_layout_find(3, 14);
     struct py_layout got;
     char why[200] = "";
-    uint8_t head[sizeof debug_offsets_3_14];
-    CU_ASSERT_EQUAL(sizeof head, 760);
-    CU_ASSERT_TRUE_FATAL(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof head, &got, why, sizeof why));
+    const size_t n = sizeof debug_offsets_3_14;
+    CU_ASSERT_EQUAL(n, 760);
+    check_offsets_match_table(base, debug_offsets_3_14, n, &got);
     CU_ASSERT_EQUAL(got.runtime_interpreters_head, 808);
-    CU_ASSERT_EQUAL(got.interp_threads_head, 7344);
-    CU_ASSERT_EQUAL(got.current_frame, 72);
-    CU_ASSERT_EQUAL(got.tstate_thread_id, 160);
-    CU_ASSERT_EQUAL(got.frame_instr, 56);
     CU_ASSERT_EQUAL(got.frame_owner, 74);
     CU_ASSERT_EQUAL(got.code_code_adaptive, 208);
-    CU_ASSERT_EQUAL(memcmp(&got, base, sizeof got), 0);
 
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_13, sizeof debug_offsets_3_13, &got, why,
                                                  sizeof why));
@@ -404,20 +412,12 @@ static void test_debug_offsets_3_14(void)
     CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, debug_offsets_3_14, sizeof debug_offsets_3_13, &got, why,
                                                  sizeof why));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "760"));
-    memcpy(head, debug_offsets_3_14, sizeof head);
-    head[16] = 1; /* free_threaded */
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "3.14t"));
-    memcpy(head, debug_offsets_3_14, sizeof head);
+    check_patch_refused(base, debug_offsets_3_14, n, 16, &(uint8_t){1}, 1, "3.14t"); /* free_threaded */
     /* interpreter_frame.owner, word 36 of 3.14's struct (3.13's word 36 is
      * code_object.size), past the frame's size. */
-    uint64_t owner_past_end = 4096;
-    memcpy(head + 8 * 36, &owner_past_end, 8);
-    CU_ASSERT_FALSE(py_layout_from_debug_offsets(base, head, sizeof head, &got, why, sizeof why));
-    CU_ASSERT_PTR_NOT_NULL(strstr(why, "interpreter_frame"));
+    check_patch_refused(base, debug_offsets_3_14, n, 8 * 36, &(uint64_t){4096}, 8, "interpreter_frame");
     const struct py_layout *own =
-        py_layout_for_process(3, 14, debug_offsets_3_14, PY_RUNTIME_HEAD_BYTES < sizeof head ? 0 : sizeof head, why,
-                              sizeof why);
+        py_layout_for_process(3, 14, debug_offsets_3_14, PY_RUNTIME_HEAD_BYTES < n ? 0 : n, why, sizeof why);
     CU_ASSERT_PTR_NOT_NULL(own);
     py_layout_release(own);
 }
