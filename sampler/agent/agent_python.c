@@ -153,10 +153,15 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     const struct agent_reader *r = ctx;
     if (r->copy_all || (r->copy_innermost && (flags & PY_READ_INNERMOST)))
         return read_mem_via(r->task, addr, buf, len);
-    if (!agent_memmap_readable(r->table, addr, len))
-        return false;
-    memcpy(buf, (const void *)(uintptr_t)addr, len);
-    return true;
+    if (agent_memmap_readable(r->table, addr, len)) {
+        memcpy(buf, (const void *)(uintptr_t)addr, len);
+        return true;
+    }
+    /* Not in the table: memory mapped since the writer's last look (the
+     * table learns of it only after this miss, agent_memmap.c), or garbage.
+     * Copied, so that either is safe; refusing it cut the chain short for
+     * the first 20-35 ms of run time in every new arena (see MEMMAP_LAG). */
+    return read_mem_via(r->task, addr, buf, len);
 }
 
 static struct py_target target_with(struct agent_reader *r)
