@@ -16,18 +16,22 @@
  * The writer thread reads /proc/self/maps into one of two static tables and
  * publishes it with an atomic index; before overwriting the table not in use
  * it waits until no handler is still reading it (handlers count themselves in
- * and out). A pointer outside every known range is refused and reported as a
- * miss, with its address.
+ * and out). A pointer outside every known range is reported as a miss, with
+ * its address; the caller does not read it in place (the Python walk copies
+ * it with process_vm_readv instead, agent_python.c: the table lags new
+ * mappings by up to MISS_CHECK_NS plus a drain, which cut chains short).
  *
  * When to re-read: a full read of the maps costs the writer ~1.5 ms of CPU in
  * a process that imported torch (1,691 lines), and it re-read once a second
  * and after every miss (at most every 20 ms): 49 full reads in a 12 s
- * training run. Most misses are garbage pointers (the uninitialized frame
- * above), which no re-read would make readable. So the writer re-reads only
- * when the mappings have changed in a way that matters: a library was
- * unloaded (glibc's unload count, agent_phdr_unload_count: its ranges must
- * go), or a missed address is mapped now (memory mapped since the last read:
- * a new data-stack chunk, arena, or library). On Linux 6.11+ PROCMAP_QUERY
+ * training run. Some misses are garbage pointers (the uninitialized frame
+ * above), which no re-read would make readable (though on py_split.py and
+ * torch_train.py every miss counted on 2026-11-24 was a new mapping). So the
+ * writer re-reads only when the mappings have changed in a way that
+ * matters: a library was unloaded (glibc's unload count,
+ * agent_phdr_unload_count: its ranges must go), or a missed address is
+ * mapped now (memory mapped since the last read: a new data-stack chunk,
+ * arena, or library). On Linux 6.11+ PROCMAP_QUERY
  * names the one mapping that holds the address and only that range is added
  * (one ioctl, no text); elsewhere one process_vm_readv of the address says
  * whether it is readable, and then the maps are read in full. A garbage

@@ -236,11 +236,11 @@ if by["run_work"]["total_pct"] < 90:
     bad.append("run_work only %.1f %% of the samples" % by["run_work"]["total_pct"])
 callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"]}
 module = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
-# Some samples on 3.9 read a chain cut short (the caller missing; most likely
-# taken while CPython links or unlinks a frame, not confirmed):
-# 0.7-0.8 % of run_work's samples on a loaded
-# machine (2 of 2 attempts in one run, 99.26 / 99.32 %), under 0.5 % when quiet.
-if module < 98.5:
+# A chain cut short (the caller missing) was the readable-mappings table
+# lagging new pymalloc arenas (0.7-0.8 % of run_work's samples on 3.9,
+# fixed in agent_python.c's agent_read): test_python_split.sh's floor and
+# figures (0 of ~11,700 in each of 39 runs of 3.9-3.13 after the fix).
+if module < 99.9:
     bad.append("<module> calls only %.2f %% of run_work (callers %s)" % (module, sorted(callers)))
 if bad:
     print("%s: off: %s" % (label, "; ".join(bad)))
