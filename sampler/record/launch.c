@@ -322,7 +322,9 @@ static struct opr_live *create_live_file(const char *dir)
     return live;
 }
 
-static uint64_t dir_size(const char *dir)
+/* Bytes of the regular files in dir; streams_only: the proc-*.raw sample
+ * streams only (what --max-size caps). */
+static uint64_t files_size(const char *dir, bool streams_only)
 {
     uint64_t total = 0;
     DIR *d = opendir(dir);
@@ -334,11 +336,23 @@ static uint64_t dir_size(const char *dir)
         struct stat st;
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
             continue;
+        if (streams_only && (strncmp(e->d_name, "proc-", 5) != 0 || !strstr(e->d_name, ".raw")))
+            continue;
         if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode))
             total += (uint64_t)st.st_size;
     }
     closedir(d);
     return total;
+}
+
+static uint64_t dir_size(const char *dir)
+{
+    return files_size(dir, false);
+}
+
+static uint64_t streams_size(const char *dir)
+{
+    return files_size(dir, true);
 }
 
 static void format_size(uint64_t bytes, char *out, size_t outlen)
@@ -596,9 +610,15 @@ static void print_record_summary(const struct record_options *o, const char *dir
     format_size(dir_size(absdir), size, sizeof size);
     unsigned long long samples = live ? live->samples : 0, queue_full = live ? live->lost : 0;
     unsigned long long disk_full = live ? live->unwritten : 0;
-    fprintf(stderr, "opprof record: %llu samples (%llu lost", samples, queue_full + disk_full);
-    if (disk_full) /* per reason, when there is more than the queue's */
-        fprintf(stderr, ": %llu queue full, %llu not written (disk full)", queue_full, disk_full);
+    unsigned long long size_cap = live ? live->dropped_size_cap : 0;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost", samples, queue_full + disk_full + size_cap);
+    if (disk_full || size_cap) { /* per reason, when there is more than the queue's */
+        fprintf(stderr, ": %llu queue full", queue_full);
+        if (disk_full)
+            fprintf(stderr, ", %llu not written (disk full)", disk_full);
+        if (size_cap)
+            fprintf(stderr, ", %llu size cap", size_cap);
+    }
     fprintf(stderr, "), %llu threads, %llu processes -> %s (%s)\n", live ? (unsigned long long)live->threads : 0ull,
             live ? (unsigned long long)live->processes : 0ull, dir, size);
     if (disk_full)
@@ -615,9 +635,14 @@ static void print_record_summary(const struct record_options *o, const char *dir
                         "that window were not recorded\n",
                 o->delay_s, until, (unsigned long long)live->outside_window);
     }
-    if (live && live->dropped_size_cap)
-        fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
-                (unsigned long long)live->dropped_size_cap);
+    if (size_cap) {
+        char cap[32], streams[32];
+        format_size(o->max_size_bytes, cap, sizeof cap);
+        format_size(streams_size(absdir), streams, sizeof streams);
+        fprintf(stderr, "opprof record: --max-size %s reached: %llu samples dropped (counted as lost; the report "
+                        "counts them); the sample streams hold %s (the cap counts them, not info or vdso.so)\n",
+                cap, size_cap, streams);
+    }
     if (live && live->processes)
         print_unsampled(live, period_ns);
     if (live && live->processes == 0)
