@@ -31,10 +31,6 @@
 #include "sampler/common/perf_attr.h"
 #include "sampler/pmu/pmu.h"
 #include "sampler/record/record_internal.h"
-#include "sampler/record/record_internal.h"
-
-static volatile sig_atomic_t child_pid_for_signals;
-static volatile sig_atomic_t interrupted_by;
 
 const char *call_graph_mode_name(enum call_graph_mode mode)
 {
@@ -365,36 +361,6 @@ static void format_size(uint64_t bytes, char *out, size_t outlen)
         snprintf(out, outlen, "%llu bytes", (unsigned long long)bytes);
 }
 
-/* ---- signals --------------------------------------------------------------- */
-
-/* A signal sent to opprof by another process (kill, a job scheduler) is passed
- * on to the workload. A terminal's Ctrl-C already reached the workload (same
- * process group): only remember it, so opprof outlives the workload and keeps
- * what was collected. */
-static void on_forwarded_signal(int sig, siginfo_t *si, void *uc)
-{
-    (void)uc;
-    interrupted_by = sig;
-    if (child_pid_for_signals > 0 && si->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL */)
-        kill((pid_t)child_pid_for_signals, sig);
-}
-
-static void install_forwarding(bool on)
-{
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    if (on) {
-        sa.sa_sigaction = on_forwarded_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    } else {
-        sa.sa_handler = SIG_DFL;
-    }
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
-}
-
 /* ---- the run ----------------------------------------------------------------- */
 
 static int make_result_dir(const struct record_options *o, char *dir, size_t dirlen)
@@ -541,6 +507,8 @@ static int wait_for_workload(pid_t child, const struct opr_live *live, const str
                     (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
                     (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
         }
+        launch_signals_poll(); /* pass on a signal sent to record alone (launch_signals.c) */
+        /* a signal ends the sleep early (EINTR), so it is decided at once */
         struct timespec ts = {0, show_status ? 200000000L : 20000000L};
         nanosleep(&ts, NULL);
     }
@@ -656,14 +624,22 @@ static void print_record_summary(const struct record_options *o, const char *dir
         fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                         "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
     /* Interrupted only if the signal ended the workload: one that ignores or
-     * handles SIGINT and runs to completion was not interrupted. */
-    if (interrupted_by && facts->exit_signal)
-        fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
-                (int)interrupted_by, dir);
-    else if (interrupted_by)
-        fprintf(stderr, "opprof record: signal %d (%s) was passed on to the workload, which ran on and exited "
-                        "with status %d: the recording is complete\n",
-                (int)interrupted_by, strsignal((int)interrupted_by), facts->exit_status);
+     * handles SIGINT and runs to completion was not interrupted. How it
+     * reached the workload is said as it happened (launch_signals.c). */
+    int sig = launch_signals_received();
+    enum launch_signal_route route = launch_signals_route();
+    const char *how = route == LAUNCH_SIGNAL_FORWARDED ? "was passed on to the workload by opprof"
+                      : route == LAUNCH_SIGNAL_GROUP   ? "reached the workload directly (sent to the whole "
+                                                         "process group; opprof did not pass it on again)"
+                      : route == LAUNCH_SIGNAL_TERMINAL ? "reached the workload from the terminal"
+                                                        : "reached opprof";
+    if (sig && facts->exit_signal)
+        fprintf(stderr, "opprof record: interrupted by signal %d (%s, which %s); everything collected so far is "
+                        "in %s\n", sig, strsignal(sig), how, dir);
+    else if (sig)
+        fprintf(stderr, "opprof record: signal %d (%s) %s; the workload ran on and exited with status %d: the "
+                        "recording is complete\n",
+                sig, strsignal(sig), how, facts->exit_status);
 }
 
 int record_run(const struct record_options *o)
@@ -723,8 +699,7 @@ int record_run(const struct record_options *o)
         exec_workload(o, agent, absdir, period_ns, &facts, errpipe[1], torch_shapes_dir);
     }
     close(errpipe[1]);
-    child_pid_for_signals = child;
-    install_forwarding(true);
+    launch_signals_start(child);
 
     int exec_errno = 0;
     ssize_t got;
@@ -735,7 +710,7 @@ int record_run(const struct record_options *o)
 
     bool show_status = !o->quiet && isatty(STDERR_FILENO) && got <= 0;
     int status = wait_for_workload(child, live, &facts, show_status);
-    install_forwarding(false);
+    launch_signals_stop();
     if (show_status)
         fputs("\r\033[K", stderr);
     facts.end_ns = monotonic_ns();
