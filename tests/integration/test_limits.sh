@@ -92,6 +92,11 @@ if not lo <= tw + dropped <= hi:
     fail("recorded %d + dropped %d = %d, expected %d-%d (the CPU time sampled at 1 kHz)" % (tw, dropped, tw + dropped, lo, hi))
 if len(sys.argv) > 6 and "later samples were dropped" not in open(sys.argv[6]).read():
     fail("the text report does not warn about the dropped samples")
+# The header counts them as lost too, by reason, as the summary of record does.
+if len(sys.argv) > 6 and ("size cap" in open(sys.argv[6]).read()) != (dropped > 0):
+    fail("the samples line of the text report does not count the %d dropped samples as lost (size cap)" % dropped)
+elif len(sys.argv) > 6 and dropped > 0 and ("%d size cap" % dropped) not in open(sys.argv[6]).read():
+    fail("the samples line of the text report gives another size-cap count than %d" % dropped)
 ' "$1" "$2" "$(cat "$1"/proc-*.raw | wc -c)" "$3" "$4" ${5:+"$5"}
 }
 
