@@ -96,6 +96,7 @@ struct profile {
     unsigned online_cpus;        /* CPUs online when recording started (0: unknown) */
     bool complete;               /* the launcher wrote its final info */
     bool user_only;              /* kernel mode not sampled */
+    bool attached;               /* opprof attach (info mode=attach): no agent ran inside the process */
     bool cpu_time_weights;       /* user_only: each sample weighs its thread's CPU time since the previous one */
 
     struct prof_frame *frames;    size_t nframes;

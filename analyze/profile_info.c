@@ -91,6 +91,8 @@ static int info_kv(struct profile *p, const char *key, const char *val, int *for
         p->acct.info_unwritten = strtoull(val, NULL, 10);
     } else if (strcmp(key, "max_size_bytes") == 0) {
         p->max_size_bytes = strtoull(val, NULL, 10);
+    } else if (strcmp(key, "mode") == 0) { /* "attach": sampled from outside by opprof attach */
+        p->attached = strcmp(val, "attach") == 0;
     } else if (strcmp(key, "user_only") == 0) {
         p->user_only = atoi(val) == 1;
     } else if (strcmp(key, "sample_weight") == 0) {

@@ -147,6 +147,12 @@ static int profile_read(const char *dir, enum profile_load_mode mode, struct pro
             failed = errno ? errno : ENOMEM;
     }
     symbolizer_for_each_problem(sym, symbolizer_problem, p);
+    struct symbolizer_stats sst;
+    symbolizer_get_stats(sym, &sst);
+    if (sst.modules_unreadable)
+        profile_warnf(p, "%u binar%s named by this result not read: not readable by the result's owner uid %u "
+                      "(as root, opprof reads only what the owner of a result could)",
+                      sst.modules_unreadable, sst.modules_unreadable == 1 ? "y" : "ies", (unsigned)sst.owner_uid);
     symbolizer_free(sym);
     free(scratch);
     free(names);

@@ -612,6 +612,7 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     memset(s, 0, sizeof *s);
     const struct prof_threading *t = p->threading;
     s->total_samples = p->sample_count;
+    s->attached = p->attached;
     if (!t)
         return 0;
     s->has_sched = t->nsched_ticks > 0;

@@ -99,6 +99,7 @@ struct threading_op {
 };
 struct threading_summary {
     bool has_sched, has_ompt;
+    bool attached;             /* opprof attach: scheduling is read by the agent only, so it cannot be there */
     char view[512];            /* which view and runtime were used, one sentence */
     unsigned online, affinity; double cgroup_limit, usable_cpus;
     unsigned nprocesses, nthreads;

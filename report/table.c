@@ -396,9 +396,15 @@ void report_print_header(FILE *out, const struct profile *p)
         fprintf(out, "weight %" PRIu64 " periods; ", p->total_weight);
     uint64_t unwritten = p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten
                                                                              : p->acct.unwritten_samples;
-    fprintf(out, "lost %" PRIu64, p->lost_samples + unwritten);
-    if (unwritten) /* per reason: the agent's queue, the disk */
-        fprintf(out, ": %" PRIu64 " queue full, %" PRIu64 " not written, disk full", p->lost_samples, unwritten);
+    uint64_t size_cap = p->size_cap_dropped_samples;
+    fprintf(out, "lost %" PRIu64, p->lost_samples + unwritten + size_cap);
+    if (unwritten || size_cap) { /* per reason: the agent's queue, the disk, --max-size */
+        fprintf(out, ": %" PRIu64 " queue full", p->lost_samples);
+        if (unwritten)
+            fprintf(out, ", %" PRIu64 " not written, disk full", unwritten);
+        if (size_cap)
+            fprintf(out, ", %" PRIu64 " size cap", size_cap);
+    }
     fprintf(out, ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), event %s",
             p->truncated_samples, unwind_failed,
             p->event && p->event[0] ? p->event : "(unknown)");

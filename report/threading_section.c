@@ -31,6 +31,13 @@ static void print_text(FILE *out, const struct threading_summary *s)
 {
     fputs("Threading\n", out);
     fprintf(out, "  view          %s\n", s->view);
+    if (!s->has_sched && s->attached) {
+        fputs("  (no thread scheduling data: opprof attach samples the process from outside, and the runnable "
+              "threads and runqueue waits are read by the agent `opprof record` starts inside the program; "
+              "record the program with `opprof record` to see them)\n",
+              out);
+        return;
+    }
     if (!s->has_sched) {
         fputs("  (no thread scheduling data in this result: recorded by an older opprof?)\n", out);
         return;

@@ -94,25 +94,11 @@ uint32_t sym_crc32(uint32_t crc, const void *buf, size_t len)
     return ~crc;
 }
 
-/*
- * Paths come from result directories, which are untrusted: a MAP record may
- * name a FIFO (open would block for ever), a device (/dev/urandom never ends)
- * or a directory. O_NONBLOCK makes open return at once whatever the file is,
- * and only regular files are kept. -1 (fd closed) for anything else.
- */
+/* Every file is opened through sym_open_regular (file_access.c): regular
+ * files only, and only those the result's owner may read. */
 static int open_regular(const char *path, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    struct stat tmp;
-    if (!st)
-        st = &tmp;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return sym_open_regular(path, st);
 }
 
 static bool file_crc32(const char *path, uint32_t *out)
@@ -721,8 +707,11 @@ int elf_module_source_line(struct elf_module *m, uint64_t vaddr, const char **fi
     if (!m->dwarf_tried) {
         m->dwarf_tried = true;
         m->dwarf_elf = open_elf(m->dwarf_path, &m->dwarf_fd, NULL);
+        /* libdw may open a .dwz file the debug file names: as the owner too */
+        file_access_enter();
         if (m->dwarf_elf)
             m->dwarf = dwarf_begin_elf(m->dwarf_elf, DWARF_C_READ, NULL);
+        file_access_leave();
         if (m->dwarf) {
             Dwarf_Aranges *ar;
             size_t nar = 0;

@@ -55,6 +55,11 @@ struct symbolizer_stats {
     unsigned modules_without_symbols;/* no .symtab, no .dynsym, no debug file */
     unsigned modules_missing;        /* file not found on this machine */
     unsigned modules_mismatched;     /* build-id differs from the recorded one */
+    /* Root reading a result another user owns reads only the files that user
+     * may read: modules_unreadable files were not opened on their behalf. */
+    unsigned modules_unreadable;
+    bool reads_as_owner;             /* that rule applies to this result */
+    uint32_t owner_uid;              /* the result directory's owner, when it does */
     unsigned perf_maps;              /* perf maps read (one per process that had one) */
     uint64_t perf_map_names;         /* lookups named from a perf map */
     uint64_t lookups;                /* symbolizer_lookup calls */
@@ -87,7 +92,8 @@ int symbolizer_lookup(struct symbolizer *sym, uint32_t pid, uint64_t pc,
                       bool is_return_address, struct sym_frame *out);
 
 /* Modules lacking symbols, for the report's "unknown frames" note. Calls fn
- * once per module path with the problem ("no symbols", "missing", "build-id mismatch"). */
+ * once per module path with the problem ("no symbols", "missing", "build-id mismatch",
+ * "not read: the result's owner may not read it"). */
 void symbolizer_for_each_problem(struct symbolizer *sym,
                                  void (*fn)(const char *path, const char *problem, void *arg),
                                  void *arg);

@@ -115,4 +115,29 @@ size_t perf_map_size(const struct perf_map *m);
  * The name lives until perf_map_free. */
 const char *perf_map_find(const struct perf_map *m, uint64_t addr, uint64_t *start);
 
+/* file_access.c: files named by a result are opened here, and only when the
+ * result's owner may read them (see the file's comment for the rule). */
+struct stat;
+struct file_reader {
+    bool as_owner;   /* root reading another user's result: the rule applies */
+    uid_t uid;       /* the result directory's owner */
+    gid_t gid;       /* their primary group (65534 when they have no passwd entry) */
+    gid_t *groups;   /* their groups (getgrouplist) */
+    int ngroups;
+};
+
+/* Decides the rule for result_dir (NULL: none). Never fails: out of memory
+ * only drops groups, which refuses more, never less. */
+void file_reader_init(struct file_reader *r, const char *result_dir);
+void file_reader_free(struct file_reader *r);
+/* Makes r's rule apply to the opens that follow (NULL: no rule). */
+void file_reader_use(const struct file_reader *r);
+/* Opens between enter and leave (nested pairs allowed) run with the owner's
+ * filesystem uid/gid; for readers outside this file (libdw, perf maps). */
+void file_access_enter(void);
+void file_access_leave(void);
+/* Opens path read-only, non-blocking; regular files only. -1 with errno
+ * EACCES when the rule refuses it (or the kernel does). */
+int sym_open_regular(const char *path, struct stat *st);
+
 #endif

@@ -13,6 +13,7 @@
  *   (path, recorded id) -> module           (one stat/open per library path)
  *   build-id, else path+size+mtime -> loaded module (one ELF read per file)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,9 @@ static void arena_free(struct arena_chunk *c)
 /* Data model                                                                 */
 /* ------------------------------------------------------------------------- */
 
-enum mod_status { MOD_OK, MOD_NO_SYMBOLS, MOD_MISSING, MOD_MISMATCH };
+/* MOD_UNREADABLE: root reading another user's result, and that user may not
+ * read the file (file_access.c): it is not opened on their behalf. */
+enum mod_status { MOD_OK, MOD_NO_SYMBOLS, MOD_MISSING, MOD_MISMATCH, MOD_UNREADABLE };
 
 struct module {
     enum mod_status status;
@@ -120,6 +123,7 @@ struct symbolizer {
     struct hashmap cache_index;
     uint64_t seq;
     struct symbolizer_stats stats;
+    struct file_reader reader; /* whose behalf files named by the result are read on */
 };
 
 /* (pid, addr) -> index into cache (defined with the lookup, below). */
@@ -162,6 +166,9 @@ struct symbolizer *symbolizer_new(const char *result_dir)
         return NULL;
     }
     s->all_tail = &s->all;
+    file_reader_init(&s->reader, result_dir);
+    s->stats.reads_as_owner = s->reader.as_owner;
+    s->stats.owner_uid = s->reader.uid;
     hashmap_init(&s->strings, NULL, NULL);
     hashmap_init(&s->refs, NULL, NULL);
     hashmap_init(&s->modules, NULL, NULL);
@@ -192,6 +199,7 @@ void symbolizer_free(struct symbolizer *s)
     hashmap_free(&s->cache_index);
     free(s->cache);
     arena_free(s->arena);
+    file_reader_free(&s->reader);
     free(s->result_dir);
     free(s);
 }
@@ -384,6 +392,8 @@ static struct module *new_module(struct symbolizer *s, enum mod_status st, const
         s->stats.modules_missing++;
     else if (st == MOD_MISMATCH)
         s->stats.modules_mismatched++;
+    else if (st == MOD_UNREADABLE)
+        s->stats.modules_unreadable++;
     return m;
 }
 
@@ -395,7 +405,7 @@ static struct module *problem_module(struct symbolizer *s, enum mod_status st, c
     char *key = malloc(plen + 1);
     if (!key)
         return NULL;
-    key[0] = st == MOD_MISSING ? 'M' : 'X';
+    key[0] = st == MOD_MISSING ? 'M' : st == MOD_UNREADABLE ? 'U' : 'X';
     memcpy(key + 1, path, plen);
     struct module *m = hashmap_find_ptr(&s->modules, key, plen + 1);
     if (!m && (m = new_module(s, st, path, NULL)) != NULL)
@@ -429,6 +439,8 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
     struct elf_ident id;
     char undeleted[4096];
     if (elf_read_ident(open_path, &id) != 0) {
+        if (errno == EACCES && s->reader.as_owner)
+            return r->mod = problem_module(s, MOD_UNREADABLE, r->path);
         /* "/x/libfoo.so (deleted)": try the path itself, the build-id check
          * below says whether it is still the same file. */
         size_t len = strlen(open_path);
@@ -451,6 +463,8 @@ static struct module *resolve(struct symbolizer *s, struct modref *r)
             open_path = undeleted;
             found = true;
         }
+        if (!found && errno == EACCES && s->reader.as_owner)
+            return r->mod = problem_module(s, MOD_UNREADABLE, r->path);
         if (!found)
             return r->mod = problem_module(s, MOD_MISSING, r->path);
     }
@@ -549,6 +563,7 @@ static const struct perf_map *proc_perf_map(struct symbolizer *s, struct proc *p
         return p->perf_map;
     p->perf_map_tried = true;
     char path[4096];
+    file_access_enter(); /* perf maps too are read only if the result's owner may */
     if (s->result_dir &&
         (size_t)snprintf(path, sizeof path, "%s/perf-%u.map", s->result_dir, p->os_pid) < sizeof path)
         p->perf_map = perf_map_load(path);
@@ -556,6 +571,7 @@ static const struct perf_map *proc_perf_map(struct symbolizer *s, struct proc *p
         snprintf(path, sizeof path, "/tmp/perf-%u.map", p->os_pid);
         p->perf_map = perf_map_load(path);
     }
+    file_access_leave();
     if (p->perf_map)
         s->stats.perf_maps++;
     return p->perf_map;
@@ -630,6 +646,7 @@ int symbolizer_lookup(struct symbolizer *s, uint32_t pid, uint64_t pc, bool is_r
     if (!s)
         return -1;
     s->stats.lookups++;
+    file_reader_use(&s->reader); /* the rule for files this lookup may open */
     /* A return address points after the call; the call itself is at pc-1. */
     uint64_t addr = is_return_address && pc > 0 ? pc - 1 : pc;
     const struct cache_ent *e = cache_find(s, pid, addr);
@@ -668,9 +685,10 @@ void symbolizer_for_each_problem(struct symbolizer *s,
             continue; /* once per path, even if it had two problems */
         /* Out of memory here only risks naming a path twice: go on. */
         (void)hashmap_put_ptr(&seen, m->path, len, m);
-        const char *what = m->status == MOD_MISSING    ? "missing"
-                           : m->status == MOD_MISMATCH ? "build-id mismatch"
-                                                       : "no symbols";
+        const char *what = m->status == MOD_MISSING      ? "missing"
+                           : m->status == MOD_MISMATCH   ? "build-id mismatch"
+                           : m->status == MOD_UNREADABLE ? "not read: the result's owner may not read it"
+                                                         : "no symbols";
         fn(m->path, what, arg);
     }
     hashmap_free(&seen);

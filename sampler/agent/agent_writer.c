@@ -160,14 +160,43 @@ static void emit_lost_if_changed(bool force)
 }
 
 /* --max-size: true once the streams of the whole result dir (every process
- * adds to the shared live counter) reach the cap. Checked per sample by the
- * writer, so the dir overshoots by at most one drain's output per process. */
-static bool size_cap_reached(void)
+ * adds to the shared live counter), plus what this process has buffered and
+ * extra bytes it is about to write, would reach the cap less this process's
+ * closing records (END, cost, accounting, the final thread and memory
+ * readings, LIMITS: ~0.9 KB plus 80 bytes a sampled thread, measured on
+ * known_split; 1 KB plus 80 a thread reserved). So a single process's stream
+ * stays under the cap; with several, each reserves its own closing records
+ * only, and the dir may pass the cap by the others' (docs/opprof.1). */
+static uint64_t threads_noted; /* threads this image wrote a THREAD record for */
+
+static bool size_cap_reached_with(uint64_t extra)
 {
     if (agent_config.max_bytes == 0)
         return false;
     uint64_t total = live ? __atomic_load_n(&live->bytes, __ATOMIC_RELAXED) : opr_writer_bytes(writer);
-    return total + opr_writer_pending(writer) >= agent_config.max_bytes;
+    uint64_t reserve = 1024 + 80 * threads_noted;
+    return total + opr_writer_pending(writer) + extra + reserve >= agent_config.max_bytes;
+}
+
+static bool size_cap_reached(void)
+{
+    return size_cap_reached_with(0);
+}
+
+/* The most one sample can add: SAMPLE with its tails and a COUNTER_SAMPLE, a
+ * new STACK of n frames, and for Python frames a new PYSTACK with a PYCODE
+ * per frame (names of up to ~256 bytes). */
+static uint64_t sample_bytes_bound(const struct agent_slot *slot, unsigned n)
+{
+    return 64 + (uint64_t)slot->nctr * 24 + 16 + 8ull * n + 16 + (uint64_t)slot->npy * (16 + 24 + 256);
+}
+
+/* Past --max-size the periodic records (OpenMP ticks, unwinder counts,
+ * counters of exited threads) are read and dropped: they grow with wall
+ * time, not samples. The closing drain still writes their totals. */
+static void emit_nothing(uint32_t type, const void *body, size_t body_len, const void *tail, size_t tail_len)
+{
+    (void)type, (void)body, (void)body_len, (void)tail, (void)tail_len;
 }
 
 static void note_size_cap_drop(uint64_t time_ns)
@@ -185,7 +214,11 @@ static void emit_limits_if_changed(bool force)
     if (!limited || (!force && outside == last_outside_reported && dropped_size_cap == last_dropped_reported))
         return;
     struct opr_limits l = {agent_now_ns(), outside, dropped_size_cap, first_drop_ns};
-    emit(OPR_REC_LIMITS, &l, sizeof l, NULL, 0);
+    /* Past --max-size only the closing LIMITS is written: one per drain kept
+     * a capped stream growing by 40 bytes every 10 ms (27 of them, 1080
+     * bytes, in a 1.5 s known_split run with a 64K cap). */
+    if (force || !size_cap_reached())
+        emit(OPR_REC_LIMITS, &l, sizeof l, NULL, 0);
     if (live) {
         __atomic_fetch_add(&live->outside_window, outside - last_outside_reported, __ATOMIC_RELAXED);
         __atomic_fetch_add(&live->dropped_size_cap, dropped_size_cap - last_dropped_reported, __ATOMIC_RELAXED);
@@ -211,14 +244,14 @@ static void drain_locked(void)
     if (python_on)
         agent_memmap_maybe_refresh();
     while ((slot = agent_queue_peek()) != NULL) {
-        if (size_cap_reached()) {
+        unsigned n = slot->nframes ? slot->nframes : 1;
+        if (n > OPR_MAX_FRAMES)
+            n = OPR_MAX_FRAMES;
+        if (size_cap_reached_with(sample_bytes_bound(slot, n))) {
             note_size_cap_drop(slot->time_ns);
             agent_queue_release();
             continue;
         }
-        unsigned n = slot->nframes ? slot->nframes : 1;
-        if (n > OPR_MAX_FRAMES)
-            n = OPR_MAX_FRAMES;
         int64_t id = opr_writer_stack_id(writer, slot->pcs, n);
         if (id >= 0 && (slot->flags & AGENT_SLOT_OMP_CONTEXT)) {
             /* threading/OpenMP: an opener's stack at region begin, not a sample */
@@ -226,8 +259,11 @@ static void drain_locked(void)
                                         python_stack_for(slot), 0};
             emit(OPR_REC_OMP_CONTEXT, &c, sizeof c, NULL, 0);
         } else if (id >= 0) {
-            if (opr_writer_note_thread(writer, slot->tid) && live)
-                __atomic_fetch_add(&live->threads, 1, __ATOMIC_RELAXED);
+            if (opr_writer_note_thread(writer, slot->tid)) {
+                threads_noted++;
+                if (live)
+                    __atomic_fetch_add(&live->threads, 1, __ATOMIC_RELAXED);
+            }
             struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags,
                                    slot->weight ? slot->weight : 1};
             struct opr_sample_python py = {python_stack_for(slot), 0};
@@ -258,14 +294,16 @@ static void drain_locked(void)
     agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
     if (!size_cap_reached())
         agent_memory_poll(emit, false); /* memory: RSS and page faults (agent_memory.c); not past --max-size */
-    ompt_writer_drain(emit, false);
-    agent_counters_reap(emit, false); /* per-sample counters of exited threads */
+    /* the closing drain (writer_stop set) writes whatever the cap allows */
+    agent_emit_fn periodic = size_cap_reached() && !atomic_load(&writer_stop) ? emit_nothing : emit;
+    ompt_writer_drain(periodic, false);
+    agent_counters_reap(periodic, false); /* per-sample counters of exited threads */
     samples_written += drained;
     if (live && drained)
         __atomic_fetch_add(&live->samples, drained, __ATOMIC_RELAXED);
     emit_lost_if_changed(false);
     emit_limits_if_changed(false);
-    agent_unwind_poll(emit); /* unwind tables: build what samples asked for; UNWIND counts */
+    agent_unwind_poll(periodic); /* unwind tables: build what samples asked for; UNWIND counts */
     flush_stream();
 }
 
@@ -496,6 +534,7 @@ void agent_writer_atfork_child(void)
     unwritten_reported = 0;
     write_errno = 0;
     dropped_size_cap = first_drop_ns = last_outside_reported = last_dropped_reported = 0;
+    threads_noted = 0;
     if (begin_stream() != 0)
         return;
     atomic_store(&writer_stop, 0);

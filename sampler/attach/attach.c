@@ -424,9 +424,12 @@ static void print_attach_summary(const struct attach_run *run, pid_t pid, const 
                                  const struct attach_facts *facts, const char *stop_reason)
 {
     const struct attach_stream_totals *t = &run->totals;
-    fprintf(stderr, "opprof record: %llu samples (%llu lost), %llu threads, %llu processes -> %s (%.1f KB)\n",
-            (unsigned long long)t->samples, (unsigned long long)(run->kernel_lost + t->lost),
-            (unsigned long long)t->threads, (unsigned long long)t->processes, dir, t->bytes / 1024.0);
+    unsigned long long queue_full = run->kernel_lost + t->lost, size_cap = t->dropped_size_cap;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost", (unsigned long long)t->samples, queue_full + size_cap);
+    if (size_cap) /* per reason, as record's launcher says it */
+        fprintf(stderr, ": %llu queue full, %llu size cap", queue_full, size_cap);
+    fprintf(stderr, "), %llu threads, %llu processes -> %s (%.1f KB)\n", (unsigned long long)t->threads,
+            (unsigned long long)t->processes, dir, t->bytes / 1024.0);
     fprintf(stderr, "opprof record: detached from %d after %.2f s (%s); the target is %s", (int)pid,
             (facts->end_ns - facts->start_ns) / 1e9,
             !strcmp(stop_reason, "duration") ? "--duration reached"
@@ -434,8 +437,9 @@ static void print_attach_summary(const struct attach_run *run, pid_t pid, const 
                                                   : "interrupted",
             facts->target_alive_after ? "still running\n" : "gone\n");
     if (t->dropped_size_cap)
-        fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
-                (unsigned long long)t->dropped_size_cap);
+        fprintf(stderr, "opprof record: --max-size %.1f KB reached: %llu samples dropped (counted as lost; the "
+                        "report counts them); the sample streams hold %.1f KB\n",
+                run->o->max_size_bytes / 1024.0, (unsigned long long)t->dropped_size_cap, t->bytes / 1024.0);
     if (t->samples && t->unwind_failed)
         fprintf(stderr, "opprof record: %llu samples (%.1f %%) could not be unwound: leaf function only\n",
                 (unsigned long long)t->unwind_failed, 100.0 * t->unwind_failed / t->samples);

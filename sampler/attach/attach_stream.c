@@ -205,7 +205,12 @@ bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e
     static struct py_frame_ref py[OPR_MAX_PYFRAMES];
     static uint64_t pcs[OPR_MAX_FRAMES];
     memset(c, 0, sizeof *c);
-    if (size_cap_bytes && all_streams_bytes + opr_writer_pending(s->w) >= size_cap_bytes) {
+    /* --max-size: this sample at its largest (SAMPLE, a new STACK, a new
+     * PYSTACK with its PYCODEs) and the stream's closing records (memory,
+     * thread names, LIMITS, END) must still fit, so a stream keeps the cap. */
+    uint64_t bound = 96 + 8ull * e->ncallchain + (s->py ? 2048 : 0); /* Python: a typical new chain */
+    uint64_t closing = 512 + 48 * s->t.threads;
+    if (size_cap_bytes && all_streams_bytes + opr_writer_pending(s->w) + bound + closing >= size_cap_bytes) {
         if (s->dropped_size_cap++ == 0)
             s->first_drop_ns = e->time_ns;
         s->t.dropped_size_cap++;

@@ -31,10 +31,6 @@
 #include "sampler/common/perf_attr.h"
 #include "sampler/pmu/pmu.h"
 #include "sampler/record/record_internal.h"
-#include "sampler/record/record_internal.h"
-
-static volatile sig_atomic_t child_pid_for_signals;
-static volatile sig_atomic_t interrupted_by;
 
 const char *call_graph_mode_name(enum call_graph_mode mode)
 {
@@ -322,7 +318,9 @@ static struct opr_live *create_live_file(const char *dir)
     return live;
 }
 
-static uint64_t dir_size(const char *dir)
+/* Bytes of the regular files in dir; streams_only: the proc-*.raw sample
+ * streams only (what --max-size caps). */
+static uint64_t files_size(const char *dir, bool streams_only)
 {
     uint64_t total = 0;
     DIR *d = opendir(dir);
@@ -334,11 +332,23 @@ static uint64_t dir_size(const char *dir)
         struct stat st;
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
             continue;
+        if (streams_only && (strncmp(e->d_name, "proc-", 5) != 0 || !strstr(e->d_name, ".raw")))
+            continue;
         if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode))
             total += (uint64_t)st.st_size;
     }
     closedir(d);
     return total;
+}
+
+static uint64_t dir_size(const char *dir)
+{
+    return files_size(dir, false);
+}
+
+static uint64_t streams_size(const char *dir)
+{
+    return files_size(dir, true);
 }
 
 static void format_size(uint64_t bytes, char *out, size_t outlen)
@@ -349,36 +359,6 @@ static void format_size(uint64_t bytes, char *out, size_t outlen)
         snprintf(out, outlen, "%.1f KB", bytes / 1024.0);
     else
         snprintf(out, outlen, "%llu bytes", (unsigned long long)bytes);
-}
-
-/* ---- signals --------------------------------------------------------------- */
-
-/* A signal sent to opprof by another process (kill, a job scheduler) is passed
- * on to the workload. A terminal's Ctrl-C already reached the workload (same
- * process group): only remember it, so opprof outlives the workload and keeps
- * what was collected. */
-static void on_forwarded_signal(int sig, siginfo_t *si, void *uc)
-{
-    (void)uc;
-    interrupted_by = sig;
-    if (child_pid_for_signals > 0 && si->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL */)
-        kill((pid_t)child_pid_for_signals, sig);
-}
-
-static void install_forwarding(bool on)
-{
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    if (on) {
-        sa.sa_sigaction = on_forwarded_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    } else {
-        sa.sa_handler = SIG_DFL;
-    }
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
 }
 
 /* ---- the run ----------------------------------------------------------------- */
@@ -527,6 +507,8 @@ static int wait_for_workload(pid_t child, const struct opr_live *live, const str
                     (unsigned long long)__atomic_load_n(&live->threads, __ATOMIC_RELAXED),
                     (unsigned long long)__atomic_load_n(&live->processes, __ATOMIC_RELAXED));
         }
+        launch_signals_poll(); /* pass on a signal sent to record alone (launch_signals.c) */
+        /* a signal ends the sleep early (EINTR), so it is decided at once */
         struct timespec ts = {0, show_status ? 200000000L : 20000000L};
         nanosleep(&ts, NULL);
     }
@@ -596,9 +578,15 @@ static void print_record_summary(const struct record_options *o, const char *dir
     format_size(dir_size(absdir), size, sizeof size);
     unsigned long long samples = live ? live->samples : 0, queue_full = live ? live->lost : 0;
     unsigned long long disk_full = live ? live->unwritten : 0;
-    fprintf(stderr, "opprof record: %llu samples (%llu lost", samples, queue_full + disk_full);
-    if (disk_full) /* per reason, when there is more than the queue's */
-        fprintf(stderr, ": %llu queue full, %llu not written (disk full)", queue_full, disk_full);
+    unsigned long long size_cap = live ? live->dropped_size_cap : 0;
+    fprintf(stderr, "opprof record: %llu samples (%llu lost", samples, queue_full + disk_full + size_cap);
+    if (disk_full || size_cap) { /* per reason, when there is more than the queue's */
+        fprintf(stderr, ": %llu queue full", queue_full);
+        if (disk_full)
+            fprintf(stderr, ", %llu not written (disk full)", disk_full);
+        if (size_cap)
+            fprintf(stderr, ", %llu size cap", size_cap);
+    }
     fprintf(stderr, "), %llu threads, %llu processes -> %s (%s)\n", live ? (unsigned long long)live->threads : 0ull,
             live ? (unsigned long long)live->processes : 0ull, dir, size);
     if (disk_full)
@@ -615,9 +603,14 @@ static void print_record_summary(const struct record_options *o, const char *dir
                         "that window were not recorded\n",
                 o->delay_s, until, (unsigned long long)live->outside_window);
     }
-    if (live && live->dropped_size_cap)
-        fprintf(stderr, "opprof record: --max-size reached: %llu samples dropped (the report counts them)\n",
-                (unsigned long long)live->dropped_size_cap);
+    if (size_cap) {
+        char cap[32], streams[32];
+        format_size(o->max_size_bytes, cap, sizeof cap);
+        format_size(streams_size(absdir), streams, sizeof streams);
+        fprintf(stderr, "opprof record: --max-size %s reached: %llu samples dropped (counted as lost; the report "
+                        "counts them); the sample streams hold %s (the cap counts them, not info or vdso.so)\n",
+                cap, size_cap, streams);
+    }
     if (live && live->processes)
         print_unsampled(live, period_ns);
     if (live && live->processes == 0)
@@ -631,14 +624,22 @@ static void print_record_summary(const struct record_options *o, const char *dir
         fprintf(stderr, "opprof record: warning: no samples: the workload used less CPU time "
                         "than one sampling period (%.3f ms); raise -F\n", period_ns / 1e6);
     /* Interrupted only if the signal ended the workload: one that ignores or
-     * handles SIGINT and runs to completion was not interrupted. */
-    if (interrupted_by && facts->exit_signal)
-        fprintf(stderr, "opprof record: interrupted by signal %d; everything collected so far is in %s\n",
-                (int)interrupted_by, dir);
-    else if (interrupted_by)
-        fprintf(stderr, "opprof record: signal %d (%s) was passed on to the workload, which ran on and exited "
-                        "with status %d: the recording is complete\n",
-                (int)interrupted_by, strsignal((int)interrupted_by), facts->exit_status);
+     * handles SIGINT and runs to completion was not interrupted. How it
+     * reached the workload is said as it happened (launch_signals.c). */
+    int sig = launch_signals_received();
+    enum launch_signal_route route = launch_signals_route();
+    const char *how = route == LAUNCH_SIGNAL_FORWARDED ? "was passed on to the workload by opprof"
+                      : route == LAUNCH_SIGNAL_GROUP   ? "reached the workload directly (sent to the whole "
+                                                         "process group; opprof did not pass it on again)"
+                      : route == LAUNCH_SIGNAL_TERMINAL ? "reached the workload from the terminal"
+                                                        : "reached opprof";
+    if (sig && facts->exit_signal)
+        fprintf(stderr, "opprof record: interrupted by signal %d (%s, which %s); everything collected so far is "
+                        "in %s\n", sig, strsignal(sig), how, dir);
+    else if (sig)
+        fprintf(stderr, "opprof record: signal %d (%s) %s; the workload ran on and exited with status %d: the "
+                        "recording is complete\n",
+                sig, strsignal(sig), how, facts->exit_status);
 }
 
 int record_run(const struct record_options *o)
@@ -698,8 +699,7 @@ int record_run(const struct record_options *o)
         exec_workload(o, agent, absdir, period_ns, &facts, errpipe[1], torch_shapes_dir);
     }
     close(errpipe[1]);
-    child_pid_for_signals = child;
-    install_forwarding(true);
+    launch_signals_start(child);
 
     int exec_errno = 0;
     ssize_t got;
@@ -710,7 +710,7 @@ int record_run(const struct record_options *o)
 
     bool show_status = !o->quiet && isatty(STDERR_FILENO) && got <= 0;
     int status = wait_for_workload(child, live, &facts, show_status);
-    install_forwarding(false);
+    launch_signals_stop();
     if (show_status)
         fputs("\r\033[K", stderr);
     facts.end_ns = monotonic_ns();

@@ -26,4 +26,23 @@ int launch_torch_shapes_find(char *out, size_t outlen);
 void launch_torch_shapes_setup_env(const char *dir);
 void launch_torch_shapes_print_summary(FILE *f, const char *absdir, uint64_t cpu_ns);
 
+/* launch_signals.c: signals meant to stop the workload reach it once. start
+ * after the fork (installs the handlers, starts a sentinel process in the
+ * process group); poll from the wait loop (passes on, after the sentinel's
+ * word, a signal that was sent to record alone); stop once the workload
+ * ended. received: the last such signal record got (0: none); route: how it
+ * reached the workload. */
+enum launch_signal_route {
+    LAUNCH_SIGNAL_NONE,
+    LAUNCH_SIGNAL_TERMINAL,  /* from the terminal: the workload got it directly */
+    LAUNCH_SIGNAL_GROUP,     /* kill() to the process group: the workload got it directly */
+    LAUNCH_SIGNAL_FORWARDED, /* kill() to record alone: record passed it on */
+};
+#include <sys/types.h>
+void launch_signals_start(pid_t child);
+void launch_signals_poll(void);
+void launch_signals_stop(void);
+int launch_signals_received(void);
+enum launch_signal_route launch_signals_route(void);
+
 #endif

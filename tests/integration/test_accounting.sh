@@ -113,14 +113,47 @@ else
     fail "SIGINT ignored by the workload: exit $st; record says: $(grep -i 'signal' "$WORK/sigint.err" | head -n 1)"
 fi
 
-# 4b. An unfinished recording is warned about once.
+# 4b. SIGINT sent to the whole process group (kill -INT -PGID: what timeout(1)
+# and job schedulers do; a terminal's Ctrl-C too, but that one comes from the
+# kernel): opprof and the workload both get it. The workload handles one
+# SIGINT gracefully and a second kills it. Round 1 passed the signal on as
+# well, so the workload got it twice and died (exit 130, "interrupted"). Now:
+# delivered once, exit 0, complete, the summary says how it arrived. Then the
+# same signal sent to opprof alone: passed on once, exit 0.
+py=$(python3 -c 'import sys; print(sys.executable)') # the interpreter, not a pyenv shim's 40 processes
+for how in group alone; do
+    rm -f "$WORK/ready"
+    setsid "$OPPROF" record -o "$WORK/sig-$how" -- "$py" "$OPPROF_SRCDIR/tests/workloads/sigint_once.py" \
+        "$WORK/ready" >/dev/null 2>"$WORK/sig-$how.err" &
+    rec=$!
+    n=0
+    while [ ! -e "$WORK/ready" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+    sleep 0.2
+    # setsid made opprof a group leader: its pid is the group's id (killpg: sh's kill may not take "--")
+    if [ "$how" = group ]; then python3 -c 'import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGINT)' "$rec"
+    else kill -INT "$rec"; fi
+    wait "$rec"
+    st=$?
+    show record "$WORK/sig-$how.err" 4
+    want="reached the workload directly (sent to the whole process group"
+    [ "$how" = alone ] && want="was passed on to the workload by opprof"
+    if [ "$st" -eq 0 ] && grep -q "1 SIGINT handled" "$WORK/sig-$how.err" &&
+        grep -q "$want" "$WORK/sig-$how.err" && grep -q '^complete=1' "$WORK/sig-$how/info" &&
+        [ "$(grep -c 'interrupted\|did not finish' "$WORK/sig-$how.err")" -eq 0 ]; then
+        pass "SIGINT to $how: delivered once, the workload's exit 0 propagated, summary says how it arrived"
+    else
+        fail "SIGINT to $how: exit $st; record says: $(grep -i 'signal' "$WORK/sig-$how.err" | tail -n 1)"
+    fi
+done
+
+# 4c. An unfinished recording is warned about once.
 limited "$OPPROF" record -q -o "$WORK/unf" -- "$KNOWN_SPLIT" --seconds 0.2 >/dev/null 2>&1
 sed -i 's/^complete=1/complete=0/; /^end_ns=/d; /^exit_/d' "$WORK/unf/info"
 n=$("$OPPROF" report "$WORK/unf" 2>&1 | grep -c "warning.*did not finish")
 [ "$n" -eq 1 ] && pass "unfinished recording: one 'did not finish' warning" ||
     fail "unfinished recording: $n 'did not finish' warnings, expected 1"
 
-# 4c. attach refused at perf_event_paranoid=2: no advice to set it to 2.
+# 4d. attach refused at perf_event_paranoid=2: no advice to set it to 2.
 if [ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null 2>&1 && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" = 2 ]; then
     sleep 5 &
     victim=$!

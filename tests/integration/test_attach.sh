@@ -233,6 +233,17 @@ else:
 else
     fail "opprof report --group-by thread failed"
 fi
+# The Threading section of an attached result says why it has no scheduling
+# data (attach samples from outside; only the agent inside a recorded program
+# reads it), not "recorded by an older opprof?" (what it said before).
+limited "$OPPROF" report "$WORK/thr" --threading >"$WORK/thr.threading" 2>&1
+show threading "$WORK/thr.threading" 6
+if grep -q 'opprof attach samples the process from outside' "$WORK/thr.threading" &&
+    ! grep -q 'older opprof' "$WORK/thr.threading"; then
+    pass "attach: the Threading section says attach cannot see scheduling"
+else
+    fail "attach: the Threading section does not give attach as the reason for no scheduling data"
+fi
 wait "$TPID2" || fail "the 2-thread target exited $?"
 
 log "=== errors"
