@@ -600,6 +600,18 @@ int hotspots_op_neighbours(const struct profile *p, const char *op, bool callees
         if (callees) {
             if (!self)
                 continue;
+            /* The OpenMP runtime wait of the regions it opened: one row of its
+             * own, as in --group-by op (the share's base keeps it). */
+            uint64_t wait_w = w.wait_w[s], wait_n = w.wait_n[s];
+            if (wait_n) {
+                long wr = hs_builder_row(&w.b, OMP_RUNTIME_WAIT_NAME, NULL);
+                if (wr < 0)
+                    goto oom;
+                count_row(&w.b, (size_t)wr, (uint32_t)(s + p->nstacks + 1), true, wait_w, wait_n);
+                if (wait_n == n)
+                    continue;
+                weight -= wait_w, n -= wait_n;
+            }
             r = kernel_row(&w, st, NULL);
         } else {
             long py = user_python_frame_from(p, st, (size_t)first + 1);
