@@ -22,6 +22,7 @@
 #include <inttypes.h>
 
 #include "analyze/analyze.h"
+#include "analyze/profile_internal.h"
 #include "analyze/hotspots_internal.h"
 
 /* ------------------------------------------------------------------------- */
@@ -271,6 +272,26 @@ int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **coun
     }
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *s = &p->samples[i];
+        size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
+        (*weight)[k] += s->weight;
+        (*count)[k] += s->count;
+    }
+    return 0;
+}
+
+int hs_fold_runtime_wait(const struct profile *p, uint64_t **weight, uint64_t **count)
+{
+    *weight = calloc(p->nstacks + 1, sizeof **weight);
+    *count = calloc(p->nstacks + 1, sizeof **count);
+    if (!*weight || !*count) {
+        free(*weight);
+        free(*count);
+        return -1;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct prof_sample *s = &p->samples[i];
+        if (!threading_sample_is_runtime_wait(p, s))
+            continue;
         size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
         (*weight)[k] += s->weight;
         (*count)[k] += s->count;

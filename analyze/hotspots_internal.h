@@ -42,6 +42,9 @@ int hs_builder_finish(struct hs_builder *b, const struct profile *p, uint64_t co
 void hs_builder_abort(struct hs_builder *b);
 /* Weight and count per stack index; index nstacks holds samples with a bad stack. */
 int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count);
+/* The same for the samples that are OpenMP runtime wait only
+ * (threading_sample_is_runtime_wait): the operator views' OMP_RUNTIME_WAIT_NAME. */
+int hs_fold_runtime_wait(const struct profile *p, uint64_t **weight, uint64_t **count);
 
 /* GROUP_OP, GROUP_LINE, GROUP_PYTHON, GROUP_KERNEL (analyze/hotspots_torch.c). */
 int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hotspot_table *out);

@@ -153,6 +153,7 @@ struct walk {
     const struct profile *p;
     struct op_index ix;
     uint64_t *sw, *sc;     /* weight and count per stack */
+    uint64_t *wait_w, *wait_n; /* of those, runtime-wait samples (OMP_RUNTIME_WAIT_NAME) */
     struct hs_builder b;   /* the table's rows */
     uint32_t *frame_row;   /* frame -> row + 1 (views keyed by one frame) */
     uint32_t *op_row;      /* op id -> row + 1 (GROUP_OP) */
@@ -170,9 +171,12 @@ static int walk_init(struct walk *w, const struct profile *p)
         return -1;
     w->frame_row = calloc(p->nframes + 1, sizeof *w->frame_row);
     w->op_row = calloc(w->ix.nnames + 1, sizeof *w->op_row);
-    if (!w->frame_row || !w->op_row || hs_fold_by_stack(p, &w->sw, &w->sc) != 0) {
+    if (!w->frame_row || !w->op_row || hs_fold_by_stack(p, &w->sw, &w->sc) != 0 ||
+        hs_fold_runtime_wait(p, &w->wait_w, &w->wait_n) != 0) {
         free(w->frame_row);
         free(w->op_row);
+        free(w->sw);
+        free(w->sc);
         op_index_free(&w->ix);
         return -1;
     }
@@ -186,6 +190,8 @@ static void walk_free(struct walk *w)
     op_index_free(&w->ix);
     free(w->sw);
     free(w->sc);
+    free(w->wait_w);
+    free(w->wait_n);
     free(w->frame_row);
     free(w->op_row);
     free(w->caller_frame);
@@ -379,6 +385,59 @@ static int set_top_callers(struct walk *w)
     return 0;
 }
 
+/* GROUP_OP: weight w / n samples of stack st. Self goes to the innermost
+ * operator, or to the hook's row (record --torch-shapes), or "[no operator]";
+ * runtime-wait samples (wait) go to OMP_RUNTIME_WAIT_NAME as self and count
+ * only in the totals of the operators on the stack. gen is the stack's
+ * generation (a wait part gets its own, past every stack's). */
+static int count_op_stack(struct walk *w, const struct prof_stack *st, uint32_t gen, uint64_t weight, uint64_t n,
+                          bool any_hook, bool wait)
+{
+    const struct profile *p = w->p;
+    if (!wait && any_hook && torch_shapes_stack_is_hook(p, st)) {
+        /* record --torch-shapes: the hook's own code, never an operator's */
+        long r = hs_builder_row(&w->b, TORCH_SHAPES_HOOK_ROW, NULL);
+        if (r < 0)
+            return -1;
+        count_row(&w->b, (size_t)r, gen, true, weight, n);
+        return 0;
+    }
+    bool any = false;
+    if (wait) {
+        long r = hs_builder_row(&w->b, OMP_RUNTIME_WAIT_NAME, NULL);
+        if (r < 0)
+            return -1;
+        count_row(&w->b, (size_t)r, gen, true, weight, n);
+        any = true; /* the operators below get total only */
+    }
+    bool fallback = op_stack_fallback(&w->ix, p, st);
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        uint32_t op = op_frame_at(&w->ix, p, st, i, fallback);
+        if (!op)
+            continue;
+        if (!w->op_row[op - 1]) {
+            long r = hs_builder_row(&w->b, w->ix.names[op - 1], NULL);
+            if (r < 0)
+                return -1;
+            w->op_row[op - 1] = (uint32_t)r + 1;
+        }
+        size_t r = w->op_row[op - 1] - 1;
+        bool first_here = w->b.gen[r] != gen; /* innermost occurrence of this op */
+        count_row(&w->b, r, gen, !any, weight, n);
+        any = true;
+        if (first_here && note_caller(w, st, user_python_frame_from(p, st, i + 1), r, gen, weight, n) != 0)
+            return -1;
+    }
+    if (!any) {
+        const char *none = stack_is_import(p, st) ? NO_OPERATOR_IMPORT_NAME : NO_OPERATOR_NAME;
+        long r = hs_builder_row(&w->b, none, NULL);
+        if (r < 0)
+            return -1;
+        count_row(&w->b, (size_t)r, gen, true, weight, n);
+    }
+    return 0;
+}
+
 int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hotspot_table *out)
 {
     memset(out, 0, sizeof *out);
@@ -400,38 +459,14 @@ int hotspots_compute_torch(const struct profile *p, enum group_by by, struct hot
         const struct prof_stack *st = s < p->nstacks ? &p->stacks[s] : &empty;
         uint32_t gen = (uint32_t)s + 1;
         bool any = false;
-        if (by == GROUP_OP && any_hook && torch_shapes_stack_is_hook(p, st)) {
-            /* record --torch-shapes: the hook's own code, never an operator's */
-            long r = hs_builder_row(&w.b, TORCH_SHAPES_HOOK_ROW, NULL);
-            if (r < 0)
+        if (by == GROUP_OP) {
+            /* The stack's runtime-wait samples apart (see OMP_RUNTIME_WAIT_NAME):
+             * a second pass over the same stack, with a generation of its own. */
+            uint64_t wait_w = w.wait_w[s], wait_n = w.wait_n[s];
+            if (n > wait_n && count_op_stack(&w, st, gen, weight - wait_w, n - wait_n, any_hook, false) != 0)
                 goto oom;
-            count_row(&w.b, (size_t)r, gen, true, weight, n);
-        } else if (by == GROUP_OP) {
-            bool fallback = op_stack_fallback(&w.ix, p, st);
-            for (uint32_t i = 0; i < st->nframes; i++) {
-                uint32_t op = op_frame_at(&w.ix, p, st, i, fallback);
-                if (!op)
-                    continue;
-                if (!w.op_row[op - 1]) {
-                    long r = hs_builder_row(&w.b, w.ix.names[op - 1], NULL);
-                    if (r < 0)
-                        goto oom;
-                    w.op_row[op - 1] = (uint32_t)r + 1;
-                }
-                size_t r = w.op_row[op - 1] - 1;
-                bool first_here = w.b.gen[r] != gen; /* innermost occurrence of this op */
-                count_row(&w.b, r, gen, !any, weight, n);
-                any = true;
-                if (first_here && note_caller(&w, st, user_python_frame_from(p, st, i + 1), r, gen, weight, n) != 0)
-                    goto oom;
-            }
-            if (!any) {
-                const char *none = stack_is_import(p, st) ? NO_OPERATOR_IMPORT_NAME : NO_OPERATOR_NAME;
-                long r = hs_builder_row(&w.b, none, NULL);
-                if (r < 0)
-                    goto oom;
-                count_row(&w.b, (size_t)r, gen, true, weight, n);
-            }
+            if (wait_n && count_op_stack(&w, st, gen + (uint32_t)p->nstacks + 1, wait_w, wait_n, any_hook, true) != 0)
+                goto oom;
         } else if (by == GROUP_LINE || by == GROUP_PYTHON) {
             for (uint32_t i = 0; i < st->nframes; i++) {
                 uint32_t f = st->frames[i];
@@ -565,6 +600,18 @@ int hotspots_op_neighbours(const struct profile *p, const char *op, bool callees
         if (callees) {
             if (!self)
                 continue;
+            /* The OpenMP runtime wait of the regions it opened: one row of its
+             * own, as in --group-by op (the share's base keeps it). */
+            uint64_t wait_w = w.wait_w[s], wait_n = w.wait_n[s];
+            if (wait_n) {
+                long wr = hs_builder_row(&w.b, OMP_RUNTIME_WAIT_NAME, NULL);
+                if (wr < 0)
+                    goto oom;
+                count_row(&w.b, (size_t)wr, (uint32_t)(s + p->nstacks + 1), true, wait_w, wait_n);
+                if (wait_n == n)
+                    continue;
+                weight -= wait_w, n -= wait_n;
+            }
             r = kernel_row(&w, st, NULL);
         } else {
             long py = user_python_frame_from(p, st, (size_t)first + 1);

@@ -235,6 +235,7 @@ const char *op_name_from_frame(const char *name, char *buf, size_t len)
 bool is_no_operator_row(const char *name)
 {
     return strcmp(name, NO_OPERATOR_NAME) == 0 || strcmp(name, NO_OPERATOR_IMPORT_NAME) == 0 ||
+           strcmp(name, OMP_RUNTIME_WAIT_NAME) == 0 ||
            strcmp(name, TORCH_SHAPES_HOOK_ROW) == 0; /* record --torch-shapes: the hook's own cost */
 }
 

@@ -42,6 +42,13 @@ bool op_name_matches(const char *op, const char *query);
  * operator attribution. */
 #define NO_OPERATOR_NAME "[no operator]"
 #define NO_OPERATOR_IMPORT_NAME "[no operator: import]"
+/* Samples of a thread waiting in the OpenMP runtime (a team thread outside a
+ * region body: spin, barrier, fork/join; the Threading section's "runtime
+ * spin/wait") are no operator's self time: the opener's join inside
+ * aten::_softmax lasts as long as the machine keeps its workers off a CPU.
+ * They get this row as self and still count in the total of every operator
+ * on their stack. */
+#define OMP_RUNTIME_WAIT_NAME "[OpenMP runtime wait]"
 /* Whether an operator-table row is one of the two above, not an operator. */
 bool is_no_operator_row(const char *name);
 #define NO_PYTHON_FRAME_NAME "[no Python frame]"

@@ -62,6 +62,11 @@ size_t splice_stacks(const struct prof_frame *frames, const uint32_t *native, si
  * errno ENOMEM. */
 bool threading_is_runtime_or_agent(const struct prof_frame *f);
 bool threading_is_spin_name(const char *name); /* wait/yield/spin/futex... (threading_ops.c) */
+/* Whether sample sm is runtime wait: a team thread outside a region body (as
+ * the agent marked it), or a leaf in the OpenMP runtime's wait/spin code. The
+ * Threading section's "runtime spin/wait" and the operator table's
+ * OMP_RUNTIME_WAIT_NAME row count the same samples. */
+bool threading_sample_is_runtime_wait(const struct profile *p, const struct prof_sample *sm);
 int threading_samples_by_op(const struct profile *p, struct threading_summary *s, const struct threading_bucket *b,
                             size_t nb, uint64_t t0, uint64_t bns, double oversub_runnable);
 

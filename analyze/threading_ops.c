@@ -26,6 +26,22 @@ bool threading_is_spin_name(const char *n)
     return false;
 }
 
+bool threading_sample_is_runtime_wait(const struct profile *p, const struct prof_sample *sm)
+{
+    /* Known exactly where the agent marked the thread as outside a body
+     * (libgomp path, OMPT); else judged by the runtime's symbols. */
+    if (sm->omp_region == THREADING_OUTSIDE_BODY)
+        return true;
+    if (sm->stack >= p->nstacks || !p->stacks[sm->stack].nframes)
+        return false;
+    const struct prof_stack *st = &p->stacks[sm->stack];
+    const struct prof_frame *leaf = &p->frames[st->frames[0]];
+    if (threading_is_omp_runtime(leaf->module) && threading_is_spin_name(leaf->name))
+        return true;
+    return st->nframes > 1 && strstr(leaf->name, "sched_yield") &&
+           threading_is_omp_runtime(p->frames[st->frames[1]].module);
+}
+
 static bool is_outlined(const char *n)
 {
     return strstr(n, "._omp_fn.") || strstr(n, "omp_outlined");
@@ -129,17 +145,8 @@ int threading_samples_by_op(const struct profile *p, struct threading_summary *s
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *sm = &p->samples[i];
         const struct prof_stack *st = &p->stacks[sm->stack];
-        if (st->nframes) {
-            const struct prof_frame *leaf = &p->frames[st->frames[0]];
-            /* Known exactly where the agent marked the thread as outside a
-             * body (libgomp path); else judged by the runtime's symbols. */
-            bool spin = sm->omp_region == THREADING_OUTSIDE_BODY ||
-                        (threading_is_omp_runtime(leaf->module) && threading_is_spin_name(leaf->name));
-            if (!spin && st->nframes > 1 && strstr(leaf->name, "sched_yield"))
-                spin = threading_is_omp_runtime(p->frames[st->frames[1]].module);
-            if (spin)
-                s->spin_samples += sm->weight;
-        }
+        if (threading_sample_is_runtime_wait(p, sm))
+            s->spin_samples += sm->weight;
         if (!sm->omp_region || sm->omp_region == THREADING_OUTSIDE_BODY)
             continue;
         s->region_samples += sm->weight;

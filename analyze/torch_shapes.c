@@ -643,15 +643,17 @@ bool torch_shapes_stack_is_hook(const struct profile *p, const struct prof_stack
 int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts)
 {
     struct op_index ix;
-    uint64_t *sw = NULL, *sc = NULL;
+    uint64_t *sw = NULL, *sc = NULL, *ww = NULL, *wc = NULL;
     if (op_index_build(p, &ix) != 0)
         return -1;
     /* op id -> 1 + index into ts->ops; gen: the last stack that counted an op */
     uint32_t *to_ts = calloc(ix.nnames + 1, sizeof *to_ts);
     uint32_t *gen = calloc(ts->nops + 1, sizeof *gen);
-    if (!to_ts || !gen || hs_fold_by_stack(p, &sw, &sc) != 0) {
+    if (!to_ts || !gen || hs_fold_by_stack(p, &sw, &sc) != 0 || hs_fold_runtime_wait(p, &ww, &wc) != 0) {
         free(to_ts);
         free(gen);
+        free(sw);
+        free(sc);
         op_index_free(&ix);
         return -1;
     }
@@ -680,8 +682,8 @@ int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts
             if (!t || gen[t - 1] == s + 1)
                 continue;
             gen[t - 1] = (uint32_t)s + 1;
-            if ((long)i == inner)
-                ts->ops[t - 1].self_weight += sw[s];
+            if ((long)i == inner) /* OpenMP runtime wait is no operator's self time (--group-by op) */
+                ts->ops[t - 1].self_weight += sw[s] - ww[s];
             ts->ops[t - 1].total_weight += sw[s];
         }
     }
@@ -689,6 +691,8 @@ int torch_shapes_attach_samples(const struct profile *p, struct torch_shapes *ts
     free(gen);
     free(sw);
     free(sc);
+    free(ww);
+    free(wc);
     op_index_free(&ix);
     return 0;
 }

@@ -46,7 +46,7 @@ static int print_neighbours(FILE *out, const struct profile *p, const char *name
     hotspots_sort(&t, opts->sort);
     char title[512];
     if (op[0])
-        snprintf(title, sizeof title, callees ? "Kernels under %s (Share: of its self time)"
+        snprintf(title, sizeof title, callees ? "Kernels under %s (Share: of its self time and OpenMP runtime wait)"
                                               : "Python callers of %s (Share: of its total time)",
                  op);
     else

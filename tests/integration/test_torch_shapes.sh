@@ -23,7 +23,9 @@
 #   3. each operator's self share with the hook is within 3 pp of its share
 #      without it. Shares are of the samples inside operators (not of all
 #      samples): the hook's own samples are a row of their own, and the import
-#      of torch, whose length varies from run to run, is no operator.
+#      of torch, whose length varies from run to run, is no operator. With
+#      OpenMP regions (torch 2.6 in Debian trixie, 2 threads) the runtime's
+#      wait is its own row too: test_distros.sh checks this there.
 #   4. record's summary says that a hook ran and what it cost, and the hook's
 #      samples are their own row "[opprof --torch-shapes hook]".
 # Plus: a Python program that never imports torch runs unchanged (no file, no

@@ -2,7 +2,8 @@
  * tests/unit/test_threading.c — analyze/threading.c on profiles built in
  * memory: oversubscription from schedstat ticks (one process, and two that
  * oversubscribe only together), OMP ticks, worker samples charged to the
- * opener's calling context, and the loader's region lookup with placeholder regions.
+ * opener's calling context, the loader's region lookup with placeholder regions,
+ * and the operator table's OpenMP runtime wait row.
  */
 #include <CUnit/CUnit.h>
 #include <string.h>
@@ -237,6 +238,68 @@ static void test_truncated_worker_named_by_region(void)
     profile_free(p);
 }
 
+/* OpenMP runtime wait is no operator's self time: the opener's fork/join
+ * inside aten::_softmax (marked outside a body by the agent, or a leaf in the
+ * runtime's wait code) and a worker's wait between regions go to
+ * OMP_RUNTIME_WAIT_NAME; the operator keeps them in its total. Samples of one
+ * stack split by their own flag. */
+static void test_group_by_op_runtime_wait(void)
+{
+    struct profile *p = profile_new_empty();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const char *cpu = "libtorch_cpu.so";
+    uint32_t gomp = profile_add_frame(p, "libgomp.so.1.0.0+0x1f5e0", "libgomp.so.1.0.0", NULL, 0, FRAME_UNKNOWN);
+    uint32_t barrier = profile_add_frame(p, "gomp_team_barrier_wait_end", "libgomp.so.1.0.0", NULL, 0, FRAME_NATIVE);
+    uint32_t par = profile_add_frame(p, "GOMP_parallel", "libopprof_agent.so", NULL, 0, FRAME_NATIVE);
+    uint32_t kern = profile_add_frame(p, "at::native::softmax_lastdim_kernel", cpu, NULL, 0, FRAME_NATIVE);
+    uint32_t op = profile_add_frame(p, "at::_ops::_softmax::call(at::Tensor const&, long, bool)", cpu, NULL, 0,
+                                    FRAME_NATIVE);
+    uint32_t line = profile_add_frame(p, "step", "train.py", "/home/u/train.py", 7, FRAME_PYTHON);
+    uint32_t start = profile_add_frame(p, "start_thread", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t join[] = {gomp, par, kern, op, line};
+    uint32_t body[] = {kern, op, line};
+    uint32_t idle[] = {gomp, start};
+    uint32_t named_wait[] = {barrier, start};
+    uint32_t t0 = profile_add_thread(p, 10, 10, "python3"), t1 = profile_add_thread(p, 10, 11, "python3");
+    uint32_t sj = profile_add_stack(p, join, 5), sb = profile_add_stack(p, body, 3);
+    uint32_t si = profile_add_stack(p, idle, 2), sn = profile_add_stack(p, named_wait, 2);
+    struct {
+        uint32_t thread, stack, weight;
+        bool outside;
+    } sm[] = {
+        {t0, sj, 2, true}, {t0, sj, 1, false}, /* the same stack, once in the join, once not marked */
+        {t0, sb, 5, false}, {t1, si, 4, true}, {t1, sn, 1, false}, /* the last: by the runtime's symbol */
+    };
+    for (size_t i = 0; i < sizeof sm / sizeof sm[0]; i++) {
+        CU_ASSERT_EQUAL_FATAL(profile_add_sample(p, i + 1, sm[i].thread, sm[i].stack, sm[i].weight), 0);
+        if (sm[i].outside)
+            p->samples[p->nsamples - 1].omp_region = THREADING_OUTSIDE_BODY;
+    }
+    p->period_ns = 1000000;
+    struct hotspot_table t;
+    CU_ASSERT_EQUAL_FATAL(hotspots_compute(p, GROUP_OP, &t), 0);
+    const struct hotspot_row *softmax = NULL, *wait = NULL, *none = NULL;
+    uint64_t self = 0;
+    for (size_t i = 0; i < t.nrows; i++) {
+        const char *n = t.rows[i].name;
+        softmax = strcmp(n, "aten::_softmax") ? softmax : &t.rows[i];
+        wait = strcmp(n, OMP_RUNTIME_WAIT_NAME) ? wait : &t.rows[i];
+        none = strcmp(n, NO_OPERATOR_NAME) ? none : &t.rows[i];
+        self += t.rows[i].self;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(softmax);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wait);
+    CU_ASSERT_EQUAL(softmax->self, 6);  /* body 5 + the unmarked join sample */
+    CU_ASSERT_EQUAL(softmax->total, 8); /* + the join's 2 */
+    CU_ASSERT_EQUAL(wait->self, 7);
+    CU_ASSERT_EQUAL(wait->total, 7);
+    CU_ASSERT_PTR_NULL(none);
+    CU_ASSERT_EQUAL(self, 13);
+    CU_ASSERT(is_no_operator_row(OMP_RUNTIME_WAIT_NAME));
+    hotspots_free(&t);
+    profile_free(p);
+}
+
 void register_threading_tests(void)
 {
     CU_pSuite s = CU_add_suite("threading", NULL, NULL);
@@ -246,4 +309,5 @@ void register_threading_tests(void)
     CU_add_test(s, "OMP ticks: regions, active threads, imbalance, nesting", test_omp_ticks);
     CU_add_test(s, "worker samples charged to the opener", test_worker_charged_to_opener);
     CU_add_test(s, "truncated worker stacks named by their region", test_truncated_worker_named_by_region);
+    CU_add_test(s, "group by op: OpenMP runtime wait is its own row", test_group_by_op_runtime_wait);
 }
