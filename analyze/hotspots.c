@@ -258,10 +258,11 @@ void hs_builder_abort(struct hs_builder *b)
 /* Per-stack and per-thread folding of the samples                             */
 /* ------------------------------------------------------------------------- */
 
-/* Folds the samples into weight and count per stack index. Samples with an
- * out-of-range stack index are folded into the extra slot at nstacks, which
- * callers treat as an empty stack, so the self column still adds up. */
-int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count)
+/* Folds the samples (those only_wait selects, when it is set) into weight
+ * and count per stack index. Samples with an out-of-range stack index are
+ * folded into the extra slot at nstacks, which callers treat as an empty
+ * stack, so the self column still adds up. */
+static int fold_samples(const struct profile *p, bool only_wait, uint64_t **weight, uint64_t **count)
 {
     *weight = calloc(p->nstacks + 1, sizeof **weight);
     *count = calloc(p->nstacks + 1, sizeof **count);
@@ -272,6 +273,8 @@ int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **coun
     }
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct prof_sample *s = &p->samples[i];
+        if (only_wait && !threading_sample_is_runtime_wait(p, s))
+            continue;
         size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
         (*weight)[k] += s->weight;
         (*count)[k] += s->count;
@@ -279,24 +282,14 @@ int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **coun
     return 0;
 }
 
+int hs_fold_by_stack(const struct profile *p, uint64_t **weight, uint64_t **count)
+{
+    return fold_samples(p, false, weight, count);
+}
+
 int hs_fold_runtime_wait(const struct profile *p, uint64_t **weight, uint64_t **count)
 {
-    *weight = calloc(p->nstacks + 1, sizeof **weight);
-    *count = calloc(p->nstacks + 1, sizeof **count);
-    if (!*weight || !*count) {
-        free(*weight);
-        free(*count);
-        return -1;
-    }
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const struct prof_sample *s = &p->samples[i];
-        if (!threading_sample_is_runtime_wait(p, s))
-            continue;
-        size_t k = s->stack < p->nstacks ? s->stack : p->nstacks;
-        (*weight)[k] += s->weight;
-        (*count)[k] += s->count;
-    }
-    return 0;
+    return fold_samples(p, true, weight, count);
 }
 
 static int fold_by_thread(const struct profile *p, uint64_t **weight, uint64_t **count)

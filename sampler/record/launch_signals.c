@@ -69,6 +69,17 @@ static void on_sentinel_signal(int sig)
     (void)w;
 }
 
+/* handler (or SIG_DFL) for every signal record passes on */
+static void set_simple_handlers(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = handler;
+    for (size_t i = 0; i < NSIGNALS; i++)
+        sigaction(forwarded_signals[i], &sa, NULL);
+}
+
 static void start_sentinel(void)
 {
     int p[2];
@@ -87,12 +98,7 @@ static void start_sentinel(void)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sigemptyset(&sa.sa_mask);
-        sa.sa_handler = on_sentinel_signal;
-        for (size_t i = 0; i < NSIGNALS; i++)
-            sigaction(forwarded_signals[i], &sa, NULL);
+        set_simple_handlers(on_sentinel_signal);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -155,12 +161,7 @@ void launch_signals_poll(void)
 
 void launch_signals_stop(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = SIG_DFL;
-    for (size_t i = 0; i < NSIGNALS; i++)
-        sigaction(forwarded_signals[i], &sa, NULL);
+    set_simple_handlers(SIG_DFL);
     if (sentinel > 0) {
         kill(sentinel, SIGKILL);
         while (waitpid(sentinel, NULL, 0) < 0 && errno == EINTR)
