@@ -266,9 +266,10 @@ static int fold_samples(const struct profile *p, bool only_wait, uint64_t **weig
 {
     *weight = calloc(p->nstacks + 1, sizeof **weight);
     *count = calloc(p->nstacks + 1, sizeof **count);
-    if (!*weight || !*count) {
+    if (!*weight || !*count) { /* callers free both on failure: leave them NULL */
         free(*weight);
         free(*count);
+        *weight = *count = NULL;
         return -1;
     }
     for (size_t i = 0; i < p->nsamples; i++) {
