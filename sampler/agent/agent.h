@@ -64,18 +64,35 @@ struct agent_slot {
  * rest of the thread's life, so one spurious miss cut every later stack
  * through that PC (test_dlopen: main()'s samples stopped at spin() for a
  * whole run while other threads dlclose'd 4,000 times a second).
- * Handler-safe: atomics only. Returns the table index, -1 when none. */
+ * A retry keeps its count in the table it lost: the writer waits for that
+ * table's readers before it fills it, so a writer republishing back to back
+ * cannot flip *current in step with the retries (it did: released at once,
+ * the count let the writer in just as the handler looked again, and 64 tries
+ * failed in a row beside two busy loops, snapshot_stress). With both tables
+ * counted the writer can finish at most the refresh already under way, so
+ * the loop ends within a few rounds; the bound is a guard.
+ * Handler-safe: atomics only. Returns the table index, -1 when none; the
+ * caller holds one count, on that table. */
 static inline int agent_snapshot_enter(_Atomic int *current, _Atomic int *readers)
 {
+    bool held[2] = {false, false};
     for (int attempt = 0; attempt < 64; attempt++) {
         int t = atomic_load_explicit(current, memory_order_acquire);
-        if (t < 0)
-            return -1;
-        atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
-        if (atomic_load_explicit(current, memory_order_acquire) == t)
+        if (t < 0 || t > 1)
+            break;
+        if (!held[t]) {
+            atomic_fetch_add_explicit(&readers[t], 1, memory_order_acq_rel);
+            held[t] = true;
+        }
+        if (atomic_load_explicit(current, memory_order_acquire) == t) {
+            if (held[1 - t])
+                atomic_fetch_sub_explicit(&readers[1 - t], 1, memory_order_release);
             return t;
-        atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
+        }
     }
+    for (int t = 0; t < 2; t++)
+        if (held[t])
+            atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
     return -1;
 }
 
