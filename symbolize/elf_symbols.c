@@ -600,9 +600,12 @@ const struct elf_symbol *elf_module_symbol(const struct elf_module *m, size_t id
 
 size_t sym_last_at_or_below(const void *entries, size_t n, size_t size, size_t key_off, uint64_t x)
 {
+    if (n == 0) /* entries may be NULL then: no pointer arithmetic on it */
+        return n;
     const unsigned char *base = (const unsigned char *)entries + key_off;
     uint64_t key;
-    if (n == 0 || (memcpy(&key, base, sizeof key), x < key))
+    memcpy(&key, base, sizeof key);
+    if (x < key)
         return n;
     size_t lo = 0, hi = n;
     while (hi - lo > 1) {
