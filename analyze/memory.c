@@ -108,8 +108,15 @@ static int on_tick(void *ctx, void *arg, const struct opr_record *rec)
     struct prof_memory_stream *ms = stream_entry(ctx, arg);
     if (!ms)
         return -1;
-    struct opr_mem_tick t;
-    memcpy(&t, rec->body, sizeof t);
+    struct opr_mem_tick t = {0};
+    memcpy(&t, rec->body, rec->len < sizeof t ? rec->len : sizeof t);
+    /* The workload's memory: the agent's own resident bytes (its sample ring
+     * and unwind tables) out of the RSS and its anonymous part, so that they
+     * are neither its peak nor growth charged to its code. */
+    if (t.agent_bytes > t.rss_bytes)
+        t.agent_bytes = t.rss_bytes;
+    t.rss_bytes -= t.agent_bytes;
+    t.anon_bytes -= t.agent_bytes < t.anon_bytes ? t.agent_bytes : t.anon_bytes;
     if (ms->nticks && t.time_ns < ms->ticks[ms->nticks - 1].time_ns) {
         stream_warn(ctx, "MEM_TICK at byte %zu goes back in time: ignored", rec->off);
         return 0;
@@ -142,7 +149,7 @@ static int on_limit(void *ctx, void *arg, const struct opr_record *rec)
 static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
 {
     (void)sl, (void)h;
-    if (opr_reader_on(r, OPR_REC_MEM_TICK, sizeof(struct opr_mem_tick), on_tick, state) != 0)
+    if (opr_reader_on(r, OPR_REC_MEM_TICK, OPR_MEM_TICK_MIN_BODY, on_tick, state) != 0)
         return -1;
     return opr_reader_on(r, OPR_REC_MEM_LIMIT, sizeof(struct opr_mem_limit), on_limit, state);
 }

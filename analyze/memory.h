@@ -67,6 +67,7 @@ struct memory_process {
     uint64_t peak_rss;     /* the largest RSS read */
     double peak_s;         /* when, in seconds from the start of the recording */
     uint64_t anon_at_peak, file_at_peak;
+    uint64_t agent_at_peak, agent_last; /* the agent's own resident bytes, left out of the RSS figures */
     uint64_t hwm;          /* the kernel's peak (VmHWM / ru_maxrss) at the last reading; 0: unknown */
     uint64_t first_rss, last_rss;
     uint64_t minflt, majflt; /* faults between the first and the last reading */

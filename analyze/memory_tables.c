@@ -63,6 +63,8 @@ static void summarize_stream(const struct profile *p, const struct prof_memory_s
     mp->peak_s = (double)(pk->time_ns - origin) / 1e9;
     mp->anon_at_peak = pk->anon_bytes;
     mp->file_at_peak = pk->file_bytes;
+    mp->agent_at_peak = pk->agent_bytes;
+    mp->agent_last = last->agent_bytes;
     mp->hwm = last->hwm_bytes;
     mp->first_rss = first->rss_bytes;
     mp->last_rss = last->rss_bytes;

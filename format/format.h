@@ -444,7 +444,12 @@ struct opr_mem_tick {
     uint64_t hwm_bytes;  /* the kernel's peak RSS so far (VmHWM, getrusage ru_maxrss); 0: unknown */
     uint64_t minflt;     /* minor page faults so far (cumulative, the whole process) */
     uint64_t majflt;     /* major page faults so far (had to read from disk or swap) */
+    /* Of rss_bytes, the agent's own resident memory (its sample ring and
+     * unwind tables, anonymous): the report leaves it out of the workload's
+     * RSS and growth. Absent from older records (a 64-byte body): 0. */
+    uint64_t agent_bytes;
 };
+#define OPR_MEM_TICK_MIN_BODY 64 /* the body before agent_bytes was added */
 
 /* The cgroup memory limit, read at the start of a stream: the smallest over
  * the process's cgroup and its parents (v2 memory.max, v1

@@ -56,6 +56,14 @@ static void print_text(FILE *out, const struct memory_summary *s, size_t limit)
         return;
     }
     fputs("  RSS read every ~10 ms in each process; peak = the largest reading, kernel peak = VmHWM\n", out);
+    uint64_t agent = 0;
+    for (size_t i = 0; i < s->nprocs; i++)
+        agent = s->procs[i].agent_at_peak > agent ? s->procs[i].agent_at_peak : agent;
+    if (agent)
+        fprintf(out,
+                "  the agent's own memory (sample ring, unwind tables: %.1f MiB at the peak) is left out of RSS "
+                "and growth; the kernel peak includes it\n",
+                agent / MIB);
     fprintf(out, "  %-7s %13s %10s %13s %13s %13s %12s %8s  %-12s %s\n", "pid", "peak RSS", "at", "anon@peak",
             "file@peak", "kernel peak", "minor faults", "major", "cgroup limit", "command");
     for (size_t i = 0; i < s->nprocs; i++)
@@ -93,11 +101,12 @@ static void print_json_process(FILE *out, const struct profile *p, const struct 
     report_json_string(out, mp->command);
     fprintf(out,
             ",\"peak_rss_bytes\":%llu,\"peak_s\":%.6f,\"anon_at_peak_bytes\":%llu,\"file_at_peak_bytes\":%llu,"
-            "\"kernel_peak_bytes\":%llu,\"first_rss_bytes\":%llu,\"last_rss_bytes\":%llu,\"minor_faults\":%llu,"
+            "\"agent_at_peak_bytes\":%llu,\"agent_last_bytes\":%llu,\"kernel_peak_bytes\":%llu,\"first_rss_bytes\":%llu,\"last_rss_bytes\":%llu,\"minor_faults\":%llu,"
             "\"major_faults\":%llu,\"seconds\":%.6f,\"grown_bytes\":%.0f,\"released_bytes\":%.0f,"
             "\"unattributed_grown_bytes\":%.0f,\"unattributed_released_bytes\":%.0f,\"cgroup_limit_bytes\":%llu,\"cgroup_version\":%u,\"cgroup\":",
             (unsigned long long)mp->peak_rss, mp->peak_s, (unsigned long long)mp->anon_at_peak,
-            (unsigned long long)mp->file_at_peak, (unsigned long long)mp->hwm, (unsigned long long)mp->first_rss,
+            (unsigned long long)mp->file_at_peak, (unsigned long long)mp->agent_at_peak,
+            (unsigned long long)mp->agent_last, (unsigned long long)mp->hwm, (unsigned long long)mp->first_rss,
             (unsigned long long)mp->last_rss, (unsigned long long)mp->minflt, (unsigned long long)mp->majflt,
             mp->seconds, mp->grown, mp->released, mp->unattributed_grown, mp->unattributed_released, (unsigned long long)mp->limit,
             mp->limit_version);

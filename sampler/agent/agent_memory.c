@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 
 #include "sampler/agent/agent.h"
+#include "sampler/agent/unwind_table.h"
 
 static struct {
     bool have;                /* a MEM_TICK was written in this image */
@@ -48,6 +49,12 @@ void agent_memory_poll(agent_emit_fn emit, bool final)
         t.majflt = (uint64_t)ru.ru_majflt;
         t.hwm_bytes = (uint64_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
     }
+    /* What the agent itself holds resident: the report leaves it out of
+     * the workload's RSS and growth (the ring fills ~12-14 MiB as the run
+     * goes, and was charged to whatever code ran meanwhile). */
+    t.agent_bytes = agent_queue_resident_bytes() + unwind_tables_mapped_bytes();
+    if (t.agent_bytes > t.rss_bytes)
+        t.agent_bytes = t.rss_bytes;
     t.since_ns = mem.last_poll_ns;
     mem.last_poll_ns = t.time_ns;
     bool changed = !mem.have || final || t.rss_bytes != mem.last.rss_bytes || t.hwm_bytes != mem.last.hwm_bytes ||

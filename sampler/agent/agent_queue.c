@@ -149,6 +149,24 @@ void agent_queue_release(void)
 #endif
 #define QUEUE_PREFAULT_AHEAD 256 /* slots: ~1.4 MB, 25 threads at 1 kHz for one 10 ms drain interval */
 
+/* The ring's pages in memory, which the process's RSS counts: prefaulted
+ * ahead of the samples and touched by them, in 2 MB huge pages where THP
+ * serves. Read with mincore in chunks (writer thread, ~once per drain). */
+uint64_t agent_queue_resident_bytes(void)
+{
+    static unsigned char vec[4096];
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint64_t resident = 0;
+    for (size_t off = 0; slots && off < slots_bytes; off += sizeof vec * page) {
+        size_t len = slots_bytes - off < sizeof vec * page ? slots_bytes - off : sizeof vec * page;
+        if (mincore((char *)slots + off, len, vec) != 0)
+            return 0;
+        for (size_t i = 0; i < (len + page - 1) / page; i++)
+            resident += vec[i] & 1;
+    }
+    return resident * page;
+}
+
 void agent_queue_prefault(void)
 {
     if (!slots || prefaulted >= slots_bytes)

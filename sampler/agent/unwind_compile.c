@@ -20,6 +20,10 @@
 
 #include "sampler/agent/unwind_table.h"
 
+/* Bytes of the tables mapped now (the writer builds and frees them): the
+ * memory readings leave them out of the workload's RSS. */
+static _Atomic uint64_t tables_mapped_bytes;
+
 #if defined(__x86_64__)
 /* DWARF register numbers of the x86-64 psABI: RBP 6, RSP 7, RA (RIP) 16. */
 const struct unwind_arch unwind_arch_host = {.dwarf_sp = 7, .dwarf_fp = 6, .dwarf_ra = 16,
@@ -643,6 +647,7 @@ static struct unwind_table *pack(struct build *b)
     memcpy(t_rule, rule_of, n * sizeof *rule_of);
     memcpy(t_rules, rs.rules, rs.n * sizeof *rs.rules);
     t->map_bytes = bytes;
+    atomic_fetch_add_explicit(&tables_mapped_bytes, bytes, memory_order_relaxed);
     t->base = b->base;
     t->nrows = (uint32_t)n;
     t->nrules = (uint32_t)rs.n;
@@ -667,10 +672,17 @@ out:
     return t;
 }
 
+uint64_t unwind_tables_mapped_bytes(void)
+{
+    return atomic_load_explicit(&tables_mapped_bytes, memory_order_relaxed);
+}
+
 void unwind_table_free(struct unwind_table *t)
 {
-    if (t)
+    if (t) {
+        atomic_fetch_sub_explicit(&tables_mapped_bytes, t->map_bytes, memory_order_relaxed);
         munmap(t, t->map_bytes);
+    }
 }
 
 /*

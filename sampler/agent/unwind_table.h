@@ -186,6 +186,7 @@ AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t l
                                                      uint64_t hi);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
+AGENT_HIDDEN uint64_t unwind_tables_mapped_bytes(void); /* tables mapped now, all modules */
 /* Rescans the loaded objects now (writer, or a benchmark); build_all also
  * compiles every table at once. */
 AGENT_HIDDEN void unwind_rescan(bool build_all);

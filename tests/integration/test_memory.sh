@@ -68,18 +68,25 @@ peak = p["peak_rss_bytes"]
 print("opprof: peak RSS %.1f MiB at %.2f s, kernel peak %.1f MiB, %d readings, %d minor / %d major faults"
       % (peak / 2**20, p["peak_s"], p["kernel_peak_bytes"] / 2**20, len(p["readings"]), p["minor_faults"],
          p["major_faults"]))
+# The peak is the workload alone: the resident memory of the agent (its
+# sample ring, ~12-14 MiB once filled, and unwind tables) is left out of it.
+# The references below are of the whole process (the agent lives in it), so
+# the peak plus the agent bytes at that reading is what they must match.
+agent = p.get("agent_at_peak_bytes", 0)
+whole = peak + agent
+print("memory of the agent itself at the peak: %.1f MiB (left out of the peak)" % (agent / 2**20))
 m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(time_txt).read())
 if m:
     tv = int(m.group(1)) * 1024
-    err = abs(peak - tv) / tv
-    (ok if err <= 0.05 else fail)("peak RSS %.1f MiB vs /usr/bin/time -v %.1f MiB: %.2f %% apart (<= 5 %%)"
-                                  % (peak / 2**20, tv / 2**20, 100 * err))
+    err = abs(whole - tv) / tv
+    (ok if err <= 0.05 else fail)("peak RSS %.1f MiB + the agent %.1f MiB vs /usr/bin/time -v %.1f MiB: %.2f %% apart (<= 5 %%)"
+                                  % (peak / 2**20, agent / 2**20, tv / 2**20, 100 * err))
 m = re.search(r"mem_grow: mb=(\d+) grown_bytes=(\d+) maxrss_kb=(\d+)", open(err_txt).read())
 if not m:
     fail("the workload did not print its figures")
 else:
     own = int(m.group(3)) * 1024
-    err = abs(peak - own) / own
+    err = abs(whole - own) / own
     (ok if err <= 0.05 else fail)("peak RSS vs the workload'"'"'s own ru_maxrss %.1f MiB: %.2f %% apart (<= 5 %%)"
                                   % (own / 2**20, 100 * err))
 truth = mb * 2**20
@@ -94,10 +101,13 @@ else:
              doc["charged_bytes"] / 2**20))
     (ok if err <= 0.10 else fail)("growth charged to grow_here %.1f MiB vs %d MiB written there: %.1f %% off (<= 10 %%)"
                                   % (g["total_grown_bytes"] / 2**20, mb, 100 * err))
-    for name in ("spin_before", "spin_after"):
-        other = rows.get(name, {}).get("total_grown_bytes", 0)
-        (ok if other <= 0.05 * truth else fail)("%s (allocates nothing) charged %.1f MiB (<= 5 %% of the growth)"
-                                                % (name, other / 2**20))
+    # They allocate nothing: before the memory of the agent was left out, its
+    # ring filling up was charged to them (3.8 and 2.0 MiB in the guide run).
+    # What is left is the rest of the agent (its writer buffers and tables,
+    # under 1 MiB); 2 MiB between the two tells the ring (5.8 MiB) apart.
+    other = sum(rows.get(name, {}).get("total_grown_bytes", 0) for name in ("spin_before", "spin_after"))
+    (ok if other <= 2 * 2**20 else fail)("spin_before + spin_after (they allocate nothing) charged %.2f MiB (<= 2 MiB)"
+                                         % (other / 2**20))
 csv = open(csv_path).read().splitlines()
 if not csv or csv[0] != "view,name,where,self_grown_bytes,total_grown_bytes,released_bytes":
     fail("CSV header: %r" % (csv[:1],))
