@@ -236,9 +236,34 @@ static int on_thread(void *ctx, void *arg, const struct opr_record *rec)
  * number of records of its type the file could hold: the file's size over
  * the smallest such record. That bounds memory by the input's size.
  */
-static bool id_fits(const struct stream_load *sl, uint32_t id, size_t min_record)
+bool stream_id_fits(const struct stream_load *sl, uint32_t id, size_t min_record)
 {
     return (size_t)id < sl->stream_bytes / min_record;
+}
+
+int stream_room_for_stack(struct stream_load *sl, uint32_t id)
+{
+    if (id < sl->nstacks)
+        return 0;
+    size_t need = (size_t)id + 1;
+    if (profile_grow_to(&sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks) != 0)
+        return -1;
+    for (size_t i = sl->nstacks; i < need; i++)
+        sl->stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
+    sl->nstacks = need;
+    return 0;
+}
+
+int stream_room_for_pystack(struct stream_load *sl, uint32_t id)
+{
+    if (id < sl->npystacks)
+        return 0;
+    size_t need = (size_t)id + 1;
+    if (profile_grow_to(&sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks) != 0)
+        return -1;
+    memset(sl->pystacks + sl->npystacks, 0, (need - sl->npystacks) * sizeof *sl->pystacks);
+    sl->npystacks = need;
+    return 0;
 }
 
 static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
@@ -248,18 +273,12 @@ static int on_stack(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_stack s;
     memcpy(&s, rec->body, sizeof s);
     if (s.nframes == 0 || s.nframes > OPR_MAX_FRAMES || (size_t)s.nframes * 8 > rec->len - sizeof s ||
-        !id_fits(sl, s.stack_id, sizeof(struct opr_record_header) + sizeof s + sizeof(uint64_t))) {
+        !stream_id_fits(sl, s.stack_id, sizeof(struct opr_record_header) + sizeof s + sizeof(uint64_t))) {
         stream_warn(sl, "malformed stack record at byte %zu; skipped", rec->off);
         return 0;
     }
-    if (s.stack_id >= sl->nstacks) {
-        size_t need = (size_t)s.stack_id + 1;
-        if (profile_grow_to(&sl->stacks, &sl->stacks_cap, need, sizeof *sl->stacks) != 0)
-            return -1;
-        for (size_t i = sl->nstacks; i < need; i++)
-            sl->stacks[i] = (struct raw_stack){0, NULL, UINT32_MAX};
-        sl->nstacks = need;
-    }
+    if (stream_room_for_stack(sl, s.stack_id) != 0)
+        return -1;
     sl->stacks[s.stack_id] = (struct raw_stack){s.nframes, (const uint64_t *)(rec->body + sizeof s), UINT32_MAX};
     return 0;
 }
@@ -271,7 +290,7 @@ static int on_pycode(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_pycode c;
     memcpy(&c, rec->body, sizeof c);
     if ((size_t)c.filename_len + c.qualname_len > rec->len - sizeof c || c.code_id > (1u << 24) ||
-        !id_fits(sl, c.code_id, sizeof(struct opr_record_header) + sizeof c))
+        !stream_id_fits(sl, c.code_id, sizeof(struct opr_record_header) + sizeof c))
         return 0;
     if (c.code_id >= sl->npycodes) {
         size_t need = (size_t)c.code_id + 1;
@@ -306,16 +325,11 @@ static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_pystack ps;
     memcpy(&ps, rec->body, sizeof ps);
     if (ps.nframes == 0 || ps.nframes > OPR_MAX_PYFRAMES || ps.py_stack_id > (1u << 26) ||
-        !id_fits(sl, ps.py_stack_id, sizeof(struct opr_record_header) + sizeof ps + sizeof(struct opr_pyframe)) ||
+        !stream_id_fits(sl, ps.py_stack_id, sizeof(struct opr_record_header) + sizeof ps + sizeof(struct opr_pyframe)) ||
         (size_t)ps.nframes * sizeof(struct opr_pyframe) > rec->len - sizeof ps)
         return 0;
-    if (ps.py_stack_id >= sl->npystacks) {
-        size_t need = (size_t)ps.py_stack_id + 1;
-        if (profile_grow_to(&sl->pystacks, &sl->pystacks_cap, need, sizeof *sl->pystacks) != 0)
-            return -1;
-        memset(sl->pystacks + sl->npystacks, 0, (need - sl->npystacks) * sizeof *sl->pystacks);
-        sl->npystacks = need;
-    }
+    if (stream_room_for_pystack(sl, ps.py_stack_id) != 0)
+        return -1;
     sl->pystacks[ps.py_stack_id] =
         (struct raw_pystack){ps.nframes, (const struct opr_pyframe *)(rec->body + sizeof ps)};
     return 0;
@@ -460,6 +474,8 @@ static const struct {
     {OPR_REC_STACK, sizeof(struct opr_stack), on_stack},
     {OPR_REC_PYCODE, sizeof(struct opr_pycode), on_pycode},
     {OPR_REC_PYSTACK, sizeof(struct opr_pystack), on_pystack},
+    {OPR_REC_STACK_TAIL, sizeof(struct opr_chain_tail), stream_on_stack_tail},
+    {OPR_REC_PYSTACK_TAIL, sizeof(struct opr_chain_tail), stream_on_pystack_tail},
     {OPR_REC_SAMPLE, sizeof(struct opr_sample), on_sample},
     {OPR_REC_LOST, sizeof(struct opr_lost), on_lost},
     {OPR_REC_LIMITS, sizeof(struct opr_limits), on_limits},
@@ -628,6 +644,7 @@ int profile_load_stream(struct profile *p, struct symbolizer *sym, const char *d
     free(sl.rows);
     hashmap_free(&sl.row_index);
     free(sl.stacks);
+    stream_free_chain_copies(&sl);
     free(sl.pycodes);
     free(sl.pystacks);
     hashmap_free(&sl.mixed);

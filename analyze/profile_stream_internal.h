@@ -73,8 +73,25 @@ struct stream_load {
     uint64_t end_ns;
     uint32_t **scratch;         /* frame ids while building a stack, shared by all streams */
     size_t *scratch_cap;
-    size_t stream_bytes;        /* size of the stream file: bounds every id (id_fits) */
+    size_t stream_bytes;        /* size of the stream file: bounds every id (stream_id_fits) */
+    void **chain_copies;        /* whole chains of STACK_TAIL/PYSTACK_TAIL records (malloc'ed) */
+    size_t nchain_copies, chain_copies_cap, chain_copy_bytes;
+    bool chain_copy_capped;     /* tails beyond the copy budget were skipped (warned once) */
 };
+
+/* profile_stream.c: whether an id can be real in a stream of this size (ids
+ * are dense from 0, one record each: never more ids than records fit); room
+ * in sl->stacks / sl->pystacks for an id (0, or -1 when out of memory). */
+bool stream_id_fits(const struct stream_load *sl, uint32_t id, size_t min_record);
+int stream_room_for_stack(struct stream_load *sl, uint32_t id);
+int stream_room_for_pystack(struct stream_load *sl, uint32_t id);
+
+/* profile_stream_stacks.c: STACK_TAIL and PYSTACK_TAIL records (opr_reader
+ * callbacks; their whole chains are copied out, freed by
+ * stream_free_chain_copies when the stream is done). */
+int stream_on_stack_tail(void *ctx, void *arg, const struct opr_record *rec);
+int stream_on_pystack_tail(void *ctx, void *arg, const struct opr_record *rec);
+void stream_free_chain_copies(struct stream_load *sl);
 
 /* profile_stream_stacks.c: true when the native stack of stack_id (resolved
  * already) ends in unnamed code in anonymous memory (counted as truncated). */

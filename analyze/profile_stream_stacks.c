@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/analyze.h"
@@ -156,4 +157,102 @@ bool stream_ends_in_anonymous_code(const struct stream_load *sl, uint32_t stack_
     return f->kind == FRAME_UNKNOWN && f->module &&
            (strcmp(f->module, "[anon]") == 0 || strncmp(f->module, "[anon:", 6) == 0 ||
             strcmp(f->module, "//anon") == 0 || strncmp(f->module, "/memfd:", 7) == 0);
+}
+
+/* ---- STACK_TAIL / PYSTACK_TAIL: chains written as new leaf-side elements
+ * plus the root side of an earlier chain --------------------------------- */
+
+/* A tail record's whole chain, copied out (the stream holds only its new
+ * elements): `own` then parent[skip..parent_n). NULL when the record is
+ * malformed (with a warning) or out of memory (errno ENOMEM). The copies
+ * stay until the stream is done; together they may take at most
+ * CHAIN_COPY_FACTOR times the stream's size (plus a floor), so a hostile
+ * stream of empty tails on deep parents cannot turn a few bytes into a
+ * copy of 256 frames each without bound. */
+#define CHAIN_COPY_FACTOR 16
+#define CHAIN_COPY_FLOOR (64u << 20)
+static void *copy_tail(struct stream_load *sl, const struct opr_record *rec, const struct opr_chain_tail *t,
+                       const void *parent, uint32_t parent_n, size_t elem, uint32_t max, uint32_t *n)
+{
+    errno = 0;
+    if ((size_t)t->nframes * elem > rec->len - sizeof *t || parent == NULL || t->parent_skip >= parent_n ||
+        (uint64_t)t->nframes + parent_n - t->parent_skip > max) {
+        stream_warn(sl, "malformed stack record at byte %zu (its parent is unknown, or it is too deep); skipped",
+                    rec->off);
+        return NULL;
+    }
+    *n = t->nframes + parent_n - t->parent_skip;
+    size_t bytes = (size_t)*n * elem;
+    if (sl->chain_copy_bytes + bytes > CHAIN_COPY_FLOOR + CHAIN_COPY_FACTOR * sl->stream_bytes) {
+        if (!sl->chain_copy_capped)
+            stream_warn(sl, "stack records at byte %zu on expand beyond %d times the stream's size; skipped",
+                        rec->off, CHAIN_COPY_FACTOR);
+        sl->chain_copy_capped = true;
+        return NULL;
+    }
+    unsigned char *copy = malloc(bytes ? bytes : 1);
+    if (!copy || profile_grow_to(&sl->chain_copies, &sl->chain_copies_cap, sl->nchain_copies + 1,
+                                 sizeof *sl->chain_copies) != 0) {
+        free(copy);
+        errno = ENOMEM;
+        return NULL;
+    }
+    sl->chain_copies[sl->nchain_copies++] = copy;
+    sl->chain_copy_bytes += bytes;
+    memcpy(copy, rec->body + sizeof *t, (size_t)t->nframes * elem);
+    memcpy(copy + (size_t)t->nframes * elem, (const unsigned char *)parent + (size_t)t->parent_skip * elem,
+           (size_t)(parent_n - t->parent_skip) * elem);
+    return copy;
+}
+
+int stream_on_stack_tail(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_chain_tail t;
+    memcpy(&t, rec->body, sizeof t);
+    if (!stream_id_fits(sl, t.id, sizeof(struct opr_record_header) + sizeof t)) {
+        stream_warn(sl, "malformed stack record at byte %zu; skipped", rec->off);
+        return 0;
+    }
+    const struct raw_stack *parent = t.parent_id < sl->nstacks ? &sl->stacks[t.parent_id] : NULL;
+    uint32_t n;
+    const uint64_t *pcs = copy_tail(sl, rec, &t, parent ? parent->pcs : NULL, parent ? parent->nframes : 0,
+                                    sizeof(uint64_t), OPR_MAX_FRAMES, &n);
+    if (!pcs)
+        return errno == ENOMEM ? -1 : 0;
+    if (stream_room_for_stack(sl, t.id) != 0)
+        return -1;
+    sl->stacks[t.id] = (struct raw_stack){n, pcs, UINT32_MAX};
+    return 0;
+}
+
+int stream_on_pystack_tail(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_chain_tail t;
+    memcpy(&t, rec->body, sizeof t);
+    if (t.id > (1u << 26) || !stream_id_fits(sl, t.id, sizeof(struct opr_record_header) + sizeof t))
+        return 0;
+    const struct raw_pystack *parent = t.parent_id < sl->npystacks ? &sl->pystacks[t.parent_id] : NULL;
+    uint32_t n;
+    const struct opr_pyframe *frames =
+        copy_tail(sl, rec, &t, parent ? parent->frames : NULL, parent ? parent->nframes : 0,
+                  sizeof(struct opr_pyframe), OPR_MAX_PYFRAMES, &n);
+    if (!frames)
+        return errno == ENOMEM ? -1 : 0;
+    if (stream_room_for_pystack(sl, t.id) != 0)
+        return -1;
+    sl->pystacks[t.id] = (struct raw_pystack){n, frames};
+    return 0;
+}
+
+void stream_free_chain_copies(struct stream_load *sl)
+{
+    for (size_t i = 0; i < sl->nchain_copies; i++)
+        free(sl->chain_copies[i]);
+    free(sl->chain_copies);
+    sl->chain_copies = NULL;
+    sl->nchain_copies = sl->chain_copies_cap = 0;
 }

@@ -58,6 +58,8 @@ enum opr_record_type {
     OPR_REC_NOTE = 8,    /* struct opr_note + text: a warning the agent wants shown */
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
+    OPR_REC_STACK_TAIL = 16,   /* struct opr_chain_tail + uint64_t pcs[nframes]: a STACK sharing an earlier one's root side */
+    OPR_REC_PYSTACK_TAIL = 17, /* struct opr_chain_tail + struct opr_pyframe[nframes]: the same for PYSTACK */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
     OPR_REC_AGENT_CPU = 15,  /* struct opr_agent_cpu: the handler's CPU time per sample (histogram), the writer's re-reads */
     OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
@@ -144,6 +146,17 @@ struct opr_pyframe {
 struct opr_pystack {
     uint32_t py_stack_id;
     uint32_t nframes;
+};
+
+/* STACK_TAIL / PYSTACK_TAIL: chain `id` is the nframes elements that follow
+ * (leaf first) and then the elements parent_skip..end of chain parent_id,
+ * written before it in the same stream. Deep stacks differ mostly at the
+ * leaf: a new chain costs its new frames, not its depth. */
+struct opr_chain_tail {
+    uint32_t id;
+    uint32_t nframes;     /* may be 0: the chain is a root-side run of the parent */
+    uint32_t parent_id;
+    uint32_t parent_skip; /* < the parent's depth */
 };
 
 struct opr_lost {
@@ -536,6 +549,9 @@ struct opr_writer_config {
     /* The THREAD name written for a thread whose comm cannot be read (it has
      * exited) and had none before. NULL: no THREAD record for it. */
     const char *unreadable_thread_name;
+    /* true: every STACK and PYSTACK is written whole, as before STACK_TAIL
+     * existed (for readers that predate it, and to compare the two). */
+    bool whole_chains;
     struct opr_writer_ops ops;
 };
 

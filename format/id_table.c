@@ -74,3 +74,59 @@ void id_table_clear(struct id_table *d)
     free(d->entries);
     memset(d, 0, sizeof *d);
 }
+
+/* ---- chain_trie: the longest root-side run an earlier chain already holds --- */
+
+/* A node of the trie is (chain id << 32) | the index, leaf first, of the
+ * element of that chain whose root-side run (elements index..n-1) it stands
+ * for. Steps are keyed by the node they start from and the element they add
+ * toward the leaf. */
+#define TRIE_ROOT UINT64_MAX
+
+unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, unsigned n, size_t size,
+                        uint32_t *parent, uint32_t *skip)
+{
+    struct {
+        uint64_t from;
+        unsigned char elem[CHAIN_TRIE_MAX_ELEM];
+    } key;
+    memset(&key, 0, sizeof key);
+    if (size > CHAIN_TRIE_MAX_ELEM || t->failed)
+        return 0;
+    const unsigned char *e = elems;
+    uint64_t cur = TRIE_ROOT, last_known = TRIE_ROOT;
+    unsigned matched = 0;
+    for (unsigned i = n; i > 0; i--) {
+        key.from = cur;
+        memcpy(key.elem, e + (size_t)(i - 1) * size, size);
+        bool added;
+        int64_t node_id = id_table_find_or_add(&t->steps, &key, sizeof key.from + size, &added);
+        uint64_t *nodes = node_id < 0 ? NULL
+                                      : writer_grow(t->nodes, &t->cap, (size_t)node_id, sizeof *nodes, 1024);
+        if (!nodes) {
+            /* Out of memory: the trie stops learning here (a step without
+             * its node would point nowhere); all it answered stays true. */
+            t->failed = true;
+            break;
+        }
+        t->nodes = nodes;
+        if (!added) { /* an earlier chain goes this way: still shared */
+            cur = last_known = nodes[node_id];
+            matched = n - i + 1;
+            continue;
+        }
+        cur = nodes[node_id] = ((uint64_t)id << 32) | (i - 1);
+    }
+    if (matched == 0)
+        return 0;
+    *parent = (uint32_t)(last_known >> 32);
+    *skip = (uint32_t)last_known;
+    return matched;
+}
+
+void chain_trie_clear(struct chain_trie *t)
+{
+    id_table_clear(&t->steps);
+    free(t->nodes);
+    memset(t, 0, sizeof *t);
+}

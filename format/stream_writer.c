@@ -64,6 +64,7 @@ struct opr_writer *opr_writer_new(const struct opr_writer_config *config)
     copy_text(w->result_dir, sizeof w->result_dir, config->result_dir);
     copy_text(w->unreadable_thread_name, sizeof w->unreadable_thread_name, config->unreadable_thread_name);
     w->name_unreadable_threads = config->unreadable_thread_name != NULL;
+    w->whole_chains = config->whole_chains;
     return w;
 }
 
@@ -74,6 +75,8 @@ static void clear_id_tables(struct opr_writer *w)
     id_table_clear(&w->py_lines);
     id_table_clear(&w->py_stacks);
     id_table_clear(&w->py_key_stacks);
+    chain_trie_clear(&w->stack_trie);
+    chain_trie_clear(&w->py_stack_trie);
     w->py_key_hits = w->py_key_misses = 0;
 }
 
@@ -188,6 +191,23 @@ size_t opr_writer_thread_count(const struct opr_writer *w) { return w->nthreads;
 
 /* ---- native stacks --------------------------------------------------------- */
 
+/* Writes chain `id` (n elements of `size` bytes, leaf first) as a whole
+ * record, or as a tail record when an earlier chain holds two or more of its
+ * root-side elements (a tail's header is 8 bytes longer). */
+static void writer_emit_chain(struct opr_writer *w, struct chain_trie *trie, uint32_t whole_type,
+                              uint32_t tail_type, uint32_t id, const void *elems, unsigned n, size_t size)
+{
+    uint32_t parent, skip;
+    unsigned shared = chain_trie_add(trie, id, elems, n, size, &parent, &skip);
+    if (shared >= 2 && !w->whole_chains) {
+        struct opr_chain_tail t = {id, n - shared, parent, skip};
+        opr_writer_emit(w, tail_type, &t, sizeof t, elems, (size_t)(n - shared) * size);
+        return;
+    }
+    struct opr_stack whole = {id, n}; /* opr_pystack has the same layout */
+    opr_writer_emit(w, whole_type, &whole, sizeof whole, elems, (size_t)n * size);
+}
+
 int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n)
 {
     bool added;
@@ -203,8 +223,7 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
         if (w->ops.late_code)
             w->ops.late_code(w->ops.ctx);
     }
-    struct opr_stack s = {(uint32_t)id, n};
-    opr_writer_emit(w, OPR_REC_STACK, &s, sizeof s, pcs, n * sizeof pcs[0]);
+    writer_emit_chain(w, &w->stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, pcs, n, sizeof pcs[0]);
     return id;
 }
 
@@ -312,9 +331,8 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
     int64_t id = id_table_find_or_add(&w->py_stacks, chain, n * sizeof chain[0], &added);
     if (id < 0)
         return 0;
-    if (added) {
-        struct opr_pystack ps = {(uint32_t)id, n};
-        opr_writer_emit(w, OPR_REC_PYSTACK, &ps, sizeof ps, chain, n * sizeof chain[0]);
-    }
+    if (added)
+        writer_emit_chain(w, &w->py_stack_trie, OPR_REC_PYSTACK, OPR_REC_PYSTACK_TAIL, (uint32_t)id, chain, n,
+                          sizeof chain[0]);
     return (uint32_t)id + 1;
 }

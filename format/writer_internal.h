@@ -29,6 +29,26 @@ struct id_table {
 int64_t id_table_find_or_add(struct id_table *d, const void *key, size_t len, bool *added);
 void id_table_clear(struct id_table *d);
 
+/* ---- chain_trie (id_table.c): prefix sharing of STACK and PYSTACK ---------
+ * Every chain written is remembered root side first, element by element, so
+ * a new chain can be written as the elements toward its leaf that no earlier
+ * chain has, plus "the rest is chain P from its element S on" (STACK_TAIL,
+ * PYSTACK_TAIL in format.h). */
+#define CHAIN_TRIE_MAX_ELEM 16 /* bytes of one element: a PC, an opr_pyframe */
+struct chain_trie {
+    struct id_table steps; /* (node, element) -> index in nodes */
+    uint64_t *nodes;       /* chain id << 32 | element index, per step */
+    size_t cap;
+    bool failed;           /* out of memory once: learns nothing more */
+};
+/* Remembers chain `id` (n elements of `size` bytes, leaf first) and returns
+ * how many of its root-side elements an earlier chain has (0: none), with, in
+ * *parent and *skip, that chain and the index its run starts at: elements
+ * n-matched..n-1 equal the parent's elements skip..end. */
+unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, unsigned n, size_t size,
+                        uint32_t *parent, uint32_t *skip);
+void chain_trie_clear(struct chain_trie *t);
+
 /* ---- the writer ------------------------------------------------------------ */
 /* An executable mapping already written as a MAP record. */
 struct writer_map_range {
@@ -46,6 +66,7 @@ struct opr_writer {
     char result_dir[PATH_MAX];  /* "" when the vDSO is not saved */
     char unreadable_thread_name[16];
     bool name_unreadable_threads;
+    bool whole_chains;          /* opr_writer_config's */
 
     uint32_t pid, ppid;         /* of opr_writer_begin */
     uint8_t *buf;               /* WRITER_BUFFER_SIZE bytes */
@@ -59,6 +80,7 @@ struct opr_writer {
     struct id_table py_codes;   /* (code, fingerprint) -> PYCODE id */
     struct id_table py_lines;   /* (code, fingerprint, instr) -> index in py_line_values */
     struct id_table py_stacks;  /* opr_pyframe[] -> PYSTACK id */
+    struct chain_trie stack_trie, py_stack_trie; /* what new chains can share */
     /* The chain cache: a Python chain seen again, as the sampler captured it
      * (opr_pyframe_key[]), costs one lookup instead of one per frame. Its
      * answer is the one the per-frame tables gave the first time, and those
