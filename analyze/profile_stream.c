@@ -58,7 +58,8 @@ void stream_warn(struct stream_load *sl, const char *fmt, ...)
 
 struct stream_sample *stream_sample_before(struct stream_load *sl, const struct opr_record *rec)
 {
-    if (rec->prev_type != OPR_REC_SAMPLE || !sl->last_sample_kept || sl->nsamples == 0)
+    if ((rec->prev_type != OPR_REC_SAMPLE && rec->prev_type != OPR_REC_SAMPLE_SHORT) || !sl->last_sample_kept ||
+        sl->nsamples == 0)
         return NULL;
     return &sl->samples[sl->nsamples - 1];
 }
@@ -337,15 +338,36 @@ static int on_pystack(void *ctx, void *arg, const struct opr_record *rec)
 
 /* A SAMPLE and its optional tails (Python stack, OpenMP region). Its stack
  * is symbolized once all maps are read (resolve_samples). */
+static int take_sample(struct stream_load *sl, const struct opr_sample s, const struct opr_sample_python spy,
+                       uint64_t omp_region);
+
 static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
-    struct stream_load *sl = ctx;
     struct opr_sample s;
     memcpy(&s, rec->body, sizeof s);
     struct opr_sample_python spy = {0, 0};
     if (rec->len >= sizeof s + sizeof spy)
         memcpy(&spy, rec->body + sizeof s, sizeof spy);
+    uint64_t omp_region = 0;
+    if (rec->len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
+        memcpy(&omp_region, rec->body + sizeof s + sizeof spy, sizeof omp_region);
+    return take_sample(ctx, s, spy, omp_region);
+}
+
+static int on_sample_short(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct opr_sample_short ss;
+    memcpy(&ss, rec->body, sizeof ss);
+    struct opr_sample s = {ss.time_ns, ss.tid, ss.stack_id, ss.weight_flags >> 24,
+                           ss.weight_flags & OPR_SAMPLE_SHORT_MAX_WEIGHT};
+    return take_sample(ctx, s, (struct opr_sample_python){ss.py_stack_id_plus1, 0}, 0);
+}
+
+static int take_sample(struct stream_load *sl, const struct opr_sample s, const struct opr_sample_python spy,
+                       uint64_t omp_region)
+{
     if (s.stack_id >= sl->nstacks || sl->stacks[s.stack_id].pcs == NULL) {
         stream_warn(sl, "sample refers to unknown stack %u; skipped", s.stack_id);
         sl->last_sample_kept = false; /* its counter values go with it */
@@ -367,9 +389,8 @@ static int on_sample(void *ctx, void *arg, const struct opr_record *rec)
     *ss = (struct stream_sample){.s = s,
                                  .thread = thread,
                                  .py_stack_plus1 = spy.py_stack_id_plus1,
-                                 .index = SIZE_MAX};
-    if (rec->len >= sizeof s + sizeof spy + sizeof(struct opr_sample_openmp))
-        memcpy(&ss->omp_region, rec->body + sizeof s + sizeof spy, sizeof(uint64_t));
+                                 .index = SIZE_MAX,
+                                 .omp_region = omp_region};
     sl->last_sample_kept = true;
     return 0;
 }
@@ -477,6 +498,7 @@ static const struct {
     {OPR_REC_STACK_TAIL, sizeof(struct opr_chain_tail), stream_on_stack_tail},
     {OPR_REC_PYSTACK_TAIL, sizeof(struct opr_chain_tail), stream_on_pystack_tail},
     {OPR_REC_SAMPLE, sizeof(struct opr_sample), on_sample},
+    {OPR_REC_SAMPLE_SHORT, sizeof(struct opr_sample_short), on_sample_short},
     {OPR_REC_LOST, sizeof(struct opr_lost), on_lost},
     {OPR_REC_LIMITS, sizeof(struct opr_limits), on_limits},
     {OPR_REC_END, sizeof(struct opr_end), on_end},

@@ -172,10 +172,11 @@ bool stream_ends_in_anonymous_code(const struct stream_load *sl, uint32_t stack_
 #define CHAIN_COPY_FACTOR 16
 #define CHAIN_COPY_FLOOR (64u << 20)
 static void *copy_tail(struct stream_load *sl, const struct opr_record *rec, const struct opr_chain_tail *t,
-                       const void *parent, uint32_t parent_n, size_t elem, uint32_t max, uint32_t *n)
+                       const void *parent, uint32_t parent_n, size_t elem, size_t packed_elem, uint32_t max,
+                       uint32_t *n)
 {
     errno = 0;
-    if ((size_t)t->nframes * elem > rec->len - sizeof *t || parent == NULL || t->parent_skip >= parent_n ||
+    if ((size_t)t->nframes * packed_elem > rec->len - sizeof *t || parent == NULL || t->parent_skip >= parent_n ||
         (uint64_t)t->nframes + parent_n - t->parent_skip > max) {
         stream_warn(sl, "malformed stack record at byte %zu (its parent is unknown, or it is too deep); skipped",
                     rec->off);
@@ -199,7 +200,19 @@ static void *copy_tail(struct stream_load *sl, const struct opr_record *rec, con
     }
     sl->chain_copies[sl->nchain_copies++] = copy;
     sl->chain_copy_bytes += bytes;
-    memcpy(copy, rec->body + sizeof *t, (size_t)t->nframes * elem);
+    const unsigned char *own = (const unsigned char *)rec->body + sizeof *t;
+    if (packed_elem == elem) {
+        memcpy(copy, own, (size_t)t->nframes * elem);
+    } else { /* PYSTACK_TAIL: opr_pyframe_packed -> opr_pyframe */
+        for (uint32_t i = 0; i < t->nframes; i++) {
+            struct opr_pyframe_packed pk;
+            memcpy(&pk, own + (size_t)i * sizeof pk, sizeof pk);
+            uint32_t code = pk.code_entry & OPR_PYFRAME_PACKED_UNKNOWN;
+            struct opr_pyframe f = {code == OPR_PYFRAME_PACKED_UNKNOWN ? OPR_PYCODE_UNKNOWN : code, pk.line,
+                                    pk.code_entry >> 31 ? OPR_PYFRAME_ENTRY : 0, 0};
+            memcpy(copy + (size_t)i * sizeof f, &f, sizeof f);
+        }
+    }
     memcpy(copy + (size_t)t->nframes * elem, (const unsigned char *)parent + (size_t)t->parent_skip * elem,
            (size_t)(parent_n - t->parent_skip) * elem);
     return copy;
@@ -218,7 +231,7 @@ int stream_on_stack_tail(void *ctx, void *arg, const struct opr_record *rec)
     const struct raw_stack *parent = t.parent_id < sl->nstacks ? &sl->stacks[t.parent_id] : NULL;
     uint32_t n;
     const uint64_t *pcs = copy_tail(sl, rec, &t, parent ? parent->pcs : NULL, parent ? parent->nframes : 0,
-                                    sizeof(uint64_t), OPR_MAX_FRAMES, &n);
+                                    sizeof(uint64_t), sizeof(uint64_t), OPR_MAX_FRAMES, &n);
     if (!pcs)
         return errno == ENOMEM ? -1 : 0;
     if (stream_room_for_stack(sl, t.id) != 0)
@@ -239,7 +252,7 @@ int stream_on_pystack_tail(void *ctx, void *arg, const struct opr_record *rec)
     uint32_t n;
     const struct opr_pyframe *frames =
         copy_tail(sl, rec, &t, parent ? parent->frames : NULL, parent ? parent->nframes : 0,
-                  sizeof(struct opr_pyframe), OPR_MAX_PYFRAMES, &n);
+                  sizeof(struct opr_pyframe), sizeof(struct opr_pyframe_packed), OPR_MAX_PYFRAMES, &n);
     if (!frames)
         return errno == ENOMEM ? -1 : 0;
     if (stream_room_for_pystack(sl, t.id) != 0)

@@ -59,7 +59,8 @@ enum opr_record_type {
     OPR_REC_PYCODE = 9,  /* struct opr_pycode + filename + qualname */
     OPR_REC_PYSTACK = 10,/* struct opr_pystack + struct opr_pyframe[nframes] */
     OPR_REC_STACK_TAIL = 16,   /* struct opr_chain_tail + uint64_t pcs[nframes]: a STACK sharing an earlier one's root side */
-    OPR_REC_PYSTACK_TAIL = 17, /* struct opr_chain_tail + struct opr_pyframe[nframes]: the same for PYSTACK */
+    OPR_REC_PYSTACK_TAIL = 17, /* struct opr_chain_tail + struct opr_pyframe_packed[nframes]: the same for PYSTACK */
+    OPR_REC_SAMPLE_SHORT = 18, /* struct opr_sample_short: a SAMPLE in 32 bytes instead of 40 */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
     OPR_REC_AGENT_CPU = 15,  /* struct opr_agent_cpu: the handler's CPU time per sample (histogram), the writer's re-reads */
     OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
@@ -122,6 +123,17 @@ struct opr_sample_python {
     uint32_t py_stack_id_plus1; /* 0: no Python frames; else PYSTACK id + 1 */
     uint32_t reserved;
 };
+/* SAMPLE_SHORT: what most samples need (no OpenMP region tail, a weight
+ * below 2^24, flags below 256) in 24 body bytes. Readers treat it as the
+ * SAMPLE it stands for; a COUNTER_SAMPLE after it belongs to it. */
+struct opr_sample_short {
+    uint64_t time_ns;
+    uint32_t tid;
+    uint32_t stack_id;
+    uint32_t py_stack_id_plus1;
+    uint32_t weight_flags; /* weight in bits 0-23, OPR_SAMPLE_* flags in bits 24-31 */
+};
+#define OPR_SAMPLE_SHORT_MAX_WEIGHT 0xffffffu
 #define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES */
 #define OPR_SAMPLE_UNWIND_FAILED 2u /* only the interrupted PC is known */
 
@@ -158,6 +170,14 @@ struct opr_chain_tail {
     uint32_t parent_id;
     uint32_t parent_skip; /* < the parent's depth */
 };
+/* A Python frame in a PYSTACK_TAIL: opr_pyframe in 8 bytes. code_entry holds
+ * the code id in bits 0-30 (0x7fffffff: OPR_PYCODE_UNKNOWN) and
+ * OPR_PYFRAME_ENTRY in bit 31. */
+struct opr_pyframe_packed {
+    uint32_t code_entry;
+    int32_t line;
+};
+#define OPR_PYFRAME_PACKED_UNKNOWN 0x7fffffffu
 
 struct opr_lost {
     uint64_t time_ns;
@@ -549,9 +569,10 @@ struct opr_writer_config {
     /* The THREAD name written for a thread whose comm cannot be read (it has
      * exited) and had none before. NULL: no THREAD record for it. */
     const char *unreadable_thread_name;
-    /* true: every STACK and PYSTACK is written whole, as before STACK_TAIL
-     * existed (for readers that predate it, and to compare the two). */
-    bool whole_chains;
+    /* true: the records readers before STACK_TAIL, PYSTACK_TAIL and
+     * SAMPLE_SHORT know: every chain whole, every sample a SAMPLE (to
+     * compare the two, or for such a reader). */
+    bool classic_records;
     struct opr_writer_ops ops;
 };
 
@@ -587,6 +608,11 @@ size_t opr_writer_thread_count(const struct opr_writer *w); /* threads noted (op
  * time; -1 when out of memory. A chain with a PC outside the known mappings
  * re-reads the maps first (at most every 50 ms). */
 int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n);
+/* A sample: SAMPLE_SHORT when it fits (no OpenMP region, weight and flags
+ * small), else SAMPLE with its Python tail and, when omp_region != 0, its
+ * OpenMP tail. */
+void opr_writer_sample(struct opr_writer *w, const struct opr_sample *s, uint32_t py_stack_id_plus1,
+                       uint64_t omp_region);
 /* PYSTACK id + 1 of a Python chain (leaf first, n clamped to
  * OPR_MAX_PYFRAMES), 0 when n is 0 or out of memory; PYCODE and PYSTACK
  * records written as needed. keys[i] describes frames' entry i, which

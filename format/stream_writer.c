@@ -64,7 +64,7 @@ struct opr_writer *opr_writer_new(const struct opr_writer_config *config)
     copy_text(w->result_dir, sizeof w->result_dir, config->result_dir);
     copy_text(w->unreadable_thread_name, sizeof w->unreadable_thread_name, config->unreadable_thread_name);
     w->name_unreadable_threads = config->unreadable_thread_name != NULL;
-    w->whole_chains = config->whole_chains;
+    w->classic_records = config->classic_records;
     return w;
 }
 
@@ -134,7 +134,7 @@ static uint64_t samples_past(const struct opr_writer *w, size_t written)
         memcpy(&h, w->buf + at, sizeof h);
         if (h.size < sizeof h)
             break; /* cannot happen: emit frames every record */
-        if (h.type == OPR_REC_SAMPLE && at + h.size > written)
+        if ((h.type == OPR_REC_SAMPLE || h.type == OPR_REC_SAMPLE_SHORT) && at + h.size > written)
             n++;
         at += h.size;
     }
@@ -199,13 +199,29 @@ static void writer_emit_chain(struct opr_writer *w, struct chain_trie *trie, uin
 {
     uint32_t parent, skip;
     unsigned shared = chain_trie_add(trie, id, elems, n, size, &parent, &skip);
-    if (shared >= 2 && !w->whole_chains) {
+    if (shared >= 2 && !w->classic_records) {
         struct opr_chain_tail t = {id, n - shared, parent, skip};
         opr_writer_emit(w, tail_type, &t, sizeof t, elems, (size_t)(n - shared) * size);
         return;
     }
     struct opr_stack whole = {id, n}; /* opr_pystack has the same layout */
     opr_writer_emit(w, whole_type, &whole, sizeof whole, elems, (size_t)n * size);
+}
+
+void opr_writer_sample(struct opr_writer *w, const struct opr_sample *s, uint32_t py_stack_id_plus1,
+                       uint64_t omp_region)
+{
+    if (omp_region == 0 && s->weight <= OPR_SAMPLE_SHORT_MAX_WEIGHT && s->flags <= 0xff && !w->classic_records) {
+        struct opr_sample_short ss = {s->time_ns, s->tid, s->stack_id, py_stack_id_plus1,
+                                      s->weight | s->flags << 24};
+        opr_writer_emit(w, OPR_REC_SAMPLE_SHORT, &ss, sizeof ss, NULL, 0);
+        return;
+    }
+    struct {
+        struct opr_sample_python py;
+        struct opr_sample_openmp omp;
+    } tails = {{py_stack_id_plus1, 0}, {omp_region}};
+    opr_writer_emit(w, OPR_REC_SAMPLE, s, sizeof *s, &tails, omp_region ? sizeof tails : sizeof tails.py);
 }
 
 int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n)
@@ -314,6 +330,28 @@ void opr_writer_python_cache_counts(const struct opr_writer *w, uint64_t *hits, 
     *misses = w->py_key_misses;
 }
 
+/* A new PYSTACK: whole, or as a PYSTACK_TAIL of packed frames when an earlier
+ * chain holds two or more of its root-side frames. */
+static void writer_emit_pychain(struct opr_writer *w, uint32_t id, const struct opr_pyframe *chain, unsigned n)
+{
+    uint32_t parent, skip;
+    unsigned shared = chain_trie_add(&w->py_stack_trie, id, chain, n, sizeof chain[0], &parent, &skip);
+    if (shared < 2 || w->classic_records) {
+        struct opr_pystack ps = {id, n};
+        opr_writer_emit(w, OPR_REC_PYSTACK, &ps, sizeof ps, chain, n * sizeof chain[0]);
+        return;
+    }
+    struct opr_pyframe_packed *packed = w->py_packed;
+    for (unsigned i = 0; i < n - shared; i++) {
+        uint32_t code = chain[i].code_id > OPR_PYFRAME_PACKED_UNKNOWN ? OPR_PYFRAME_PACKED_UNKNOWN
+                                                                       : chain[i].code_id;
+        packed[i] = (struct opr_pyframe_packed){code | (chain[i].flags & OPR_PYFRAME_ENTRY ? 1u << 31 : 0),
+                                                chain[i].line};
+    }
+    struct opr_chain_tail t = {id, n - shared, parent, skip};
+    opr_writer_emit(w, OPR_REC_PYSTACK_TAIL, &t, sizeof t, packed, (n - shared) * sizeof *packed);
+}
+
 /* Builds the chain frame by frame (names and lines through the per-frame
  * tables) and returns its PYSTACK id + 1, 0 when out of memory. */
 static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyframe_key *keys, unsigned n,
@@ -332,7 +370,6 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
     if (id < 0)
         return 0;
     if (added)
-        writer_emit_chain(w, &w->py_stack_trie, OPR_REC_PYSTACK, OPR_REC_PYSTACK_TAIL, (uint32_t)id, chain, n,
-                          sizeof chain[0]);
+        writer_emit_pychain(w, (uint32_t)id, chain, n);
     return (uint32_t)id + 1;
 }

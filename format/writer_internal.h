@@ -66,7 +66,7 @@ struct opr_writer {
     char result_dir[PATH_MAX];  /* "" when the vDSO is not saved */
     char unreadable_thread_name[16];
     bool name_unreadable_threads;
-    bool whole_chains;          /* opr_writer_config's */
+    bool classic_records;          /* opr_writer_config's */
 
     uint32_t pid, ppid;         /* of opr_writer_begin */
     uint8_t *buf;               /* WRITER_BUFFER_SIZE bytes */
@@ -99,6 +99,7 @@ struct opr_writer {
     char py_code_tail[sizeof(((struct opr_pycode_names *)0)->filename) +
                       sizeof(((struct opr_pycode_names *)0)->qualname)];
     struct opr_pyframe py_chain[OPR_MAX_PYFRAMES];
+    struct opr_pyframe_packed py_packed[OPR_MAX_PYFRAMES]; /* a PYSTACK_TAIL's frames */
 
     struct writer_map_range *maps; /* sorted by start */
     size_t nmaps, maps_cap;

@@ -184,11 +184,11 @@ static bool size_cap_reached(void)
 }
 
 /* The most one sample can add: SAMPLE with its tails and a COUNTER_SAMPLE, a
- * new STACK of n frames, and for Python frames a new PYSTACK with a PYCODE
- * per frame (names of up to ~256 bytes). */
+ * new STACK (or STACK_TAIL, 8 bytes more) of n frames, and for Python frames
+ * a new PYSTACK with a PYCODE per frame (names of up to ~256 bytes). */
 static uint64_t sample_bytes_bound(const struct agent_slot *slot, unsigned n)
 {
-    return 64 + (uint64_t)slot->nctr * 24 + 16 + 8ull * n + 16 + (uint64_t)slot->npy * (16 + 24 + 256);
+    return 64 + (uint64_t)slot->nctr * 24 + 24 + 8ull * n + 24 + (uint64_t)slot->npy * (16 + 24 + 256);
 }
 
 /* Past --max-size the periodic records (OpenMP ticks, unwinder counts,
@@ -266,14 +266,11 @@ static void drain_locked(void)
             }
             struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags,
                                    slot->weight ? slot->weight : 1};
-            struct opr_sample_python py = {python_stack_for(slot), 0};
+            uint32_t py = python_stack_for(slot);
             /* threading/OpenMP: the region tail only when the thread was in one */
-            struct { struct opr_sample_python py; struct opr_sample_openmp omp; } tails = {py, {slot->omp_region}};
-            if (slot->omp_region) {
+            if (slot->omp_region)
                 ompt_writer_note_sample_region(slot->omp_region, emit);
-                emit(OPR_REC_SAMPLE, &s, sizeof s, &tails, sizeof tails);
-            } else
-                emit(OPR_REC_SAMPLE, &s, sizeof s, &py, sizeof py);
+            opr_writer_sample(writer, &s, py, slot->omp_region);
             emit_counter_sample(slot); /* per-sample counters: right after its SAMPLE */
             drained++;
         } else {

@@ -261,8 +261,7 @@ void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c
     s->t.threads += opr_writer_note_thread(s->w, c->tid);
     struct opr_sample sample = {c->time_ns, c->tid, (uint32_t)c->stack_id, c->flags, 1};
     unsigned npy = with_python ? c->npy : 0;
-    struct opr_sample_python tail = {npy ? python_stack_for(s, c->py, npy) : 0, 0};
-    opr_writer_emit(s->w, OPR_REC_SAMPLE, &sample, sizeof sample, &tail, sizeof tail);
+    opr_writer_sample(s->w, &sample, npy ? python_stack_for(s, c->py, npy) : 0, 0);
     s->t.samples++;
     s->t.unwind_failed += (c->flags & OPR_SAMPLE_UNWIND_FAILED) != 0;
     s->t.truncated += (c->flags & OPR_SAMPLE_TRUNCATED) != 0;

@@ -43,7 +43,7 @@ for path in sorted(glob.glob(os.path.join(d, "proc-*.raw"))):
         if size < 8:
             break
         body = data[off + 8:off + size]
-        if rtype == 5:
+        if rtype in (5, 18):  # SAMPLE, SAMPLE_SHORT
             samples += 1
         elif rtype == 24 and len(body) >= 8 * len(FIELDS):
             last = dict(zip(FIELDS, struct.unpack_from("<%dQ" % len(FIELDS), body)))

@@ -71,14 +71,14 @@ struct test_stream {
 };
 
 /* Set by a test: the next header()'s writer writes every chain whole. */
-static bool next_whole_chains;
+static bool next_classic_records;
 
 /* Starts a stream of pid: the file header (ppid 1, 1 ms period). */
 static void header(struct test_stream *s, uint32_t pid)
 {
     memset(s, 0, sizeof *s);
     struct opr_writer_config config = {
-        .whole_chains = next_whole_chains,
+        .classic_records = next_classic_records,
         .ops = {.ctx = &s->out, .write = put_bytes, .resolve_pyframe = resolve_test_pyframe},
     };
     s->w = opr_writer_new(&config);
@@ -616,9 +616,9 @@ static struct buf chain_stream(bool whole)
     static const char *const files[] = {"/w/a.py", "/w/b.py", "/w/c.py", "/w/d.py"};
     static const char *const names[] = {"fa", "fb", "fc", "fd", "fe", "ff", "fg", "fh"};
     struct test_stream s;
-    next_whole_chains = whole;
+    next_classic_records = whole;
     header(&s, 7);
-    next_whole_chains = false;
+    next_classic_records = false;
     uint64_t x = 42, root[OPR_MAX_FRAMES], pcs[OPR_MAX_FRAMES];
     unsigned pyroot[OPR_MAX_PYFRAMES], n = 0, npy = 0;
     struct test_pyframe frames[OPR_MAX_PYFRAMES];
@@ -641,7 +641,8 @@ static struct buf chain_stream(bool whole)
         }
         uint32_t py = i % 5 ? opr_writer_python_stack(s.w, keys, npy, frames) : 0;
         CU_ASSERT_TRUE_FATAL(id >= 0);
-        sample(&s, (uint64_t)i, 7, (uint32_t)id, py);
+        struct opr_sample smp = {(uint64_t)i, 7, (uint32_t)id, i % 7 ? 0 : OPR_SAMPLE_TRUNCATED, 1 + i % 3};
+        opr_writer_sample(s.w, &smp, py, 0);
     }
     return finish(&s);
 }
@@ -658,12 +659,16 @@ static struct profile *load_buf(const struct buf *b)
     return p;
 }
 
-/* The same chains written whole and prefix-shared load as the same stacks,
- * frame by frame, and the shared stream is the smaller. */
+/* The same chains and samples written in the classic records and in the
+ * compact ones (STACK_TAIL, PYSTACK_TAIL, SAMPLE_SHORT) load as the same
+ * stacks, frame by frame, with the same weights and flags; the compact
+ * stream is the smaller. */
 static void test_shared_chains_load_whole(void)
 {
     struct buf whole = chain_stream(true), shared = chain_stream(false);
-    CU_ASSERT_EQUAL(count_type(&whole, OPR_REC_STACK_TAIL) + count_type(&whole, OPR_REC_PYSTACK_TAIL), 0);
+    CU_ASSERT_EQUAL(count_type(&whole, OPR_REC_STACK_TAIL) + count_type(&whole, OPR_REC_PYSTACK_TAIL) +
+                        count_type(&whole, OPR_REC_SAMPLE_SHORT), 0);
+    CU_ASSERT_EQUAL(count_type(&shared, OPR_REC_SAMPLE_SHORT), 600);
     CU_ASSERT_TRUE(count_type(&shared, OPR_REC_STACK_TAIL) > 100);
     CU_ASSERT_TRUE(count_type(&shared, OPR_REC_PYSTACK_TAIL) > 50);
     CU_ASSERT_TRUE(shared.len * 3 < whole.len);
@@ -672,10 +677,12 @@ static void test_shared_chains_load_whole(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     CU_ASSERT_EQUAL_FATAL(a->nsamples, b->nsamples);
     CU_ASSERT_EQUAL(a->sample_count, 600);
+    CU_ASSERT_EQUAL(a->total_weight, 1200); /* 1 + i % 3 */
     size_t differ = 0, deepest = 0;
     for (size_t i = 0; i < a->nsamples; i++) {
         const struct prof_stack *sa = &a->stacks[a->samples[i].stack], *sb = &b->stacks[b->samples[i].stack];
-        bool same = sa->nframes == sb->nframes && a->samples[i].weight == b->samples[i].weight;
+        bool same = sa->nframes == sb->nframes && a->samples[i].weight == b->samples[i].weight &&
+                    a->samples[i].flags == b->samples[i].flags;
         for (uint32_t k = 0; same && k < sa->nframes; k++)
             same = strcmp(a->frames[sa->frames[k]].name, b->frames[sb->frames[k]].name) == 0 &&
                    a->frames[sa->frames[k]].line == b->frames[sb->frames[k]].line;
