@@ -121,6 +121,10 @@ struct profile {
      * walked by its tables and by libunwind; with OPPROF_UNWIND_CHECK=1,
      * samples unwound both ways and those that differed. */
     uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
+    /* Tables the agents put in place (compiled or, unwind_tables_cached of
+     * them, read from the cache of earlier runs) and the writers' CPU time
+     * for it. */
+    uint64_t unwind_tables_built, unwind_tables_cached, unwind_build_cpu_ns;
     /* ACCOUNTING records summed over processes (analyze/accounting.c): CPU
      * time no sample stands for and why, the agent's start-up cost, samples
      * a full disk kept out. acct_cpu_ns: process CPU of the streams that had one. */

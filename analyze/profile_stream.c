@@ -457,6 +457,12 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
     sl->p->unwind_fallback_samples += u.fallback_samples - sl->unwind.fallback_samples;
     sl->p->unwind_check_samples += u.check_samples - sl->unwind.check_samples;
     sl->p->unwind_check_disagree += u.check_disagree - sl->unwind.check_disagree;
+    if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
+        u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
+        sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;
+        sl->p->unwind_tables_cached += u.cache_loaded - sl->unwind.cache_loaded;
+        sl->p->unwind_build_cpu_ns += u.build_cpu_ns - sl->unwind.build_cpu_ns;
+    }
     sl->unwind = u;
     return 0;
 }

@@ -275,6 +275,10 @@ struct opr_unwind {
      * the same samples are timed apart: the two unwinders side by side. */
     uint64_t table_p50_ns, table_p99_ns;
     uint64_t libunwind_p50_ns, libunwind_p99_ns;
+    /* Tables kept across runs by build-id: of tables_built, those read from
+     * the cache instead of compiled; tables written to it; cache files
+     * refused (damaged, another layout) and compiled instead. */
+    uint64_t cache_loaded, cache_stored, cache_rejected;
 };
 
 struct opr_end {

@@ -104,12 +104,26 @@ static uint64_t thread_cpu_now(void)
 }
 
 /* Compiles module m's table from bytes (a copy of its memory from the
- * .eh_frame_hdr on) and publishes it to the handlers. */
-static void build_module(struct unwind_module *m, const void *bytes)
+ * .eh_frame_hdr on), or reads it from the cache when `cached` (cache_name:
+ * its file; "" for none), and publishes it to the handlers. A cached table
+ * that cannot be read leaves the module wanted: the next poll copies and
+ * compiles it (the file is gone then). */
+static void build_module(struct unwind_module *m, const void *bytes, const char *cache_name, bool cached)
 {
     uint64_t began = thread_cpu_now();
-    struct unwind_table *t =
-        bytes ? unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi) : NULL;
+    struct unwind_table *t = NULL;
+    if (cached) {
+        t = unwind_cache_load(cache_name, m->lo);
+        if (!t) {
+            build_cpu_ns += thread_cpu_now() - began;
+            atomic_store(&unwind_build_wanted, 1);
+            return;
+        }
+    } else if (bytes) {
+        t = unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi);
+        if (t && cache_name[0])
+            unwind_cache_store(cache_name, t);
+    }
     build_cpu_ns += thread_cpu_now() - began;
     if (t) {
         tables_built++;
@@ -166,7 +180,7 @@ void unwind_rescan(bool build_all)
     /* build_all (benchmarks): objects that stay loaded, read in place. */
     for (size_t i = 0; build_all && i < ix->count; i++)
         if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_NONE && atomic_load(&ix->mod[i].table) == NULL)
-            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr);
+            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr, "", false);
 }
 
 /* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
@@ -182,6 +196,8 @@ struct build_pass {
     struct unwind_index *ix;
     struct unwind_module *mod[BUILD_BATCH];
     void *copy[BUILD_BATCH];
+    char cache_name[BUILD_BATCH][128]; /* "": not cached (no build-id, no cache) */
+    bool cached[BUILD_BATCH];          /* its file is there: read it, no copy */
     unsigned n;
     size_t bytes;
 };
@@ -206,12 +222,19 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
         return 0;
     if (bp->n == BUILD_BATCH || bp->bytes > (64u << 20))
         return 1; /* the rest at the next poll */
+    unsigned k = bp->n++;
+    bp->mod[k] = m;
+    bp->copy[k] = NULL;
+    if (!unwind_cache_name(info, m->lo, m->hi, m->eh_frame_hdr, bp->cache_name[k], sizeof bp->cache_name[k],
+                           &bp->cached[k]))
+        bp->cache_name[k][0] = '\0';
+    if (bp->cached[k])
+        return 0; /* read from the cache after the lock: no bytes needed */
     size_t len = m->eh_limit - m->eh_frame_hdr;
     void *copy = malloc(len);
     if (copy)
         memcpy(copy, (const void *)(uintptr_t)m->eh_frame_hdr, len);
-    bp->mod[bp->n] = m;
-    bp->copy[bp->n++] = copy; /* NULL (out of memory): the module goes to libunwind */
+    bp->copy[k] = copy; /* NULL (out of memory): the module goes to libunwind */
     bp->bytes += len;
     return 0;
 }
@@ -228,7 +251,7 @@ static void build_wanted(void)
         struct build_pass bp = {.ix = &unwind_indexes[cur]};
         dl_iterate_phdr(copy_if_wanted, &bp);
         for (unsigned i = 0; i < bp.n; i++) {
-            build_module(bp.mod[i], bp.copy[i]);
+            build_module(bp.mod[i], bp.copy[i], bp.cache_name[i], bp.cached[i]);
             free(bp.copy[i]);
         }
         if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
@@ -325,6 +348,7 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,
     };
+    unwind_cache_counts(&u.cache_loaded, &u.cache_stored, &u.cache_rejected);
     /* Not compared below: they move with the clock calibration. */
     struct opr_unwind timed = u;
     uint64_t now = agent_now_ns(), timed_total = 0;
@@ -376,4 +400,5 @@ void unwind_build_atfork_child(void)
     memset(&last_emitted, 0, sizeof last_emitted);
     last_emit_ns = last_timed_total = 0;
     tables_built = table_bytes = build_cpu_ns = 0;
+    unwind_cache_atfork_child();
 }

@@ -629,40 +629,24 @@ static struct unwind_table *pack(struct build *b)
     }
     /* Buckets up to the last row (past it, the last row's rule: a gap). */
     size_t nbuckets = n ? ((size_t)pc_off[n - 1] >> UNWIND_BUCKET_SHIFT) + 1 : 0;
-    size_t bytes = sizeof *t + n * sizeof *pc_off + n * sizeof *rule_of;
-    bytes = (bytes + 7) & ~(size_t)7;
-    size_t rules_at = bytes;
-    bytes += rs.n * sizeof *rs.rules;
-    bytes = (bytes + 7) & ~(size_t)7;
-    size_t buckets_at = bytes;
-    bytes += nbuckets * sizeof(uint32_t);
+    size_t rules_at, buckets_at;
+    size_t bytes = unwind_table_layout((uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets, &rules_at, &buckets_at);
     void *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (block == MAP_FAILED)
         goto out;
     t = block;
-    uint32_t *t_pc = (uint32_t *)(t + 1);
-    uint16_t *t_rule = (uint16_t *)(t_pc + n);
-    struct unwind_rule *t_rules = (struct unwind_rule *)((char *)block + rules_at);
-    memcpy(t_pc, pc_off, n * sizeof *pc_off);
-    memcpy(t_rule, rule_of, n * sizeof *rule_of);
-    memcpy(t_rules, rs.rules, rs.n * sizeof *rs.rules);
-    t->map_bytes = bytes;
-    atomic_fetch_add_explicit(&tables_mapped_bytes, bytes, memory_order_relaxed);
-    t->base = b->base;
-    t->nrows = (uint32_t)n;
-    t->nrules = (uint32_t)rs.n;
-    t->pc_off = t_pc;
-    t->rule_of = t_rule;
-    t->rules = t_rules;
-    uint32_t *t_bucket = (uint32_t *)((char *)block + buckets_at);
+    unwind_table_point(t, bytes, b->base, (uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets);
+    memcpy((uint32_t *)t->pc_off, pc_off, n * sizeof *pc_off);
+    memcpy((uint16_t *)t->rule_of, rule_of, n * sizeof *rule_of);
+    memcpy((struct unwind_rule *)t->rules, rs.rules, rs.n * sizeof *rs.rules);
+    unwind_table_account(bytes);
+    uint32_t *t_bucket = (uint32_t *)t->bucket;
     for (size_t k = 0, row = 0; k < nbuckets; k++) {
         uint64_t start = (uint64_t)k << UNWIND_BUCKET_SHIFT;
         while (row + 1 < n && pc_off[row + 1] <= start)
             row++;
         t_bucket[k] = (uint32_t)row; /* below the first row: find_rule checks that first */
     }
-    t->nbuckets = (uint32_t)nbuckets;
-    t->bucket = t_bucket;
     mprotect(block, bytes, PROT_READ); /* the handler only reads it */
 out:
     free(rs.rules);
@@ -670,6 +654,11 @@ out:
     free(rule_of);
     free(pc_off);
     return t;
+}
+
+void unwind_table_account(size_t bytes)
+{
+    atomic_fetch_add_explicit(&tables_mapped_bytes, bytes, memory_order_relaxed);
 }
 
 uint64_t unwind_tables_mapped_bytes(void)

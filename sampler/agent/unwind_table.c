@@ -42,6 +42,7 @@ void agent_unwind_init(void)
     tables_on = !(mode && strcmp(mode, "libunwind") == 0);
     const char *check = getenv("OPPROF_UNWIND_CHECK");
     check_on = tables_on && check && strcmp(check, "1") == 0;
+    unwind_cache_init();
     unwind_tsc0 = __rdtsc();
     unwind_ns0 = agent_now_ns();
 }

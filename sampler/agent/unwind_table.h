@@ -186,6 +186,29 @@ AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t l
                                                      uint64_t hi);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
+AGENT_HIDDEN void unwind_table_account(size_t bytes); /* a table block mapped (unwind_tables_mapped_bytes) */
+/* The block of a table of these counts: its size, and where rules[] and
+ * bucket[] start (unwind_cache.c; pc_off and rule_of follow the struct). */
+AGENT_HIDDEN size_t unwind_table_layout(uint32_t nrows, uint32_t nrules, uint32_t nbuckets, size_t *rules_at,
+                                        size_t *buckets_at);
+/* Fills a block's struct unwind_table: counts, base and the array pointers. */
+AGENT_HIDDEN void unwind_table_point(struct unwind_table *t, size_t map_bytes, uint64_t base, uint32_t nrows,
+                                     uint32_t nrules, uint32_t nbuckets);
+
+/* ---- tables kept across runs (unwind_cache.c), writer side ---------------- */
+struct dl_phdr_info;
+AGENT_HIDDEN void unwind_cache_init(void); /* constructor: where (environment) */
+/* The cache file name of a loaded object (inside dl_iterate_phdr's callback:
+ * its build-id is read from memory); false when it has no build-id or there
+ * is no cache. *present: a file of that name is there. */
+AGENT_HIDDEN bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t eh_frame_hdr,
+                                    char *name, size_t cap, bool *present);
+/* The table read back, checked, for a module whose text starts at base;
+ * NULL when missing or rejected (a rejected file is removed). */
+AGENT_HIDDEN struct unwind_table *unwind_cache_load(const char *name, uint64_t base);
+AGENT_HIDDEN void unwind_cache_store(const char *name, const struct unwind_table *t);
+AGENT_HIDDEN void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected);
+AGENT_HIDDEN void unwind_cache_atfork_child(void);
 AGENT_HIDDEN uint64_t unwind_tables_mapped_bytes(void); /* tables mapped now, all modules */
 /* Rescans the loaded objects now (writer, or a benchmark); build_all also
  * compiles every table at once. */

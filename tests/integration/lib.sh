@@ -87,6 +87,9 @@ make_workdir() {
     trap _cleanup EXIT
     trap 'exit 1' INT TERM HUP
     cd "$WORK" || die "cannot cd to $WORK"
+    # The agents' unwind-table cache (kept across runs by build-id) starts
+    # empty in each test script, so that no test depends on what ran before.
+    export OPPROF_UNWIND_CACHE="$WORK/unwind-cache"
 }
 
 require_python3() {

@@ -173,4 +173,75 @@ else
     fail "opprof report --format text on the split run failed"
 fi
 
+# --- tables kept across runs (the unwind cache) --------------------------------------
+# cache_counts DIR: "loaded stored rejected checked disagree" summed over the
+# streams' last UNWIND records.
+cache_counts() {
+    python3 - "$1" <<'PY'
+import glob, os, struct, sys
+FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read check disagree "
+          "disagree_length tables_built table_bytes build_cpu_ns t50 t99 l50 l99 loaded stored rejected").split()
+tot = dict.fromkeys(FIELDS, 0)
+for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
+    data = open(path, "rb").read()
+    off, last = struct.unpack_from("<I", data, 12)[0], None
+    while off + 8 <= len(data):
+        rtype, size = struct.unpack_from("<II", data, off)
+        if size < 8:
+            break
+        if rtype == 24 and size - 8 >= 8 * len(FIELDS):
+            last = dict(zip(FIELDS, struct.unpack_from("<%dQ" % len(FIELDS), data, off + 8)))
+        off += size
+    for k in FIELDS:
+        tot[k] += last[k] if last else 0
+print(tot["loaded"], tot["stored"], tot["rejected"], tot["check"], tot["disagree"])
+PY
+}
+CACHE="$WORK/own-cache"
+cache_run() { # cache_run NAME: known_split in check mode with the cache at $CACHE
+    OPPROF_UNWIND_CACHE="$CACHE" OPPROF_UNWIND_CHECK=1 record "$WORK/$1" -- "$KNOWN_SPLIT" --threads 2 --seconds 1
+    [ "$RECORD_STATUS" -eq 0 ] || fail "$1: opprof record exited $RECORD_STATUS"
+    cache_counts "$WORK/$1" >"$WORK/$1.counts"
+}
+cache_run cache1
+read -r c_load c_store c_rej c_chk c_dis <"$WORK/cache1.counts"
+cache_run cache2
+read -r w_load w_store w_rej w_chk w_dis <"$WORK/cache2.counts"
+log "cache: first run read $c_load, stored $c_store; second run read $w_load, stored $w_store (checked $w_chk, $w_dis differ)"
+if [ "$c_load" -eq 0 ] && [ "$c_store" -ge 2 ] && [ "$w_load" -ge "$c_store" ] && [ "$w_chk" -gt 0 ] &&
+    [ "$w_dis" -eq 0 ] && [ "$w_rej" -eq 0 ]; then
+    pass "unwind cache: the second run reads the $c_store tables the first stored, and they agree with libunwind"
+else
+    fail "unwind cache: first run loaded $c_load stored $c_store; second loaded $w_load rejected $w_rej, $w_dis of $w_chk differ"
+fi
+# Damaged files (one cut short, the others with every index past its end)
+# are refused, removed and compiled again: no crash, stacks still agree.
+n=0
+for f in "$CACHE"/*.t1; do
+    n=$((n + 1))
+    if [ $n -eq 1 ]; then
+        truncate -s -100 "$f"
+    else
+        python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[40:] = b"\xff" * (len(b) - 40); open(p, "wb").write(b)' "$f"
+    fi
+done
+cache_run cache3
+read -r d_load d_store d_rej d_chk d_dis <"$WORK/cache3.counts"
+log "damaged cache: $d_rej files refused, $d_load read, $d_store stored again; checked $d_chk, $d_dis differ"
+if [ "$d_rej" -ge 2 ] && [ "$d_store" -ge 2 ] && [ "$d_chk" -gt 0 ] && [ "$d_dis" -eq 0 ]; then
+    pass "unwind cache: damaged files are refused and the tables compiled again"
+else
+    fail "unwind cache with damaged files: refused $d_rej, stored $d_store, $d_dis of $d_chk differ"
+fi
+# A cache directory others can write to is not used at all.
+chmod 0777 "$CACHE"
+cache_run cache4
+read -r o_load o_store o_rej o_chk o_dis <"$WORK/cache4.counts"
+if [ "$o_load" -eq 0 ] && [ "$o_store" -eq 0 ] && [ "$o_dis" -eq 0 ]; then
+    pass "unwind cache: a directory writable by others is not used"
+else
+    fail "unwind cache in a world-writable dir: read $o_load, stored $o_store"
+fi
+chmod 0700 "$CACHE"
+
 finish

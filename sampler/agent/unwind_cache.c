@@ -1,0 +1,308 @@
+/*
+ * sampler/agent/unwind_cache.c — compiled unwind tables kept across runs, by
+ * build-id, and the layout of a table's block (the compiler packs into it,
+ * the cache reads into it). Writer thread only.
+ *
+ * Why: compiling the tables was most of the writer's CPU on PyTorch (~240 ms
+ * of ~370 ms in a 3.5 s training loop: libtorch_cpu's .eh_frame alone takes
+ * ~150 ms), paid again by every run of the same program. A table depends on
+ * the object's bytes only (rows are offsets from its lowest text address),
+ * so the build-id names it. Until a module's table exists its samples take
+ * libunwind's slow path, so a table read in ~1 ms also shortens that.
+ *
+ * Where: $OPPROF_UNWIND_CACHE (a directory; "off" or "0": no cache), else
+ * $XDG_CACHE_HOME/opprof/unwind, else $HOME/.cache/opprof/unwind, read in the
+ * constructor (getenv is not safe beside the workload's setenv later).
+ * The directory must be the process's own (owner = euid, no group or other
+ * write); files are opened without following links, written to a unique
+ * temporary name and renamed, and read back into a fresh block that is
+ * checked before any handler sees it: every index in range, rows sorted,
+ * sizes agreeing with the file's. A file that fails is removed and the
+ * module compiled as if there were none. A corrupt file can then give wrong
+ * stacks at worst, never a read outside the block (stack reads are checked
+ * against the readable mappings anyway).
+ *
+ * File: struct cache_header, then the block without its struct unwind_table
+ * (whose pointers are recomputed from the counts on reading).
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sampler/agent/unwind_table.h"
+
+/* ---- the block's layout ------------------------------------------------------ */
+
+size_t unwind_table_layout(uint32_t nrows, uint32_t nrules, uint32_t nbuckets, size_t *rules_at, size_t *buckets_at)
+{
+    size_t bytes = sizeof(struct unwind_table) + (size_t)nrows * sizeof(uint32_t) + (size_t)nrows * sizeof(uint16_t);
+    bytes = (bytes + 7) & ~(size_t)7;
+    *rules_at = bytes;
+    bytes += (size_t)nrules * sizeof(struct unwind_rule);
+    bytes = (bytes + 7) & ~(size_t)7;
+    *buckets_at = bytes;
+    return bytes + (size_t)nbuckets * sizeof(uint32_t);
+}
+
+void unwind_table_point(struct unwind_table *t, size_t map_bytes, uint64_t base, uint32_t nrows, uint32_t nrules,
+                        uint32_t nbuckets)
+{
+    size_t rules_at, buckets_at;
+    unwind_table_layout(nrows, nrules, nbuckets, &rules_at, &buckets_at);
+    t->map_bytes = map_bytes;
+    t->base = base;
+    t->nrows = nrows;
+    t->nrules = nrules;
+    t->nbuckets = nbuckets;
+    t->pc_off = (const uint32_t *)(t + 1);
+    t->rule_of = (const uint16_t *)(t->pc_off + nrows);
+    t->rules = (const struct unwind_rule *)((const char *)t + rules_at);
+    t->bucket = (const uint32_t *)((const char *)t + buckets_at);
+}
+
+/* ---- where ------------------------------------------------------------------ */
+
+static char cache_dir[512]; /* "": no cache */
+static uint64_t cache_loaded, cache_stored, cache_rejected;
+
+void unwind_cache_init(void)
+{
+    cache_dir[0] = '\0';
+    const char *env = getenv("OPPROF_UNWIND_CACHE");
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = -1;
+    if (env && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0))
+        return;
+    if (env && env[0] == '/')
+        n = snprintf(cache_dir, sizeof cache_dir, "%s", env);
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(cache_dir, sizeof cache_dir, "%s/opprof/unwind", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(cache_dir, sizeof cache_dir, "%s/.cache/opprof/unwind", home);
+    if (n < 0 || (size_t)n >= sizeof cache_dir)
+        cache_dir[0] = '\0';
+}
+
+void unwind_cache_atfork_child(void)
+{
+    cache_loaded = cache_stored = cache_rejected = 0; /* the child's stream counts its own */
+}
+
+void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected)
+{
+    *loaded = cache_loaded;
+    *stored = cache_stored;
+    *rejected = cache_rejected;
+}
+
+/* The cache directory, opened; -1 when there is none or it is not safe to
+ * use (someone else's, or writable by others). create: make it (and its
+ * parents, 0700) when missing. */
+static int open_cache_dir(bool create)
+{
+    if (!cache_dir[0])
+        return -1;
+    if (create) {
+        char path[sizeof cache_dir];
+        memcpy(path, cache_dir, sizeof path);
+        for (char *s = path + 1; *s; s++) {
+            if (*s != '/')
+                continue;
+            *s = '\0';
+            (void)mkdir(path, 0700); /* EEXIST for the ones there */
+            *s = '/';
+        }
+        (void)mkdir(path, 0700);
+    }
+    int fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022))) {
+        close(fd);
+        cache_dir[0] = '\0'; /* not ours to trust: no cache for this process */
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- naming a module ---------------------------------------------------------- */
+
+/* The GNU build-id of a loaded object, from its PT_NOTE segments in memory
+ * (the caller holds the loader's lock: dl_iterate_phdr's callback). */
+static unsigned build_id_of(const struct dl_phdr_info *info, uint8_t *out, unsigned cap)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr);
+        size_t left = ph->p_memsz;
+        while (left >= sizeof(ElfW(Nhdr))) {
+            ElfW(Nhdr) nh;
+            memcpy(&nh, p, sizeof nh);
+            size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3, desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
+            if (name > left - sizeof nh || desc > left - sizeof nh - name)
+                break;
+            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(p + sizeof nh, "GNU", 4) == 0 &&
+                nh.n_descsz >= 8 && nh.n_descsz <= cap) {
+                memcpy(out, p + sizeof nh + name, nh.n_descsz);
+                return nh.n_descsz;
+            }
+            p += sizeof nh + name + desc;
+            left -= sizeof nh + name + desc;
+        }
+    }
+    return 0;
+}
+
+bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t eh_frame_hdr,
+                       char *name, size_t cap, bool *present)
+{
+    uint8_t id[32];
+    unsigned n = cache_dir[0] ? build_id_of(info, id, sizeof id) : 0;
+    *present = false;
+    if (n == 0 || cap < 2 * n + 48)
+        return false;
+    for (unsigned i = 0; i < n; i++)
+        snprintf(name + 2 * i, 3, "%02x", id[i]);
+    /* The layout too: the same build-id laid out otherwise is another table. */
+    snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t1", (unsigned long long)(hi - lo),
+             (unsigned long long)(eh_frame_hdr - lo));
+    int dir = open_cache_dir(false);
+    if (dir >= 0) {
+        struct stat st;
+        *present = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        close(dir);
+    }
+    return true;
+}
+
+/* ---- the file ------------------------------------------------------------------ */
+
+#define CACHE_MAGIC "OPRUNWT1"
+struct cache_header {
+    char magic[8];
+    uint32_t header_size, rule_size;
+    uint32_t nrows, nrules, nbuckets, bucket_shift;
+    uint64_t payload_bytes; /* the block after its struct unwind_table */
+};
+
+/* Whether a block read from a file is one the handler can walk safely. */
+static bool table_sane(const struct unwind_table *t)
+{
+    if (t->nrules < 1 || (t->nrows == 0) != (t->nbuckets == 0))
+        return false;
+    for (uint32_t i = 0; i < t->nrows; i++)
+        if (t->rule_of[i] >= t->nrules || (i > 0 && t->pc_off[i] < t->pc_off[i - 1]))
+            return false;
+    for (uint32_t k = 0; k < t->nbuckets; k++)
+        if (t->bucket[k] >= t->nrows)
+            return false;
+    return t->nrows == 0 || t->nbuckets == (t->pc_off[t->nrows - 1] >> UNWIND_BUCKET_SHIFT) + 1;
+}
+
+static bool read_all(int fd, void *buf, size_t len)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t r = read(fd, (char *)buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
+{
+    int dir = open_cache_dir(false);
+    if (dir < 0)
+        return NULL;
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    struct cache_header h;
+    struct unwind_table *t = NULL;
+    size_t rules_at, buckets_at, bytes = 0;
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+              (size_t)st.st_size >= sizeof h && read_all(fd, &h, sizeof h) &&
+              memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.header_size == sizeof h &&
+              h.rule_size == sizeof(struct unwind_rule) && h.bucket_shift == UNWIND_BUCKET_SHIFT &&
+              h.nrows < (1u << 28) && h.nrules <= UINT16_MAX + 1u && h.nbuckets < (1u << 28);
+    if (ok) {
+        bytes = unwind_table_layout(h.nrows, h.nrules, h.nbuckets, &rules_at, &buckets_at);
+        ok = h.payload_bytes == bytes - sizeof *t && (uint64_t)st.st_size == sizeof h + h.payload_bytes;
+    }
+    if (ok) {
+        void *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        t = block == MAP_FAILED ? NULL : block;
+        ok = t && read_all(fd, t + 1, bytes - sizeof *t);
+        if (ok) {
+            unwind_table_point(t, bytes, base, h.nrows, h.nrules, h.nbuckets);
+            ok = table_sane(t);
+        }
+        if (!ok && t) {
+            munmap(t, bytes);
+            t = NULL;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!ok && fd >= 0) {
+        /* Damaged or from another layout: gone, so that the module is
+         * compiled at the next poll; one we cannot remove ends the cache. */
+        cache_rejected++;
+        if (unlinkat(dir, name, 0) != 0)
+            cache_dir[0] = '\0';
+    }
+    close(dir);
+    if (!t)
+        return NULL;
+    mprotect(t, bytes, PROT_READ); /* the handler only reads it */
+    unwind_table_account(bytes);
+    cache_loaded++;
+    return t;
+}
+
+void unwind_cache_store(const char *name, const struct unwind_table *t)
+{
+    int dir = open_cache_dir(true);
+    if (dir < 0)
+        return;
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, ".%d.%s.tmp", (int)getpid(), name);
+    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        close(dir);
+        return;
+    }
+    struct cache_header h = {.header_size = sizeof h,
+                             .rule_size = sizeof(struct unwind_rule),
+                             .nrows = t->nrows,
+                             .nrules = t->nrules,
+                             .nbuckets = t->nbuckets,
+                             .bucket_shift = UNWIND_BUCKET_SHIFT,
+                             .payload_bytes = t->map_bytes - sizeof *t};
+    memcpy(h.magic, CACHE_MAGIC, 8);
+    bool ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h;
+    for (size_t done = 0; ok && done < h.payload_bytes;) {
+        ssize_t w = write(fd, (const char *)(t + 1) + done, h.payload_bytes - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        done += ok ? (size_t)w : 0;
+    }
+    ok = close(fd) == 0 && ok;
+    /* Two processes storing the same table: the last rename wins, both whole. */
+    if (ok && renameat(dir, tmp, dir, name) == 0)
+        cache_stored++;
+    else
+        unlinkat(dir, tmp, 0);
+    close(dir);
+}
