@@ -30,18 +30,25 @@ int64_t id_table_find_or_add(struct id_table *d, const void *key, size_t len, bo
 void id_table_clear(struct id_table *d);
 
 /* ---- chain_trie (id_table.c): prefix sharing of STACK and PYSTACK ---------
- * Every chain written is remembered root side first, element by element, so
- * a new chain can be written as the elements toward its leaf that no earlier
+ * Every chain written is remembered with all its root-side runs, so a new
+ * chain can be written as the elements toward its leaf that no earlier
  * chain has, plus "the rest is chain P from its element S on" (STACK_TAIL,
  * PYSTACK_TAIL in format.h). */
-#define CHAIN_TRIE_MAX_ELEM 16 /* bytes of one element: a PC, an opr_pyframe */
-struct chain_trie {
-    struct id_table steps; /* (node, element) -> index in nodes */
-    uint64_t *nodes;       /* chain id << 32 | element index, per step */
-    size_t cap;
-    bool failed;           /* out of memory once: learns nothing more */
+#define CHAIN_TRIE_MAX_LEN 256 /* elements of a chain: OPR_MAX_FRAMES */
+struct chain_trie_slot {
+    uint64_t hash; /* of a root-side run's elements */
+    uint64_t node; /* chain id << 32 | the run's first element; UINT64_MAX: empty */
 };
-/* Remembers chain `id` (n elements of `size` bytes, leaf first) and returns
+struct chain_trie {
+    struct chain_trie_slot *slots; /* open addressing, at most half full */
+    size_t cap, count;
+    unsigned char **chains;        /* each chain's elements, by id (to check a hit) */
+    uint32_t *chain_len;
+    size_t nchains, chains_cap;
+    bool failed;                   /* out of memory once: learns nothing more */
+};
+/* Remembers chain `id` (n elements of `size` bytes, a multiple of 8, leaf
+ * first; ids new and increasing) and returns
  * how many of its root-side elements an earlier chain has (0: none), with, in
  * *parent and *skip, that chain and the index its run starts at: elements
  * n-matched..n-1 equal the parent's elements skip..end. */
