@@ -176,6 +176,9 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         m->unwind_fallback_samples += p->unwind_fallback_samples;
         m->unwind_check_samples += p->unwind_check_samples;
         m->unwind_check_disagree += p->unwind_check_disagree;
+        m->unwind_tables_built += p->unwind_tables_built;
+        m->unwind_tables_cached += p->unwind_tables_cached;
+        m->unwind_build_cpu_ns += p->unwind_build_cpu_ns;
         uint32_t *frame_map = malloc((p->nframes + 1) * sizeof *frame_map);
         uint32_t *stack_map = malloc((p->nstacks + 1) * sizeof *stack_map);
         int rc = frame_map && stack_map ? merge_one(m, p, frame_map, stack_map) : -1;
