@@ -208,9 +208,12 @@ read -r c_load c_store c_rej c_chk c_dis <"$WORK/cache1.counts"
 cache_run cache2
 read -r w_load w_store w_rej w_chk w_dis <"$WORK/cache2.counts"
 log "cache: first run read $c_load, stored $c_store; second run read $w_load, stored $w_store (checked $w_chk, $w_dis differ)"
-if [ "$c_load" -eq 0 ] && [ "$c_store" -ge 2 ] && [ "$w_load" -ge "$c_store" ] && [ "$w_chk" -gt 0 ] &&
-    [ "$w_dis" -eq 0 ] && [ "$w_rej" -eq 0 ]; then
-    pass "unwind cache: the second run reads the $c_store tables the first stored, and they agree with libunwind"
+# Not every table of the first run is wanted again: a module sampled once
+# (the loader at start-up) may get no sample the second time (CI: 4 stored,
+# 3 read). The two the work runs in (known_split, libsplit_stripped.so) are.
+if [ "$c_load" -eq 0 ] && [ "$c_store" -ge 2 ] && [ "$w_load" -ge 2 ] && [ "$w_load" -le "$c_store" ] &&
+    [ "$w_chk" -gt 0 ] && [ "$w_dis" -eq 0 ] && [ "$w_rej" -eq 0 ]; then
+    pass "unwind cache: the second run reads $w_load of the $c_store tables the first stored, and they agree with libunwind"
 else
     fail "unwind cache: first run loaded $c_load stored $c_store; second loaded $w_load rejected $w_rej, $w_dis of $w_chk differ"
 fi
