@@ -168,7 +168,7 @@ static void drain(struct attach_run *r, struct attach_events *ev)
     if (r->kernel_lost != lost_before) {
         struct attach_stream *s = stream_for(r, r->o->attach_pid, true);
         if (s)
-            attach_stream_lost(s, attach_now_ns(), r->kernel_lost, r->samples_seen + r->kernel_lost);
+            attach_stream_lost(s, attach_now_ns(), r->kernel_lost, r->samples_seen + r->kernel_lost, false);
     }
     for (size_t i = 0; i < r->nstreams; i++) {
         attach_stream_memory(r->streams[i], false); /* memory over time: every ~10 ms */
@@ -415,7 +415,7 @@ static void note_what_attach_saw(struct attach_run *run, pid_t pid, struct attac
         attach_stream_note(main_stream, note);
     }
     if (run->kernel_lost)
-        attach_stream_lost(main_stream, facts->end_ns, run->kernel_lost, run->samples_seen + run->kernel_lost);
+        attach_stream_lost(main_stream, facts->end_ns, run->kernel_lost, run->samples_seen + run->kernel_lost, true);
 }
 
 /* The closing lines on stderr: what was collected, why sampling stopped,

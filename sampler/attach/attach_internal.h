@@ -170,7 +170,8 @@ struct attach_captured {
 bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e, struct attach_captured *c);
 /* Writes the SAMPLE of c (and its PYSTACK when with_python). */
 void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c, bool with_python);
-void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total);
+/* A LOST record (cumulative); final: the last one, written even past --max-size. */
+void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total, bool final);
 /* Memory over time: a MEM_TICK when the RSS moved (at most every 10 ms;
  * final: always, when the process can still be read). */
 void attach_stream_memory(struct attach_stream *s, bool final);

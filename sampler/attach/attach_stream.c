@@ -269,8 +269,14 @@ void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c
     s->t.python_moved_on += c->npy && !with_python;
 }
 
-void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total)
+/* Past --max-size the periodic LOST and MEM_TICK records stop (they grow
+ * with time, not samples: a loaded run wrote 248 bytes of them past a 64 KiB
+ * cap); their counts are cumulative, so the final ones, inside the closing
+ * records' reserve, still say everything. */
+void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total, bool final)
 {
+    if (s->dropped_size_cap && !final)
+        return;
     struct opr_lost l = {time_ns, lost, total};
     opr_writer_emit(s->w, OPR_REC_LOST, &l, sizeof l, NULL, 0);
     s->lost_reported = lost;
@@ -282,7 +288,7 @@ void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost
 void attach_stream_memory(struct attach_stream *s, bool final)
 {
     uint64_t now = attach_now_ns();
-    if (!final && s->mem_have && now - s->mem_last_poll_ns < 10000000ull)
+    if (!final && ((s->mem_have && now - s->mem_last_poll_ns < 10000000ull) || s->dropped_size_cap))
         return;
     char proc_dir[32];
     snprintf(proc_dir, sizeof proc_dir, "/proc/%d", (int)s->pid);

@@ -81,6 +81,21 @@ print("%s: stream %d bytes, %d samples recorded, %d dropped" % (sys.argv[2], siz
 # One process, one stream: the writer keeps room for the sample it writes (at
 # its largest) and for its closing records, so the cap holds to the byte.
 if size > 65536:
+    # What came after the last sample (type, bytes), and what kinds of
+    # records lie past the cap: the cause, in the log.
+    import glob, struct, collections
+    data = open(glob.glob(sys.argv[1] + "/proc-*.raw")[0], "rb").read()
+    off, recs = struct.unpack_from("<I", data, 12)[0], []
+    while off + 8 <= len(data):
+        t, n = struct.unpack_from("<II", data, off)
+        if n < 8:
+            break
+        recs.append((off, t, n))
+        off += n
+    last = max([i for i, r in enumerate(recs) if r[1] in (5, 18)] or [0])
+    past = collections.Counter(t for o, t, n in recs if o + n > 65536 - 512)
+    print("after the last sample: %s; record types ending in the last 512 bytes of the cap or past it: %s"
+          % ([(t, n) for o, t, n in recs[last + 1:]], dict(past)))
     fail("the stream is %d bytes, more than the 64 KiB cap" % size)
 # A stream that reached the cap (within one drain and the closing records)
 # must have dropped what came after.
