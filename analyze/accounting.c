@@ -41,8 +41,12 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_agent_cpu c;
     memcpy(&c, rec->body, sizeof c);
     struct profile_agent_cpu *a = &p->agent_cpu;
-    if (c.handler_timed && c.handler_calls >= c.handler_timed)
-        a->handler_cpu_est_ns += (uint64_t)((double)c.handler_cpu_ns / (double)c.handler_timed * (double)c.handler_calls);
+    if (c.handler_timed && c.handler_calls >= c.handler_timed) {
+        /* A damaged record can make the estimate exceed any u64 (converting
+         * that is undefined): at most the whole CPU a stream can claim. */
+        double est = (double)c.handler_cpu_ns / (double)c.handler_timed * (double)c.handler_calls;
+        a->handler_cpu_est_ns += est < 1e18 ? (uint64_t)est : (uint64_t)1e18;
+    }
     a->handler_timed += c.handler_timed;
     a->handler_calls += c.handler_calls;
     for (unsigned b = 0; b < OPR_HANDLER_BUCKETS && b < c.nbuckets; b++)
