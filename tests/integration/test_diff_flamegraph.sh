@@ -57,8 +57,11 @@ def fail(msg):
     bad += 1
     print("FAIL:", msg)
 
-# Boxes in document order are the tree in node order: rebuild each box's
-# path from its depth (data-d) and start (data-s) as the viewer does.
+# Rebuild each box's call path from its geometry as the viewer does: its
+# parent is the box one level up whose span [data-s, data-s + data-n)
+# holds it. Document order is node creation order, not a depth-first walk
+# (a stack first seen late, e.g. main;do_work;clock_gettime, puts its box
+# after boxes deeper under an earlier sibling), so it cannot be used.
 boxes = []
 for g in root.iter("{http://www.w3.org/2000/svg}g"):
     if g.get("class") != "f":
@@ -71,13 +74,25 @@ for g in root.iter("{http://www.w3.org/2000/svg}g"):
         fail("box %s has no base/change figures: %r" % (name, title))
         continue
     fill = tuple(int(x) for x in re.findall(r"\d+", rect.get("fill")))
-    boxes.append((int(g.get("data-d")), int(g.get("data-s")), name, float(m.group(1)),
-                  float(m.group(2)), float(m.group(3)), fill))
-stack_at = {}
+    boxes.append((int(g.get("data-d")), int(g.get("data-s")), int(g.get("data-n")), name,
+                  float(m.group(1)), float(m.group(2)), float(m.group(3)), fill))
+def path_of(box):
+    d, s, n = box[0], box[1], box[2]
+    names = [box[3]]
+    while d > 1:
+        up = [b for b in boxes if b[0] == d - 1 and b[1] <= s and s + n <= b[1] + b[2]]
+        if len(up) != 1:
+            fail("box %s at depth %d [%d, %d) has %d parent boxes" % (box[3], d, s, s + n, len(up)))
+            return None
+        d, s, n = up[0][0], up[0][1], up[0][2]
+        names.append(up[0][3])
+    return ";".join(reversed(names))
 paths = {}
-for d, s, name, share, base, change, fill in boxes:
-    stack_at[d] = name
-    path = ";".join(stack_at[i] for i in range(1, d + 1))
+for box in boxes:
+    d, s, n, name, share, base, change, fill = box
+    path = path_of(box)
+    if path is None:
+        continue
     paths[path] = (share, base, change, fill)
     want_b, want_a = 100 * b.get(path, 0), 100 * a.get(path, 0)
     # Figures are printed with 2 decimals.
