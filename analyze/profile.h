@@ -121,6 +121,7 @@ struct profile {
      * walked by its tables and by libunwind; with OPPROF_UNWIND_CHECK=1,
      * samples unwound both ways and those that differed. */
     uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
+    uint64_t unwind_context_checked, unwind_context_disagree; /* OpenMP contexts repeated without a walk */
     /* Tables the agents put in place (compiled or, unwind_tables_cached of
      * them, read from the cache of earlier runs) and the writers' CPU time
      * for it. */

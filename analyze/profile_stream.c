@@ -457,6 +457,11 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
     sl->p->unwind_fallback_samples += u.fallback_samples - sl->unwind.fallback_samples;
     sl->p->unwind_check_samples += u.check_samples - sl->unwind.check_samples;
     sl->p->unwind_check_disagree += u.check_disagree - sl->unwind.check_disagree;
+    if (u.context_checked >= sl->unwind.context_checked && u.context_disagree >= sl->unwind.context_disagree &&
+        u.context_disagree <= u.context_checked) {
+        sl->p->unwind_context_checked += u.context_checked - sl->unwind.context_checked;
+        sl->p->unwind_context_disagree += u.context_disagree - sl->unwind.context_disagree;
+    }
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
         sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;

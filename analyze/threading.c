@@ -647,6 +647,8 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->attributed_exact = t->attributed_exact;
     s->attributed_near = t->attributed_near;
     s->unattributed = t->unattributed;
+    s->contexts = t->ncontexts;
+    s->contexts_repeated = t->contexts_repeated;
     threading_findings(s);
     return 0;
 }

@@ -325,6 +325,8 @@ static int stream_end(struct stream_load *sl, void *state)
             return -1;
         if (stack != UINT32_MAX && threading_add_context(p, pid, c->tid, c->region_id, c->time_ns, stack) != 0)
             return -1;
+        if (stack != UINT32_MAX && (c->flags & OPR_OMP_CONTEXT_REPEATED))
+            threading_get(p)->contexts_repeated++; /* exists: threading_add_context made it */
     }
     return 0;
 }

@@ -279,6 +279,10 @@ struct opr_unwind {
      * the cache instead of compiled; tables written to it; cache files
      * refused (damaged, another layout) and compiled instead. */
     uint64_t cache_loaded, cache_stored, cache_rejected;
+    /* OpenMP openers' contexts found unchanged (no walk, see struct
+     * opr_omp_context) that check mode walked anyway, and of them those
+     * whose walk differed from the context they repeated (must be 0). */
+    uint64_t context_checked, context_disagree;
 };
 
 struct opr_end {
@@ -359,8 +363,11 @@ struct opr_omp_context {
     uint32_t tid;
     uint32_t stack_id;          /* STACK record: the opener's native chain at region begin */
     uint32_t py_stack_id_plus1; /* 0: no Python frames */
-    uint32_t pad;
+    uint32_t flags;             /* OPR_OMP_CONTEXT_* (was pad, 0) */
 };
+/* The agent found this opener's stack unchanged since its previous context
+ * (no walk: the same stack words, see sampler/agent/agent_ompt.c). */
+#define OPR_OMP_CONTEXT_REPEATED 1u
 
 struct opr_omp_info {
     uint64_t time_ns;
@@ -384,7 +391,7 @@ struct opr_sched_thread {
     uint64_t timeslices;
     uint64_t nonvoluntary_csw;/* /proc/.../status nonvoluntary_ctxt_switches (last read) */
 };
-#define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures */
+#define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures (0, default: every region) */
 /* --- end of threading and OpenMP records ----------------------------------- */
 
 /* --- per-sample counters (sampler/agent/agent_counters.c, docs/format.md) ------- */

@@ -428,6 +428,9 @@ void report_print_header(FILE *out, const struct profile *p)
         if (p->unwind_check_samples)
             fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                     p->unwind_check_disagree);
+        if (p->unwind_context_checked)
+            fprintf(out, "; OpenMP contexts repeated without a walk, walked to check: %" PRIu64 ", %" PRIu64 " differ",
+                    p->unwind_context_checked, p->unwind_context_disagree);
         if (p->unwind_tables_built)
             fprintf(out, "; tables: %" PRIu64 " compiled, %" PRIu64 " from the cache (%.0f ms writer CPU)",
                     p->unwind_tables_built - p->unwind_tables_cached, p->unwind_tables_cached,

@@ -69,6 +69,8 @@ static void print_text(FILE *out, const struct threading_summary *s)
                 (unsigned long long)(s->attributed_exact + s->attributed_near),
                 (unsigned long long)s->attributed_exact, (unsigned long long)s->attributed_near,
                 (unsigned long long)s->unattributed);
+        fprintf(out, "  contexts      %llu openers' contexts at region begin (%llu found unchanged, not walked)\n",
+                (unsigned long long)s->contexts, (unsigned long long)s->contexts_repeated);
     }
     fprintf(out, "  runtime spin/wait %.1f%% of samples in the OpenMP runtime: team threads outside region bodies, "
                  "or runtime wait/spin functions (%llu samples)\n",
@@ -117,6 +119,8 @@ static void print_json(FILE *out, const struct threading_summary *s, bool timeli
     fprintf(out, ", \"attributed_exact\": %llu, \"attributed_near\": %llu, \"unattributed\": %llu",
             (unsigned long long)s->attributed_exact, (unsigned long long)s->attributed_near,
             (unsigned long long)s->unattributed);
+    fprintf(out, ", \"contexts\": %llu, \"contexts_repeated\": %llu", (unsigned long long)s->contexts,
+            (unsigned long long)s->contexts_repeated);
     fprintf(out, ", \"oversubscribed\": %s, \"multi_process_oversubscription\": %s, \"external_contention\": %s",
             s->oversubscribed ? "true" : "false", s->multi_process_oversub ? "true" : "false",
             s->external_contention ? "true" : "false");

@@ -13,11 +13,12 @@
  * low 40 bits and, once team member 0 began its implicit task, the actual team
  * size in the high 24 bits: no allocation per region.
  *
- * Calling context: every OPPROF_OMP_CONTEXT_NS (default 2 ms) per opener
- * thread, parallel_begin captures the opener's native stack (unw_backtrace)
- * and Python frames into a handler-queue slot marked AGENT_SLOT_OMP_CONTEXT;
- * the writer turns it into an OMP_CONTEXT record. The loader charges worker
- * samples to it (analyze/threading.c).
+ * Calling context: at every region begin (or every OPPROF_OMP_CONTEXT_NS
+ * per opener thread when set), the opener's native stack and Python frames
+ * go into a handler-queue slot marked AGENT_SLOT_OMP_CONTEXT, or, when they
+ * are unchanged since its previous one, a slot that says so
+ * (capture_context); the writer turns either into an OMP_CONTEXT record.
+ * The loader charges worker samples to it (analyze/threading.c).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -70,6 +71,14 @@ struct omp_thread_state {
     _Atomic int state;              /* 0 live, 1 ended, 2 ended and drained */
     uint32_t tid;
     uint64_t last_capture_ns;       /* owner only */
+    /* Owner only: the last context written in full, to send "the same
+     * again" when a region opens from the same place (capture_context). */
+    bool have_last;
+    unsigned last_npy, last_npcs;
+    uint64_t last_pcs[OPR_MAX_FRAMES]; /* check mode compares a repeat with it */
+    struct py_frame_ref last_py[OPR_MAX_PYFRAMES];
+    struct unwind_trace last_trace;
+    struct unwind_trace check_trace; /* check mode's walks (not kept) */
     uint64_t writer_work_seen;      /* writer only */
     struct omp_thread_state *next;
 };
@@ -85,7 +94,7 @@ static __thread struct omp_thread_state *my_state __attribute__((tls_model("init
 static _Atomic uint64_t next_region_id;
 static _Atomic int alive_threads;
 static _Atomic int tool_active;
-static uint64_t context_interval_ns = 2000000;
+static uint64_t context_interval_ns; /* 0: every region (OPPROF_OMP_CONTEXT_NS) */
 #ifdef HAVE_OMP_TOOLS_H
 static ompt_set_callback_t set_callback;
 #endif
@@ -127,6 +136,7 @@ static struct omp_thread_state *thread_state(void)
     }
     s->tid = gettid_now();
     s->last_capture_ns = 0;
+    s->have_last = false;
     atomic_store(&s->body_begin_ns, 0);
     my_state = s;
     return s;
@@ -149,32 +159,73 @@ static void push(struct omp_thread_state *s, uint32_t kind, uint64_t t, uint64_t
 }
 
 /* The opener's calling context, through the handler queue (the writer
- * dedups stacks and resolves Python frames). Not signal context. */
+ * dedups stacks and resolves Python frames). Not signal context.
+ *
+ * Every region gets one, and most cost a few hundred ns: a PyTorch loop
+ * opens thousands of regions a second from a handful of places. The Python
+ * frames are read each time (a short pointer walk) and compared with this
+ * thread's last context; the native stack is not walked again when the
+ * last walk's inputs are unchanged (unwind_trace_replays: same leaf SP,
+ * the same return addresses and saved frame pointers at the same stack
+ * addresses), which makes the walk's result the same. Then the slot says
+ * only "the same as my previous context" (AGENT_SLOT_OMP_SAME). */
+static void check_repeat(struct omp_thread_state *s, uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *scratch)
+{
+    unsigned walked;
+    bool truncated;
+    struct unwind_trace *tr = &s->check_trace;
+    bool differ = unwind_table_walk_traced(pc, sp, fp, scratch, OPR_MAX_FRAMES, &walked, &truncated, tr) != UNWIND_OK ||
+                  walked != s->last_npcs || memcmp(scratch, s->last_pcs, walked * sizeof scratch[0]) != 0;
+    atomic_fetch_add_explicit(&unwind_counts.context_checked, 1, memory_order_relaxed);
+    if (differ)
+        atomic_fetch_add_explicit(&unwind_counts.context_disagree, 1, memory_order_relaxed);
+}
+
 static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
 {
     if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
         return;
+    unw_context_t here;
+    bool have_regs = unw_getcontext(&here) == 0;
+    const ucontext_t *uc = (const ucontext_t *)&here;
+    uint64_t pc = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RIP] : 0;
+    uint64_t sp = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RSP] : 0;
+    uint64_t fp = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RBP] : 0;
+    bool tables = agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && have_regs;
+    struct py_frame_ref py[OPR_MAX_PYFRAMES];
+    unsigned npy = agent_python_capture(py, OPR_MAX_PYFRAMES, s->tid);
+    bool same = s->have_last && tables && npy == s->last_npy &&
+                memcmp(py, s->last_py, npy * sizeof py[0]) == 0 && unwind_trace_replays(&s->last_trace, pc, sp, fp);
     /* A sample taken while we fill the slot is fine: the queue is MPSC and
      * the writer consumes in order (it waits for our commit). */
     struct agent_slot *slot = agent_queue_claim();
     if (!slot)
-        return;
+        return; /* the writer still has the last full context: aliases stay right */
     slot->time_ns = now;
     slot->tid = s->tid;
-    slot->flags = AGENT_SLOT_OMP_CONTEXT;
     slot->omp_region = id;
+    if (same && agent_unwind_check_on()) /* OPPROF_UNWIND_CHECK=1: walk anyway, compare */
+        check_repeat(s, pc, sp, fp, slot->pcs);
+    if (same) {
+        slot->flags = AGENT_SLOT_OMP_CONTEXT | AGENT_SLOT_OMP_SAME;
+        slot->nframes = 0;
+        slot->npy = 0;
+        agent_queue_commit(slot);
+        return;
+    }
+    slot->flags = AGENT_SLOT_OMP_CONTEXT;
     /* The writer's unwind tables first (unwind_table.c), from our own
      * registers; libunwind when they cannot do the whole stack. */
     int n = 0;
-    unw_context_t here;
-    if (agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && unw_getcontext(&here) == 0) {
+    s->have_last = false;
+    if (tables) {
         unsigned walked;
         bool truncated;
-        const ucontext_t *uc = (const ucontext_t *)&here;
-        if (unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
-                              (uint64_t)uc->uc_mcontext.gregs[REG_RBP], slot->pcs, OPR_MAX_FRAMES, &walked,
-                              &truncated) == UNWIND_OK)
+        if (unwind_table_walk_traced(pc, sp, fp, slot->pcs, OPR_MAX_FRAMES, &walked, &truncated, &s->last_trace) ==
+            UNWIND_OK) {
             n = (int)walked;
+            s->have_last = s->last_trace.nwords <= UNWIND_TRACE_WORDS;
+        }
     }
     if (n == 0)
         n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
@@ -183,7 +234,14 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
         n = 1;
     }
     slot->nframes = (uint16_t)n;
-    slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, s->tid);
+    slot->npy = npy;
+    memcpy(slot->py, py, npy * sizeof py[0]);
+    if (s->have_last) {
+        s->last_npy = npy;
+        memcpy(s->last_py, py, npy * sizeof py[0]);
+        s->last_npcs = (unsigned)n;
+        memcpy(s->last_pcs, slot->pcs, (size_t)n * sizeof slot->pcs[0]);
+    }
     agent_queue_commit(slot);
 }
 
@@ -198,7 +256,7 @@ static uint64_t region_begin(unsigned requested)
         return id;
     uint64_t now = agent_now_ns();
     push(s, EV_BEGIN, now, id, agent_omp_region & ~AGENT_OMP_OUTSIDE_BODY, requested);
-    if (now - s->last_capture_ns >= context_interval_ns) {
+    if (context_interval_ns == 0 || now - s->last_capture_ns >= context_interval_ns) {
         s->last_capture_ns = now;
         capture_context(s, id, now);
     }
@@ -522,6 +580,7 @@ void ompt_atfork_child(void)
             atomic_store(&s->state, 2);
         else
             s->tid = gettid_now();
+        s->have_last = false; /* the child's stream has its own stack ids */
     }
     if (regions)
         memset(regions, 0, REGION_TABLE_SIZE * sizeof *regions);

@@ -162,6 +162,7 @@ void unwind_rescan(bool build_all)
         }
     }
     ix->count = nscanned;
+    atomic_fetch_add_explicit(&unwind_index_generation, 1, memory_order_release);
     atomic_store_explicit(&unwind_index_current, next, memory_order_release);
     seen_adds = counts[0];
     seen_subs = counts[1];
@@ -344,6 +345,8 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .check_samples = atomic_load(&unwind_counts.check_samples),
         .check_disagree = atomic_load(&unwind_counts.check_disagree),
         .check_disagree_length = atomic_load(&unwind_counts.check_disagree_length),
+        .context_checked = atomic_load(&unwind_counts.context_checked),
+        .context_disagree = atomic_load(&unwind_counts.context_disagree),
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,

@@ -25,6 +25,7 @@
 
 struct unwind_index unwind_indexes[2];
 _Atomic int unwind_index_current = -1;
+_Atomic uint64_t unwind_index_generation;
 _Atomic int unwind_index_readers[2];
 _Atomic int unwind_index_miss;
 _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
@@ -132,13 +133,40 @@ static void want_table(struct unwind_module *m)
         atomic_store_explicit(&unwind_build_wanted, 1, memory_order_release);
 }
 
-enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
-                                     unsigned *nframes, bool *truncated)
+/* Notes a stack word the walk read, for unwind_trace_replays. */
+static inline void trace_word(struct unwind_trace *tr, uint64_t addr, uint64_t val)
+{
+    if (tr->nwords < UNWIND_TRACE_WORDS) {
+        tr->addr[tr->nwords] = addr;
+        tr->val[tr->nwords] = val;
+    }
+    tr->nwords++; /* past the array: the trace is not usable (replays says no) */
+}
+
+/* The walk. With a trace (OpenMP opener contexts, not the handler), it also
+ * notes every input the result depends on besides the tables: the leaf's
+ * PC and SP, the leaf's FP when a rule used it, and each stack word read.
+ * The handler's copy is inlined with tr == NULL, so it pays nothing. */
+static inline __attribute__((always_inline)) enum unwind_result
+walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigned *nframes, bool *truncated,
+     struct unwind_trace *tr)
 {
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
     bool fp_known = true;
+    /* Where fp's value came from: the leaf's register (-1) or a saved-FP
+     * word of the trace. A saved FP is mostly a general register's data, so
+     * it is kept in the trace only when a rule bases a CFA on it. */
+    int fp_source = -1;
     *truncated = false;
+    if (tr) {
+        tr->leaf_pc = pc;
+        tr->leaf_sp = sp;
+        tr->leaf_fp = fp;
+        tr->leaf_fp_used = false;
+        tr->nwords = 0;
+        tr->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
+    }
     int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
     struct stack_reader rd = {agent_memmap_begin(), 0};
     if (ix_id < 0) {
@@ -186,6 +214,12 @@ enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint
             res = UNWIND_FAIL_RULE;
             break;
         }
+        if (tr && r->cfa_reg == UNWIND_REG_FP) {
+            if (fp_source < 0)
+                tr->leaf_fp_used = true;
+            else if ((unsigned)fp_source < UNWIND_TRACE_WORDS)
+                tr->addr[fp_source] &= ~(uint64_t)1; /* needed */
+        }
         uint64_t cfa = (r->cfa_reg == UNWIND_REG_SP ? sp : fp) + (uint64_t)(int64_t)r->cfa_off;
         uint64_t ra, caller_fp = fp;
         /* The stack grows down: each caller's frame lies above. A CFA at or
@@ -194,10 +228,16 @@ enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint
             res = UNWIND_FAIL_READ;
             break;
         }
+        if (tr)
+            trace_word(tr, cfa + (uint64_t)(int64_t)r->ra_off, ra);
         if (r->fp_where == UNWIND_AT_CFA) {
             if (!read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->fp_off, &caller_fp)) {
                 res = UNWIND_FAIL_READ;
                 break;
+            }
+            if (tr) { /* bit 0 (the slot is 8-aligned): not needed unless a CFA uses it */
+                fp_source = (int)tr->nwords;
+                trace_word(tr, (cfa + (uint64_t)(int64_t)r->fp_off) | 1, caller_fp);
             }
             fp_known = true;
         } else if (r->fp_where == UNWIND_UNDEFINED) {
@@ -210,11 +250,55 @@ enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint
         fp = caller_fp;
     }
 out:
+    if (tr && tr->nwords <= UNWIND_TRACE_WORDS) { /* keep the words the result depends on */
+        unsigned k = 0;
+        for (unsigned i = 0; i < tr->nwords; i++)
+            if (!(tr->addr[i] & 1)) {
+                tr->addr[k] = tr->addr[i];
+                tr->val[k++] = tr->val[i];
+            }
+        tr->nwords = k;
+    }
     agent_memmap_end(rd.memmap);
     if (ix_id >= 0)
         atomic_fetch_sub_explicit(&unwind_index_readers[ix_id], 1, memory_order_release);
     *nframes = n;
     return res;
+}
+
+enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
+                                     unsigned *nframes, bool *truncated)
+{
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL);
+}
+
+enum unwind_result unwind_table_walk_traced(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
+                                            unsigned *nframes, bool *truncated, struct unwind_trace *tr)
+{
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, tr);
+}
+
+/* The walk is a function of its inputs and the tables: same leaf PC and SP
+ * (and FP when it was used), the same words at the same stack addresses,
+ * and no module index published since (a module gone and another loaded at
+ * its addresses would change the rules) give the same frames. The words
+ * lie at or above the leaf SP, normally in this thread's live stack; each
+ * is read as the walk reads it (readable mappings only), since a wrong rule
+ * may have led the walk elsewhere. */
+bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t sp, uint64_t fp)
+{
+    if (tr->nwords > UNWIND_TRACE_WORDS || tr->leaf_pc != pc || tr->leaf_sp != sp ||
+        (tr->leaf_fp_used && tr->leaf_fp != fp) ||
+        tr->generation != atomic_load_explicit(&unwind_index_generation, memory_order_acquire))
+        return false;
+    struct stack_reader rd = {agent_memmap_begin(), 0};
+    bool same = true;
+    for (unsigned i = 0; i < tr->nwords && same; i++) {
+        uint64_t v;
+        same = read_stack_word(&rd, tr->addr[i], &v) && v == tr->val[i];
+    }
+    agent_memmap_end(rd.memmap);
+    return same;
 }
 
 /*

@@ -117,6 +117,7 @@ struct unwind_index {
 };
 AGENT_HIDDEN extern struct unwind_index unwind_indexes[2];
 AGENT_HIDDEN extern _Atomic int unwind_index_current;
+AGENT_HIDDEN extern _Atomic uint64_t unwind_index_generation; /* +1 at every publish */
 AGENT_HIDDEN extern _Atomic int unwind_index_readers[2];
 AGENT_HIDDEN extern _Atomic int unwind_index_miss; /* a PC in no module: rescan */
 
@@ -126,6 +127,7 @@ struct unwind_counters {
     _Atomic uint64_t fallback_samples, fallback_not_built, fallback_no_module, fallback_no_table;
     _Atomic uint64_t fallback_rule, fallback_read;
     _Atomic uint64_t check_samples, check_disagree, check_disagree_length, check_table_failed;
+    _Atomic uint64_t context_checked, context_disagree; /* agent_ompt.c, check mode */
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 /* Durations of the unwinding step in TSC ticks, 4 buckets per octave
@@ -170,6 +172,22 @@ AGENT_HIDDEN unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, u
  * walked, a prefix of the stack when the result is not UNWIND_OK. */
 AGENT_HIDDEN enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
                                                   unsigned max, unsigned *nframes, bool *truncated);
+/* What a walk read, so that a later walk from the same thread and the same
+ * leaf can be confirmed equal by re-reading the words instead of walking
+ * (agent_ompt.c: an OpenMP opener's context at every region). */
+#define UNWIND_TRACE_WORDS (2 * OPR_MAX_FRAMES)
+struct unwind_trace {
+    uint64_t leaf_pc, leaf_sp, leaf_fp;
+    bool leaf_fp_used;   /* a rule based the CFA on the leaf's FP register */
+    unsigned nwords;     /* > UNWIND_TRACE_WORDS: overflowed, never replays */
+    uint64_t generation; /* unwind_index_generation at the walk */
+    uint64_t addr[UNWIND_TRACE_WORDS], val[UNWIND_TRACE_WORDS];
+};
+AGENT_HIDDEN enum unwind_result unwind_table_walk_traced(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
+                                                         unsigned max, unsigned *nframes, bool *truncated,
+                                                         struct unwind_trace *tr);
+/* True when a walk from (pc, sp, fp) now would give tr's walk's frames. */
+AGENT_HIDDEN bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t sp, uint64_t fp);
 /* libunwind from the handler (unw_backtrace, the handler's own frames dropped). */
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
 AGENT_HIDDEN void agent_unwind_atfork_child(void);

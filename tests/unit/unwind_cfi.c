@@ -131,6 +131,46 @@ static void walk(const char *what, uint64_t pc, uint64_t sp, uint64_t fp, enum u
               (unsigned long long)(want_pcs[i] - (uint64_t)(uintptr_t)code));
 }
 
+/* unwind_trace_replays (OpenMP contexts repeated without a walk): a walk's
+ * trace replays exactly while every input its frames depend on is the same,
+ * and never once one of them changed. The "rbp frame" stack is set up. */
+static void check_replay(uint64_t c, uint64_t s, uint64_t outer)
+{
+    static struct unwind_trace tr;
+    uint64_t pcs[16];
+    unsigned n;
+    bool truncated;
+    enum unwind_result r = unwind_table_walk_traced(c + 0x10, s, s + 8 * 8, pcs, 16, &n, &truncated, &tr);
+    CHECK(r == UNWIND_OK && n == 3 && pcs[2] == outer, "traced walk: result %d, %u frames", r, n);
+    CHECK(tr.leaf_fp_used, "the leaf row is RBP-based: the leaf FP must be part of the trace");
+    CHECK(unwind_trace_replays(&tr, c + 0x10, s, s + 8 * 8), "unchanged stack does not replay");
+    CHECK(!unwind_trace_replays(&tr, c + 0x11, s, s + 8 * 8), "another leaf PC replays");
+    CHECK(!unwind_trace_replays(&tr, c + 0x10, s + 8, s + 8 * 8), "another leaf SP replays");
+    CHECK(!unwind_trace_replays(&tr, c + 0x10, s, s + 9 * 8), "another leaf FP replays (a CFA is based on it)");
+    fake_stack[17] = outer + 1; /* the outermost return address */
+    CHECK(!unwind_trace_replays(&tr, c + 0x10, s, s + 8 * 8), "a changed return address replays");
+    fake_stack[17] = outer;
+    fake_stack[8] = s + 18 * 8; /* the saved RBP the second frame's CFA is based on */
+    CHECK(!unwind_trace_replays(&tr, c + 0x10, s, s + 8 * 8), "a changed saved FP that a CFA uses replays");
+    fake_stack[8] = s + 16 * 8;
+    atomic_fetch_add(&unwind_index_generation, 1); /* a module index published since */
+    CHECK(!unwind_trace_replays(&tr, c + 0x10, s, s + 8 * 8), "a walk from before a module change replays");
+    /* 0x02 (after push rbp, CFA = RSP + 16): the saved RBP at RSP is read
+     * but no CFA uses it, and the leaf's FP is unused: neither may stop a
+     * replay (they hold a general register's data in optimized code). */
+    uint64_t saved[2] = {fake_stack[0], fake_stack[1]};
+    fake_stack[0] = 0x1234;
+    fake_stack[1] = outer;
+    r = unwind_table_walk_traced(c + 0x02, s, 77, pcs, 16, &n, &truncated, &tr);
+    CHECK(r == UNWIND_OK && n == 2 && !tr.leaf_fp_used && tr.nwords == 1, "SP-based walk: result %d, %u frames, "
+          "fp used %d, %u words kept (expected the return address only)", r, n, tr.leaf_fp_used, tr.nwords);
+    fake_stack[0] = 0x5678;
+    CHECK(unwind_trace_replays(&tr, c + 0x02, s, 99), "an unused saved FP or leaf FP stopped a replay");
+    fake_stack[1] = outer + 1;
+    CHECK(!unwind_trace_replays(&tr, c + 0x02, s, 99), "a changed return address replays (SP-based)");
+    fake_stack[0] = saved[0], fake_stack[1] = saved[1];
+}
+
 int main(void)
 {
     build_fixture();
@@ -168,6 +208,7 @@ int main(void)
     fake_stack[9] = c + 0x06;   /* RA: inside FDE 1 at 0x05 */
     fake_stack[17] = outer;     /* the second frame's RA at its RBP + 8 */
     walk("rbp frame", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3, (uint64_t[]){c + 0x10, c + 0x06, outer});
+    check_replay(c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     memset(fake_stack, 0, sizeof fake_stack);
     fake_stack[0] = outer;
