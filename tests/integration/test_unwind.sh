@@ -26,10 +26,12 @@ unwind_counts() {
     pycheck '
 import glob, os, struct
 d, name, min_fast = sys.argv[1], sys.argv[2], float(sys.argv[3])
+min_contexts = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read "
           "check disagree disagree_length tables_built table_bytes build_cpu_ns "
-          "table_p50 table_p99 lib_p50 lib_p99").split()
-TIMES = FIELDS[-4:]
+          "table_p50 table_p99 lib_p50 lib_p99 cache_loaded cache_stored cache_rejected "
+          "context_checked context_disagree").split()
+TIMES = "table_p50 table_p99 lib_p50 lib_p99".split()
 tot = dict.fromkeys(FIELDS, 0)
 samples = 0
 notes = []
@@ -70,8 +72,14 @@ print("%s: %d samples, %d unwound both ways, %d on the tables (%.1f %% fast path
          tot["tables_built"], tot["table_bytes"] / 1e6, tot["build_cpu_ns"] / 1e6))
 print("  time to unwind the same samples, median / p99: tables %.2f / %.2f us, libunwind %.2f / %.2f us"
       % tuple(times))
+print("  OpenMP contexts repeated without a walk and walked to check: %d, %d differ"
+      % (tot["context_checked"], tot["context_disagree"]))
 for t in notes[:4]:
     print("  " + t[:2000])
+if tot["context_disagree"] != 0:
+    fail("%s: %d OpenMP contexts sent as unchanged whose walk gives another stack" % (name, tot["context_disagree"]))
+if tot["context_checked"] < min_contexts:
+    fail("%s: %d OpenMP contexts repeated without a walk, expected at least %d" % (name, tot["context_checked"], min_contexts))
 if samples == 0:
     fail("%s: no samples" % name)
 if tot["check"] < samples:
@@ -90,16 +98,22 @@ if tot["not_built"] > 1000:
 ' "$@"
 }
 
-# check_workload NAME MIN_FAST_PCT COMMAND...: one recording in check mode.
+# check_workload NAME MIN_FAST_PCT [--contexts N] COMMAND...: one recording
+# in check mode; --contexts: at least N OpenMP region contexts were found
+# unchanged (no walk) and each was walked anyway to compare.
 check_workload() {
-    _cw_name=$1 _cw_min=$2
+    _cw_name=$1 _cw_min=$2 _cw_ctx=0
     shift 2
+    if [ "$1" = --contexts ]; then
+        _cw_ctx=$2
+        shift 2
+    fi
     OPPROF_UNWIND_CHECK=1 record "$WORK/$_cw_name" -- "$@"
     if [ "$RECORD_STATUS" -ne 0 ]; then
         fail "$_cw_name: opprof record exited $RECORD_STATUS"
         return
     fi
-    unwind_counts "$WORK/$_cw_name" "$_cw_name" "$_cw_min" && pass "$_cw_name: tables agree with libunwind"
+    unwind_counts "$WORK/$_cw_name" "$_cw_name" "$_cw_min" "$_cw_ctx" && pass "$_cw_name: tables agree with libunwind"
 }
 
 # Fast-path floors: a few samples of each module go to libunwind until the
@@ -115,7 +129,9 @@ if [ -x "$GOMP" ]; then
     # beside two busy loops, ASan: a descheduled team member makes the other
     # spin out its time slice at every barrier). What is checked here is the
     # unwinding of OpenMP stacks, which passive waiting keeps.
-    OMP_WAIT_POLICY=passive check_workload omp_regions 90 "$GOMP" --regions 20000
+    # 20,000 regions opened from one loop: all but the first few contexts
+    # are repeats, each walked again here to compare.
+    OMP_WAIT_POLICY=passive check_workload omp_regions 90 --contexts 10000 "$GOMP" --regions 20000
 else
     log "note: $GOMP not built (no OpenMP compiler support): OpenMP case not run"
 fi
