@@ -294,11 +294,12 @@ static void drain_locked(void)
         if (n > OPR_MAX_FRAMES)
             n = OPR_MAX_FRAMES;
         if (size_cap_reached_with(sample_bytes_bound(slot, n))) {
-            note_size_cap_drop(slot->time_ns);
-            if (slot->flags & AGENT_SLOT_OMP_CONTEXT) { /* its aliases must not name an older context */
+            if (slot->flags & AGENT_SLOT_OMP_CONTEXT) { /* not a sample; its repeats must not name an older one */
                 struct context_last *c = context_last_at(slot->tid, false);
                 if (c)
                     c->stack_id = UINT32_MAX;
+            } else {
+                note_size_cap_drop(slot->time_ns);
             }
             agent_queue_release();
             continue;
