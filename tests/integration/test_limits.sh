@@ -145,16 +145,29 @@ check_cap "$WORK/cap" "--max-size 64K" "$cap_lo" "$cap_hi" "$WORK/cap.txt"
 # that span (ASan's start-up before it): its share of the CPU time, halved
 # for a CPU share that is uneven at the scheduler's granularity, is the
 # least, the whole CPU time (+10 %) the most.
-"$KNOWN_SPLIT" --seconds 7 >"$WORK/target.out" 2>&1 &
-target=$!
-sleep 0.3
-acpu0=$(cut -d' ' -f1 "/proc/$target/schedstat")
-at0=$(date +%s.%N)
-record "$WORK/acap" -F 4000 -p "$target" --duration 5 --max-size 64K
-acpu1=$(cut -d' ' -f1 "/proc/$target/schedstat")
-at1=$(date +%s.%N)
-kill "$target" 2>/dev/null
-wait "$target" 2>/dev/null
+#
+# attach_cap SECONDS: attach for SECONDS to a fresh target; sets acpu0/1, at0/1.
+attach_cap() {
+    rm -rf "$WORK/acap"
+    "$KNOWN_SPLIT" --seconds $(($1 + 2)) >"$WORK/target.out" 2>&1 &
+    target=$!
+    sleep 0.3
+    acpu0=$(cut -d' ' -f1 "/proc/$target/schedstat")
+    at0=$(date +%s.%N)
+    record "$WORK/acap" -F 4000 -p "$target" --duration "$1" --max-size 64K
+    acpu1=$(cut -d' ' -f1 "/proc/$target/schedstat")
+    at1=$(date +%s.%N)
+    kill "$target" 2>/dev/null
+    wait "$target" 2>/dev/null
+}
+attach_cap 5
+# CI beside two busy loops and other tests gave the target 258 ms of CPU in
+# 5 s (5 %): 953 samples, 32 KB, a cap that cannot bite. Then once more,
+# four times longer, so that the cap is tested, not skipped.
+if [ "$RECORD_STATUS" -eq 0 ] && [ "$(cat "$WORK"/acap/proc-*.raw 2>/dev/null | wc -c)" -lt $((65536 - 8192)) ]; then
+    log "attach: the target got $(((acpu1 - acpu0) / 1000000)) ms of CPU in 5 s, too little to reach the 64 KiB cap: again for 20 s"
+    attach_cap 20
+fi
 if [ "$RECORD_STATUS" -eq 0 ] && report_json "$WORK/acap" "$WORK/acap.json"; then
     bounds=$(awk -v c0="$acpu0" -v c1="$acpu1" -v t0="$at0" -v t1="$at1" \
         -v s="$(sed -n 's/^start_ns=//p' "$WORK/acap/info")" -v e="$(sed -n 's/^end_ns=//p' "$WORK/acap/info")" \
