@@ -20,8 +20,10 @@
 #      the CPU time its own recording sampled in the operator (its row's result
 #      dir, warm-up and timed calls): the sweep's measurement, without the
 #      waits; its wall-clock figure is printed beside it.
-#   3. each operator's self share with the hook is within 3 pp of its share
-#      without it. Shares are of the samples inside operators (not of all
+#   3. each operator's self share with the hook is within 4 sigma (+0.5 pp,
+#      at least 3 pp) of its share without it, sigma from the two runs'
+#      sample counts (5 operators at 3 sigma failed once in CI on a loaded
+#      machine: bmm -3.14 pp, sigma 0.99). Shares are of the samples inside operators (not of all
 #      samples): the hook's own samples are a row of their own, and the import
 #      of torch, whose length varies from run to run, is no operator. With
 #      OpenMP regions (torch 2.6 in Debian trixie, 2 threads) the runtime's
@@ -36,7 +38,7 @@ PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
 WORKLOAD="$OPPROF_SRCDIR/tests/workloads/torch_shapes.py"
 # 24 iterations of bursts of 50 calls: ~5,000 samples inside operators at
 # 1 kHz, so a share's sampling error (sigma) is below 0.8 pp and the
-# difference of two runs below 1.1 pp: 3 pp is ~3 sigma.
+# difference of two runs below 1.1 pp (the check computes it per operator).
 ITERS=${OPPROF_TEST_TORCH_SHAPES_ITERS:-24}
 TIME_LIMIT=${OPPROF_TEST_TIME_LIMIT:-300}
 
@@ -199,11 +201,20 @@ def shares(t):
     ops_only = {k: v["self_pct"] for k, v in t.items() if k.startswith("aten::")}
     total = sum(ops_only.values())
     return {k: 100 * v / total for k, v in ops_only.items()}
+import math
+def op_samples(t):
+    return sum(v.get("samples", 0) for k, v in t.items() if k.startswith("aten::"))
 sh, sp = shares(hooked), shares(plain)
+nh, np_ = max(op_samples(hooked), 1), max(op_samples(plain), 1)
 for name in expected:
     a, b = sh.get(name, 0), sp.get(name, 0)
-    msg = "%s self share of operator time: %.2f %% with the hook, %.2f %% without (%+.2f pp)" % (name, a, b, a - b)
-    (ok if abs(a - b) <= 3 else fail)(msg)
+    # 4 sigma of the two runs' sampling error (binomial, these sample counts)
+    # + 0.5 pp for the hook's own effect on per-call time; at least 3 pp.
+    sigma = 100 * math.sqrt((a / 100) * (1 - a / 100) / nh + (b / 100) * (1 - b / 100) / np_)
+    tol = max(3.0, 4 * sigma + 0.5)
+    msg = "%s self share of operator time: %.2f %% with the hook, %.2f %% without (%+.2f pp, tolerance %.2f pp)" % (
+        name, a, b, a - b, tol)
+    (ok if abs(a - b) <= tol else fail)(msg)
 EOF
 
 # The text section, as users see it.
