@@ -55,7 +55,9 @@ struct py_layout; /* python_layout.h: where one CPython version keeps each field
 
 /* flags for py_reader.read: the bytes are the innermost frame or its code
  * object, which the running thread may be freeing right now (the agent's
- * handler copies these with process_vm_readv instead of reading in place). */
+ * handler copies these with process_vm_readv instead of reading in place).
+ * An innermost frame in the thread's current data-stack chunk is not marked
+ * (python_walk.c: in_current_chunk). */
 #define PY_READ_INNERMOST 1u
 
 /* Copies len bytes at the target's address addr into buf; true only when all
@@ -63,6 +65,18 @@ struct py_layout; /* python_layout.h: where one CPython version keeps each field
 struct py_reader {
     bool (*read)(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags);
     void *ctx;
+};
+
+/* What one thread's previous walk found innermost, so that the next walk
+ * can skip reading the code object of a frame that has not moved: the same
+ * frame address with the same raw f_code and instruction fields as last time
+ * gives the same py_frame_ref (a code object freed and another allocated at
+ * its address since would carry a fingerprint the writer refuses, never a
+ * wrong name). Kept per thread by the agent's handler; NULL elsewhere. */
+struct py_innermost_memo {
+    uint64_t frame, code_field, instr_field;
+    struct py_frame_ref ref;
+    bool valid;
 };
 
 /* One interpreter to read: its layout, two type objects that tell a real
@@ -73,6 +87,7 @@ struct py_target {
     uint64_t unicode_type; /* &PyUnicode_Type in the target */
     struct py_reader mem;
     int32_t pthread_tid_offset; /* py_pthread_tid_offset(): where 3.9/3.10 states lead to the tid */
+    struct py_innermost_memo *memo; /* the walking thread's own (agent handler), or NULL */
 };
 
 /* The layout of CPython major.minor, NULL when there is none: the one place a

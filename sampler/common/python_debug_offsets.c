@@ -106,7 +106,7 @@ struct debug_fields {
     uint64_t free_threaded;
     struct { uint64_t size, interpreters_head; } runtime_state;
     struct { uint64_t size, threads_head; } interpreter_state;
-    struct { uint64_t size, next, interp, current_frame, native_thread_id; } thread_state;
+    struct { uint64_t size, next, interp, current_frame, native_thread_id, datastack_chunk; } thread_state;
     struct { uint64_t size, previous, executable, instr_ptr, owner; } interpreter_frame;
     struct { uint64_t size, filename, name, qualname, linetable, firstlineno, co_code_adaptive; } code_object;
     struct { uint64_t size, ob_type; } pyobject;
@@ -122,7 +122,8 @@ struct debug_fields {
         .runtime_state = {(d).runtime_state.size, (d).runtime_state.interpreters_head},                          \
         .interpreter_state = {(d).interpreter_state.size, (d).interpreter_state.threads_head},                   \
         .thread_state = {(d).thread_state.size, (d).thread_state.next, (d).thread_state.interp,                  \
-                         (d).thread_state.current_frame, (d).thread_state.native_thread_id},                     \
+                         (d).thread_state.current_frame, (d).thread_state.native_thread_id,                      \
+                         (d).thread_state.datastack_chunk},                                                      \
         .interpreter_frame = {(d).interpreter_frame.size, (d).interpreter_frame.previous,                        \
                               (d).interpreter_frame.executable, (d).interpreter_frame.instr_ptr,                 \
                               (d).interpreter_frame.owner},                                                      \
@@ -216,7 +217,8 @@ bool py_layout_from_debug_offsets(const struct py_layout *base, const uint8_t *h
     else if (!field_fits(d.thread_state.next, 8, d.thread_state.size, &out->tstate_next) ||
              !field_fits(d.thread_state.interp, 8, d.thread_state.size, &out->tstate_interp) ||
              !field_fits(d.thread_state.current_frame, 8, d.thread_state.size, &out->current_frame) ||
-             !field_fits(d.thread_state.native_thread_id, 8, d.thread_state.size, &out->tstate_thread_id))
+             !field_fits(d.thread_state.native_thread_id, 8, d.thread_state.size, &out->tstate_thread_id) ||
+             !field_fits(d.thread_state.datastack_chunk, 8, d.thread_state.size, &out->tstate_datastack_chunk))
         bad = "thread_state";
     else if (!field_fits(d.interpreter_frame.previous, 8, d.interpreter_frame.size, &out->frame_previous) ||
              !field_fits(d.interpreter_frame.executable, 8, d.interpreter_frame.size, &out->frame_code) ||

@@ -85,6 +85,10 @@ struct py_layout {
     int16_t current_frame;        /* in _PyCFrame, or in PyThreadState when tstate_cframe is absent */
     int16_t tstate_thread_id;
     uint8_t thread_id_kind;       /* enum py_thread_id_kind */
+    /* 3.11+: the data-stack chunk that holds the thread's newest frames
+     * (struct _PyStackChunk { previous; size; top; data[] }); PY_ABSENT
+     * before 3.11, whose frames are heap objects. */
+    int16_t tstate_datastack_chunk;
     /* _PyInterpreterFrame (PyFrameObject for 3.9/3.10) */
     int16_t frame_code;
     /* 3.14: f_executable is a _PyStackRef whose low bits (Py_TAG_BITS, 3 in
@@ -129,6 +133,11 @@ struct py_layout {
     int16_t tstate_interp;
 };
 
+/* struct _PyStackChunk (3.11-3.14): previous, size (bytes, header
+ * included), top, then the frames. */
+#define PY_STACK_CHUNK_SIZE 8
+#define PY_STACK_CHUNK_DATA 24
+
 /* The str and bytes objects of 3.9-3.11 (PyASCIIObject with its wstr field). */
 #define PY_STR_WITH_WSTR \
     .ascii_length = 16, .ascii_state = 32, .ascii_data = 48, .compact_utf8 = 56, .compact_data = 72, \
@@ -142,7 +151,7 @@ struct py_layout {
 static const struct py_layout py_layout_3_9 = {
     .major = 3, .minor = 9,
     .tstate_cframe = PY_ABSENT, .current_frame = 24,
-    .tstate_thread_id = 176, .thread_id_kind = PY_THREAD_PTHREAD,
+    .tstate_thread_id = 176, .thread_id_kind = PY_THREAD_PTHREAD, .tstate_datastack_chunk = PY_ABSENT,
     .frame_code = 32, .frame_previous = 24, .frame_instr = 104, .instr_kind = PY_INSTR_LASTI_BYTES,
     .entry_rule = PY_ENTRY_EVERY_FRAME, .frame_is_entry = PY_ABSENT, .frame_owner = PY_ABSENT,
     .object_type = 8,
@@ -158,7 +167,7 @@ static const struct py_layout py_layout_3_9 = {
 static const struct py_layout py_layout_3_10 = {
     .major = 3, .minor = 10,
     .tstate_cframe = PY_ABSENT, .current_frame = 24,
-    .tstate_thread_id = 176, .thread_id_kind = PY_THREAD_PTHREAD,
+    .tstate_thread_id = 176, .thread_id_kind = PY_THREAD_PTHREAD, .tstate_datastack_chunk = PY_ABSENT,
     .frame_code = 32, .frame_previous = 24, .frame_instr = 96, .instr_kind = PY_INSTR_LASTI_UNITS,
     .entry_rule = PY_ENTRY_EVERY_FRAME, .frame_is_entry = PY_ABSENT, .frame_owner = PY_ABSENT,
     .object_type = 8,
@@ -173,7 +182,7 @@ static const struct py_layout py_layout_3_10 = {
 static const struct py_layout py_layout_3_11 = {
     .major = 3, .minor = 11,
     .tstate_cframe = 56, .current_frame = 8,
-    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID,
+    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID, .tstate_datastack_chunk = 296,
     .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .instr_kind = PY_INSTR_POINTER,
     .entry_rule = PY_ENTRY_FLAG, .frame_is_entry = 68, .frame_owner = 69, .owner_generator = 1,
     .object_type = 8,
@@ -188,7 +197,7 @@ static const struct py_layout py_layout_3_11 = {
 static const struct py_layout py_layout_3_12 = {
     .major = 3, .minor = 12,
     .tstate_cframe = 56, .current_frame = 0,
-    .tstate_thread_id = 144, .thread_id_kind = PY_THREAD_NATIVE_ID,
+    .tstate_thread_id = 144, .thread_id_kind = PY_THREAD_NATIVE_ID, .tstate_datastack_chunk = 232,
     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .instr_kind = PY_INSTR_POINTER,
     .entry_rule = PY_ENTRY_CSTACK_SHIM, .frame_is_entry = PY_ABSENT, .frame_owner = 70,
     .owner_generator = 1, .owner_cstack = 3,
@@ -206,7 +215,7 @@ static const struct py_layout py_layout_3_12 = {
 static const struct py_layout py_layout_3_13 = {
     .major = 3, .minor = 13, .debug_offsets = PY_DEBUG_OFFSETS_3_13,
     .tstate_cframe = PY_ABSENT, .current_frame = 72,
-    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID,
+    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID, .tstate_datastack_chunk = 232,
     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .instr_kind = PY_INSTR_POINTER,
     .entry_rule = PY_ENTRY_CSTACK_SHIM, .frame_is_entry = PY_ABSENT, .frame_owner = 70,
     .owner_generator = 1, .owner_cstack = 3,
@@ -227,7 +236,7 @@ static const struct py_layout py_layout_3_13 = {
 static const struct py_layout py_layout_3_14 = {
     .major = 3, .minor = 14, .debug_offsets = PY_DEBUG_OFFSETS_3_14,
     .tstate_cframe = PY_ABSENT, .current_frame = 72,
-    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID,
+    .tstate_thread_id = 160, .thread_id_kind = PY_THREAD_NATIVE_ID, .tstate_datastack_chunk = 232,
     .frame_code = 0, .frame_code_tag_bits = 3, .frame_previous = 8, .frame_instr = 56,
     .instr_kind = PY_INSTR_POINTER,
     .entry_rule = PY_ENTRY_CSTACK_SHIM, .frame_is_entry = PY_ABSENT, .frame_owner = 74,

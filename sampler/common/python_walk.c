@@ -219,21 +219,38 @@ enum walk_step { WALK_STOP, WALK_SKIP, WALK_TAKEN, WALK_SHIM };
 
 /* One frame of the chain into out (when it is a complete one); *previous is
  * the next frame out. WALK_SHIM: the frame is the C stack's entry shim
- * (3.12+), so the frame taken before it was the first of its eval call. */
-static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned flags, struct py_frame_ref *out,
-                               uint64_t *previous)
+ * (3.12+), so the frame taken before it was the first of its eval call.
+ * frame_flags and code_flags go to the reader with the frame's and its code
+ * object's reads; memo (innermost frame only, else NULL): see struct
+ * py_innermost_memo. */
+static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned frame_flags, unsigned code_flags,
+                               struct py_innermost_memo *memo, struct py_frame_ref *out, uint64_t *previous)
 {
     const struct py_layout *L = t->layout;
     uint8_t f[128], c[256];
     size_t fbytes = frame_bytes(L), cbytes = py_code_header_bytes(L);
-    if (fbytes > sizeof f || cbytes > sizeof c || !read_obj(t, frame, f, fbytes, flags))
+    if (fbytes > sizeof f || cbytes > sizeof c || !read_obj(t, frame, f, fbytes, frame_flags))
         return WALK_STOP;
     *previous = field64(f, (size_t)L->frame_previous);
     if (L->entry_rule == PY_ENTRY_CSTACK_SHIM && f[L->frame_owner] == L->owner_cstack)
         return WALK_SHIM; /* its f_code / f_executable is no user code (3.13+: None) */
+    uint64_t code_field = field64(f, (size_t)L->frame_code);
+    uint64_t instr_field = L->instr_kind == PY_INSTR_POINTER ? field64(f, (size_t)L->frame_instr)
+                                                             : (uint32_t)field32(f, (size_t)L->frame_instr);
+    uint32_t is_entry = L->entry_rule == PY_ENTRY_EVERY_FRAME ? 1
+                        : L->entry_rule == PY_ENTRY_FLAG      ? f[L->frame_is_entry]
+                                                              : 0;
+    if (memo && memo->valid && memo->frame == frame && memo->code_field == code_field &&
+        memo->instr_field == instr_field) {
+        *out = memo->ref;
+        out->is_entry = is_entry;
+        return WALK_TAKEN;
+    }
+    if (memo)
+        memo->valid = false;
     /* 3.14's tagged reference: the object is the value without its tag bits. */
-    uint64_t code = field64(f, (size_t)L->frame_code) & ~(uint64_t)L->frame_code_tag_bits;
-    if (!read_obj(t, code, c, cbytes, flags) || field64(c, (size_t)L->object_type) != t->code_type)
+    uint64_t code = code_field & ~(uint64_t)L->frame_code_tag_bits;
+    if (!read_obj(t, code, c, cbytes, code_flags) || field64(c, (size_t)L->object_type) != t->code_type)
         return WALK_STOP; /* the frame changed under us, or is not a frame: keep what was read */
     int32_t instr;
     if (!frame_instr(L, f, code, c, &instr))
@@ -243,11 +260,30 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         .fingerprint = py_code_fingerprint(field64(c, (size_t)L->code_name), field64(c, (size_t)L->code_filename),
                                            field32(c, (size_t)L->code_firstlineno)),
         .instr = instr,
-        .is_entry = L->entry_rule == PY_ENTRY_EVERY_FRAME ? 1
-                    : L->entry_rule == PY_ENTRY_FLAG      ? f[L->frame_is_entry]
-                                                          : 0,
+        .is_entry = is_entry,
     };
+    if (memo)
+        *memo = (struct py_innermost_memo){frame, code_field, instr_field, *out, true};
     return WALK_TAKEN;
+}
+
+/* Whether frame (len bytes) lies in the data-stack chunk tstate names now
+ * (3.11+). That chunk stays mapped while the state names it: CPython unlinks
+ * a chunk from the state before it frees it (_PyThreadState_PopFrame stores
+ * the previous chunk, then calls the arena allocator's free), so a frame
+ * inside it can be read in place even while it is being popped. A frame
+ * outside it (in a chunk on its way out, a generator's, a shim on the C
+ * stack) is not vouched for. */
+static bool in_current_chunk(const struct py_target *t, uint64_t tstate, uint64_t frame, size_t len)
+{
+    const struct py_layout *L = t->layout;
+    uint64_t chunk = 0, size = 0;
+    if (L->tstate_datastack_chunk == PY_ABSENT ||
+        !read_field64(t, tstate, (size_t)L->tstate_datastack_chunk, &chunk) ||
+        !read_field64(t, chunk, PY_STACK_CHUNK_SIZE, &size))
+        return false;
+    return size >= PY_STACK_CHUNK_DATA + len && size <= (1ull << 32) && frame >= chunk + PY_STACK_CHUNK_DATA &&
+           frame - chunk <= size - len;
 }
 
 unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_frame_ref *out, unsigned max)
@@ -258,11 +294,17 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
     if ((L->tstate_cframe != PY_ABSENT && !read_field64(t, tstate, (size_t)L->tstate_cframe, &holder)) ||
         !read_field64(t, holder, (size_t)L->current_frame, &frame))
         return 0;
+    /* The innermost frame and its code object may be on their way out
+     * (PY_READ_INNERMOST), unless the frame is in the current chunk. */
+    unsigned innermost_frame_flags =
+        frame != 0 && in_current_chunk(t, tstate, frame, frame_bytes(L)) ? 0 : PY_READ_INNERMOST;
     unsigned n = 0;
     /* Bounded: a chain corrupted into a cycle ends after 4x the frames kept. */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
         uint64_t previous = 0;
-        enum walk_step step = walk_one(t, frame, steps == 0 ? PY_READ_INNERMOST : 0, &out[n], &previous);
+        enum walk_step step = steps == 0 ? walk_one(t, frame, innermost_frame_flags, PY_READ_INNERMOST, t->memo,
+                                                    &out[n], &previous)
+                                         : walk_one(t, frame, 0, 0, NULL, &out[n], &previous);
         if (step == WALK_STOP)
             break;
         if (step == WALK_TAKEN)
@@ -271,6 +313,8 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
             out[n - 1].is_entry = 1;
         frame = previous;
     }
+    if (n == 0 && t->memo)
+        t->memo->valid = false;
     return n;
 }
 

@@ -142,7 +142,7 @@ static struct py_target build(void)
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
 }
 
 static void test_layout_lookup(void)
@@ -181,6 +181,60 @@ static void test_walk_frames(void)
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 2), 2); /* max is kept */
 }
 
+/* The innermost frame in the data-stack chunk the state names (3.11+) is
+ * read without the innermost hint (in place), its code object still with it;
+ * outside that chunk (on its way out) or with a chunk whose size does not
+ * reach the frame, both carry it. With a memo, a second walk that finds the
+ * same frame unmoved reads no code object for it; a moved instruction, a
+ * new f_code or another frame reads it again. */
+static void test_walk_chunk_and_memo(void)
+{
+    struct py_target t = build();
+    struct py_frame_ref out[8], first[8];
+    const uint64_t chunk = FRAME(0) - PY_STACK_CHUNK_DATA;
+    put64(TSTATE + L->tstate_datastack_chunk, chunk);
+    put64(chunk + PY_STACK_CHUNK_SIZE, 0x300);
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, first, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    CU_ASSERT_EQUAL(fake.innermost_addr[0], CODE(0)); /* only the code object */
+    fake.innermost_reads = 0;
+    put64(chunk + PY_STACK_CHUNK_SIZE, PY_STACK_CHUNK_DATA + 8); /* the frame does not fit */
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 2);
+    fake.innermost_reads = 0;
+    put64(TSTATE + L->tstate_datastack_chunk, BASE + 0x3800); /* a newer chunk: frame 0 is not in it */
+    put64(BASE + 0x3800 + PY_STACK_CHUNK_SIZE, 0x300);
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 2);
+    build();
+    put64(TSTATE + L->tstate_datastack_chunk, chunk);
+    put64(chunk + PY_STACK_CHUNK_SIZE, 0x300);
+
+    struct py_innermost_memo memo = {0};
+    t.memo = &memo;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_TRUE(memo.valid);
+    CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
+    fake.innermost_reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3); /* unmoved: no code read */
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0);
+    CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
+    make_frame(0, CODE(0), 6, FRAME(1), 0, 0); /* the next instruction */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    CU_ASSERT_EQUAL(out[0].instr, 6);
+    fake.innermost_reads = 0;
+    make_frame(0, CODE(1), 5, FRAME(1), 0, 0); /* another code object at the same frame */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    CU_ASSERT_EQUAL(out[0].code, CODE(1));
+    CU_ASSERT_EQUAL(out[0].fingerprint, py_code_fingerprint(STR(2), STR(0), 20));
+    fake.innermost_reads = 0;
+    put64(CFRAME + L->current_frame, FRAME(1)); /* frame 0 returned: frame 1 (incomplete) is not kept */
+    CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 2);
+    CU_ASSERT_FALSE(memo.valid);
+}
+
 static void test_walk_stops(void)
 {
     struct py_target t = build();
@@ -194,7 +248,7 @@ static void test_walk_stops(void)
     put64(FRAME(0) + L->frame_previous, FRAME(1) + 4); /* misaligned: never read */
     unsigned reads = fake.reads;
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
-    CU_ASSERT_EQUAL(fake.reads - reads, 4); /* cframe, current_frame, frame 0, code 0 */
+    CU_ASSERT_EQUAL(fake.reads - reads, 5); /* cframe, current_frame, datastack_chunk, frame 0, code 0 */
     CU_ASSERT_EQUAL(py_walk_frames(&t, 0, out, 8), 0);
     CU_ASSERT_EQUAL(py_walk_frames(&t, BASE + 0x100000, out, 8), 0);
 }
@@ -247,7 +301,7 @@ static void test_walk_3_9(void)
     static const uint8_t lnotab[] = {8, 3};
     put64(LINETABLE + L->bytes_size, sizeof lnotab);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40, NULL};
     uint64_t tid = 0;
     CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
     CU_ASSERT_EQUAL(tid, 4343);
@@ -280,7 +334,7 @@ static void test_walk_3_12_shims(void)
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(out[0].is_entry, 0);
@@ -370,7 +424,7 @@ static void test_walk_3_14_tagged(void)
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
     put64(TSTATE + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     for (unsigned i = 0; i < 3; i++)
@@ -428,6 +482,8 @@ void register_python_walk_tests(void)
     CU_add_test(s, "one layout lookup; supported list from the table", test_layout_lookup);
     CU_add_test(s, "frames, incomplete skipped, offsets, entry, fingerprints", test_walk_frames);
     CU_add_test(s, "walk stops at a non-code f_code or unreadable frame", test_walk_stops);
+    CU_add_test(s, "innermost frame in the current chunk read in place; unmoved frame memoized",
+                test_walk_chunk_and_memo);
     CU_add_test(s, "names and lines; reused address refused", test_resolve);
     CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
     CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
