@@ -295,9 +295,11 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
         !read_field64(t, holder, (size_t)L->current_frame, &frame))
         return 0;
     /* The innermost frame and its code object may be on their way out
-     * (PY_READ_INNERMOST), unless the frame is in the current chunk. */
+     * (PY_READ_INNERMOST), unless the frame is in the current chunk. Asked
+     * only by the agent's handler (the walk with a memo): the other readers
+     * copy every region anyway, and the two reads would be wasted on them. */
     unsigned innermost_frame_flags =
-        frame != 0 && in_current_chunk(t, tstate, frame, frame_bytes(L)) ? 0 : PY_READ_INNERMOST;
+        t->memo && frame != 0 && in_current_chunk(t, tstate, frame, frame_bytes(L)) ? 0 : PY_READ_INNERMOST;
     unsigned n = 0;
     /* Bounded: a chain corrupted into a cycle ends after 4x the frames kept. */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {

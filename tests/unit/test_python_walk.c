@@ -191,16 +191,24 @@ static void test_walk_chunk_and_memo(void)
 {
     struct py_target t = build();
     struct py_frame_ref out[8], first[8];
+    struct py_innermost_memo memo = {0};
     const uint64_t chunk = FRAME(0) - PY_STACK_CHUNK_DATA;
     put64(TSTATE + L->tstate_datastack_chunk, chunk);
     put64(chunk + PY_STACK_CHUNK_SIZE, 0x300);
-    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, first, 8), 3);
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, first, 8), 3); /* no memo: not asked */
+    CU_ASSERT_EQUAL(fake.innermost_reads, 2);
+    t.memo = &memo;
+    fake.innermost_reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(fake.innermost_reads, 1);
     CU_ASSERT_EQUAL(fake.innermost_addr[0], CODE(0)); /* only the code object */
+    CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
+    memo.valid = false;
     fake.innermost_reads = 0;
     put64(chunk + PY_STACK_CHUNK_SIZE, PY_STACK_CHUNK_DATA + 8); /* the frame does not fit */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(fake.innermost_reads, 2);
+    memo.valid = false;
     fake.innermost_reads = 0;
     put64(TSTATE + L->tstate_datastack_chunk, BASE + 0x3800); /* a newer chunk: frame 0 is not in it */
     put64(BASE + 0x3800 + PY_STACK_CHUNK_SIZE, 0x300);
@@ -210,8 +218,7 @@ static void test_walk_chunk_and_memo(void)
     put64(TSTATE + L->tstate_datastack_chunk, chunk);
     put64(chunk + PY_STACK_CHUNK_SIZE, 0x300);
 
-    struct py_innermost_memo memo = {0};
-    t.memo = &memo;
+    memo = (struct py_innermost_memo){0};
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_TRUE(memo.valid);
     CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
@@ -248,7 +255,7 @@ static void test_walk_stops(void)
     put64(FRAME(0) + L->frame_previous, FRAME(1) + 4); /* misaligned: never read */
     unsigned reads = fake.reads;
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 1);
-    CU_ASSERT_EQUAL(fake.reads - reads, 5); /* cframe, current_frame, datastack_chunk, frame 0, code 0 */
+    CU_ASSERT_EQUAL(fake.reads - reads, 4); /* cframe, current_frame, frame 0, code 0 (no memo: no chunk read) */
     CU_ASSERT_EQUAL(py_walk_frames(&t, 0, out, 8), 0);
     CU_ASSERT_EQUAL(py_walk_frames(&t, BASE + 0x100000, out, 8), 0);
 }
