@@ -665,6 +665,9 @@ int opr_read_build_id(const char *path, uint8_t out[OPR_BUILD_ID_MAX]);
  * (fields of struct opr_mem_tick; the others are left alone). 0, or -1 when
  * the file cannot be read (the process is gone). */
 int opr_memory_read_statm(const char *proc_dir, struct opr_mem_tick *t);
+/* The same from statm's text already read (the agent keeps the file open
+ * and re-reads it with pread). 0, or -1 when the text is not statm's. */
+int opr_memory_parse_statm(const char *text, struct opr_mem_tick *t);
 /* Minor and major faults from <proc_dir>/stat, and the peak RSS (VmHWM)
  * from <proc_dir>/status: what getrusage gives the process itself, read from
  * outside (attach mode). 0, or -1. */

@@ -18,19 +18,37 @@
 
 #include "format/writer_internal.h"
 
-int opr_memory_read_statm(const char *proc_dir, struct opr_mem_tick *t)
+int opr_memory_parse_statm(const char *text, struct opr_mem_tick *t)
 {
-    char path[256], text[256];
-    snprintf(path, sizeof path, "%s/statm", proc_dir);
-    unsigned long long size, resident, shared;
-    if (opr_read_small_file(path, text, sizeof text) <= 0 || sscanf(text, "%llu %llu %llu", &size, &resident, &shared) != 3)
-        return -1;
+    /* "size resident shared text lib data dt", in pages; strtoull rather
+     * than sscanf: the agent parses this line at every writer period. */
+    unsigned long long v[3];
+    const char *p = text;
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        while (*p == ' ')
+            p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        v[i] = strtoull(p, &end, 10);
+        p = end;
+    }
+    unsigned long long resident = v[1], shared = v[2];
     long page = sysconf(_SC_PAGESIZE);
     uint64_t ps = page > 0 ? (uint64_t)page : 4096;
     t->rss_bytes = resident * ps;
     t->file_bytes = (shared <= resident ? shared : resident) * ps;
     t->anon_bytes = t->rss_bytes - t->file_bytes;
     return 0;
+}
+
+int opr_memory_read_statm(const char *proc_dir, struct opr_mem_tick *t)
+{
+    char path[256], text[256];
+    snprintf(path, sizeof path, "%s/statm", proc_dir);
+    if (opr_read_small_file(path, text, sizeof text) <= 0)
+        return -1;
+    return opr_memory_parse_statm(text, t);
 }
 
 int opr_memory_read_faults(const char *proc_dir, struct opr_mem_tick *t)

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze/analyze.h"
 #include "tests/unit/unit.h"
@@ -144,6 +145,32 @@ static void test_analyze_tables(void)
     profile_free(p);
 }
 
+/* statm's line as the agent parses it at every writer period (pread of a
+ * kept-open /proc/self/statm), and text that is not statm's. */
+static void test_parse_statm(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    struct opr_mem_tick t = {0};
+    CU_ASSERT_EQUAL(opr_memory_parse_statm("65000 1200 300 500 0 9000 0\n", &t), 0);
+    CU_ASSERT_EQUAL(t.rss_bytes, 1200ull * (uint64_t)page);
+    CU_ASSERT_EQUAL(t.file_bytes, 300ull * (uint64_t)page);
+    CU_ASSERT_EQUAL(t.anon_bytes, 900ull * (uint64_t)page);
+    /* shared above resident (a moment between two counter updates): file capped at the RSS */
+    CU_ASSERT_EQUAL(opr_memory_parse_statm("10 5 7 1 0 2 0\n", &t), 0);
+    CU_ASSERT_EQUAL(t.file_bytes, 5ull * (uint64_t)page);
+    CU_ASSERT_EQUAL(t.anon_bytes, 0);
+    /* not statm: another file read through a reused descriptor, or a short read */
+    struct opr_mem_tick u = {.rss_bytes = 42};
+    CU_ASSERT_EQUAL(opr_memory_parse_statm("Name:\tpython3\n", &u), -1);
+    CU_ASSERT_EQUAL(opr_memory_parse_statm("65000 1200", &u), -1);
+    CU_ASSERT_EQUAL(opr_memory_parse_statm("", &u), -1);
+    CU_ASSERT_EQUAL(u.rss_bytes, 42);
+    /* the file itself, read by name: this process has some resident memory */
+    struct opr_mem_tick v = {0};
+    CU_ASSERT_EQUAL(opr_memory_read_statm("/proc/self", &v), 0);
+    CU_ASSERT(v.rss_bytes > 0);
+}
+
 void register_memory_tests(void)
 {
     CU_pSuite s = CU_add_suite("memory", NULL, NULL);
@@ -151,4 +178,5 @@ void register_memory_tests(void)
     CU_add_test(s, "since_ns bounds the interval of a change", test_since_ns_bounds_interval);
     CU_add_test(s, "released and unattributed changes", test_release_and_unattributed);
     CU_add_test(s, "peak, faults, growth tables, major-fault and cgroup findings", test_analyze_tables);
+    CU_add_test(s, "statm parsed from its text; other text refused", test_parse_statm);
 }
