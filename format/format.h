@@ -283,6 +283,13 @@ struct opr_unwind {
      * opr_omp_context) that check mode walked anyway, and of them those
      * whose walk differed from the context they repeated (must be 0). */
     uint64_t context_checked, context_disagree;
+    /* Of table_samples, stacks finished from the thread's previous walk
+     * (the memo, sampler/agent/unwind_table.h): the walk reached a frame
+     * in the same state as one of the previous walk's, re-read the stack
+     * words the previous walk read above it, found them equal and copied
+     * its frames; replay_frames counts the frames so taken. Absent (0) in
+     * streams written before them. */
+    uint64_t replay_samples, replay_frames;
 };
 
 struct opr_end {

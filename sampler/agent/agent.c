@@ -241,7 +241,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
         /* The writer's tables, libunwind where they cannot (unwind_table.c). */
-        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags);
+        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags, (int32_t)slot->tid);
         break;
     case CALL_GRAPH_FP:
         slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);

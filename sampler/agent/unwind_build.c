@@ -347,6 +347,8 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .check_disagree_length = atomic_load(&unwind_counts.check_disagree_length),
         .context_checked = atomic_load(&unwind_counts.context_checked),
         .context_disagree = atomic_load(&unwind_counts.context_disagree),
+        .replay_samples = atomic_load(&unwind_counts.replay_samples),
+        .replay_frames = atomic_load(&unwind_counts.replay_frames),
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,
@@ -391,6 +393,13 @@ void agent_unwind_poll(agent_emit_fn emit)
     agent_memmap_maybe_refresh();
     build_wanted();
     emit_examples(emit);
+    /* Once a second or so: free the walk memos of threads that exited (a
+     * tgkill probe per claimed memo), so that the pool serves new threads. */
+    static unsigned polls_since_reap;
+    if (++polls_since_reap >= 100) {
+        polls_since_reap = 0;
+        unwind_memo_reap();
+    }
     /* The agent stops accepting samples before its final drain: then the
      * counts are final and written whatever the time. */
     emit_counts(emit, !atomic_load(&agent_accepting));

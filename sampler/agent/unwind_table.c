@@ -14,8 +14,11 @@
  * interrupted context is still there to start from), and the reason is
  * counted.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <x86intrin.h> /* __rdtsc: one instruction, no call */
 
 #define UNW_LOCAL_ONLY
@@ -36,6 +39,10 @@ struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
 
 static bool tables_on = true;
 static bool check_on;
+static bool memo_on = true;
+static struct unwind_memo_slot memo_pool[UNWIND_MEMO_SLOTS]; /* bss: a slot's pages are touched by its thread only */
+static __thread struct unwind_memo_slot *my_memo __attribute__((tls_model("initial-exec")));
+static __thread bool my_memo_none __attribute__((tls_model("initial-exec"))); /* the pool was full */
 
 void agent_unwind_init(void)
 {
@@ -43,6 +50,8 @@ void agent_unwind_init(void)
     tables_on = !(mode && strcmp(mode, "libunwind") == 0);
     const char *check = getenv("OPPROF_UNWIND_CHECK");
     check_on = tables_on && check && strcmp(check, "1") == 0;
+    const char *memo = getenv("OPPROF_UNWIND_MEMO");
+    memo_on = !(memo && strcmp(memo, "0") == 0);
     unwind_cache_init();
     unwind_tsc0 = __rdtsc();
     unwind_ns0 = agent_now_ns();
@@ -143,17 +152,92 @@ static inline void trace_word(struct unwind_trace *tr, uint64_t addr, uint64_t v
     tr->nwords++; /* past the array: the trace is not usable (replays says no) */
 }
 
+/* Notes a stack word the walk read into the memo being written (past its
+ * end: the memo is not kept, see the end of walk). */
+static inline void memo_word(struct unwind_memo *nw, uint64_t addr, uint64_t val)
+{
+    if (nw->nwords < UNWIND_MEMO_WORDS) {
+        nw->addr[nw->nwords] = addr;
+        nw->val[nw->nwords] = val;
+    }
+    nw->nwords++;
+}
+
+/* At frame j of this walk (state just recorded in nw), is there a frame k
+ * of the previous walk with the same state whose words all read the same
+ * now? Then the rest of this walk would be the previous walk's frames from
+ * k on: they are appended to nw (frames and words, so that nw is a whole
+ * memo for the next walk) and true is returned. *k only moves up: both
+ * walks go up the stack, SP growing, so each of prev's frames is looked at
+ * once. The state is the walk's whole input besides memory and tables: PC,
+ * SP, and FP when it is known (an unknown FP is never used until a frame
+ * restores it from memory). The leaf (j or k = 0) is looked up at its own
+ * PC, a caller at PC - 1: only callers are matched. */
+static bool splice_at(const struct unwind_memo *prev, unsigned *k, struct unwind_memo *nw, unsigned j,
+                      struct stack_reader *rd, unsigned max)
+{
+    uint64_t sp = nw->sp[j];
+    while (*k < prev->nframes && prev->sp[*k] < sp)
+        (*k)++;
+    unsigned i = *k;
+    if (i >= prev->nframes || prev->sp[i] != sp || prev->pc[i] != nw->pc[j] ||
+        prev->fp_known[i] != nw->fp_known[j] || (nw->fp_known[j] && prev->fp[i] != nw->fp[j]))
+        return false;
+    unsigned more = prev->nframes - i - 1; /* frames after i */
+    /* the walk would stop at max frames: only a walk that ends below it is copied */
+    if (j + 1 + more >= max || j + 1 + more > UNWIND_MEMO_FRAMES)
+        return false;
+    unsigned w0 = prev->word_at[i], nwords = prev->nwords - w0;
+    if (nw->nwords + nwords > UNWIND_MEMO_WORDS)
+        return false;
+    for (unsigned w = w0; w < prev->nwords; w++) {
+        uint64_t v;
+        if (!read_stack_word(rd, prev->addr[w], &v) || v != prev->val[w]) {
+            *k = prev->nframes; /* the stack changed under frame i: walk on, no more tries */
+            return false;
+        }
+    }
+    unsigned shift = nw->nwords - w0; /* prev's word w is nw's word w + shift (mod 2^32: may "wrap") */
+    memcpy(nw->addr + nw->nwords, prev->addr + w0, nwords * sizeof nw->addr[0]);
+    memcpy(nw->val + nw->nwords, prev->val + w0, nwords * sizeof nw->val[0]);
+    nw->nwords += nwords;
+    for (unsigned f = 1; f <= more; f++) {
+        nw->pc[j + f] = prev->pc[i + f];
+        nw->sp[j + f] = prev->sp[i + f];
+        nw->fp[j + f] = prev->fp[i + f];
+        nw->fp_known[j + f] = prev->fp_known[i + f];
+        nw->word_at[j + f] = (uint16_t)(prev->word_at[i + f] + shift);
+    }
+    return true;
+}
+
 /* The walk. With a trace (OpenMP opener contexts, not the handler), it also
  * notes every input the result depends on besides the tables: the leaf's
  * PC and SP, the leaf's FP when a rule used it, and each stack word read.
  * The handler's copy is inlined with tr == NULL, so it pays nothing. */
 static inline __attribute__((always_inline)) enum unwind_result
 walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigned *nframes, bool *truncated,
-     struct unwind_trace *tr)
+     struct unwind_trace *tr, struct unwind_memo_slot *ms, unsigned *replayed)
 {
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
     bool fp_known = true;
+    /* The memo: prev is the thread's previous walk, nw this one's record
+     * (NULL when nothing is recorded); k walks prev's frames by SP. */
+    const struct unwind_memo *prev = NULL;
+    struct unwind_memo *nw = NULL;
+    unsigned k = 1;
+    bool spliced = false;
+    if (ms) {
+        prev = &ms->buf[ms->cur];
+        nw = &ms->buf[1 - ms->cur];
+        nw->nframes = 0;
+        nw->nwords = 0;
+        nw->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
+        if (prev->nframes == 0 || prev->generation != nw->generation)
+            prev = NULL;
+        *replayed = 0;
+    }
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
      * word of the trace. A saved FP is mostly a general register's data, so
      * it is kept in the trace only when a rule bases a CFA on it. */
@@ -180,6 +264,24 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         if (n == max) {
             *truncated = true;
             break;
+        }
+        if (nw) {
+            unsigned j = n - 1;
+            if (j >= UNWIND_MEMO_FRAMES) {
+                nw = NULL; /* too deep to keep: this walk leaves no memo */
+                prev = NULL;
+            } else {
+                nw->pc[j] = pc, nw->sp[j] = sp, nw->fp[j] = fp, nw->fp_known[j] = fp_known;
+                nw->word_at[j] = (uint16_t)nw->nwords;
+                if (prev && j >= 1 && splice_at(prev, &k, nw, j, &rd, max)) {
+                    unsigned more = prev->nframes - k - 1;
+                    memcpy(pcs + n, prev->pc + k + 1, more * sizeof pcs[0]);
+                    n += more;
+                    *replayed = more + 1;
+                    spliced = true;
+                    break;
+                }
+            }
         }
         /* A return address points after the call; the call itself (pc - 1)
          * is what the caller's row describes. The leaf is the interrupted
@@ -230,6 +332,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         }
         if (tr)
             trace_word(tr, cfa + (uint64_t)(int64_t)r->ra_off, ra);
+        if (nw)
+            memo_word(nw, cfa + (uint64_t)(int64_t)r->ra_off, ra);
         if (r->fp_where == UNWIND_AT_CFA) {
             if (!read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->fp_off, &caller_fp)) {
                 res = UNWIND_FAIL_READ;
@@ -239,6 +343,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
                 fp_source = (int)tr->nwords;
                 trace_word(tr, (cfa + (uint64_t)(int64_t)r->fp_off) | 1, caller_fp);
             }
+            if (nw)
+                memo_word(nw, cfa + (uint64_t)(int64_t)r->fp_off, caller_fp);
             fp_known = true;
         } else if (r->fp_where == UNWIND_UNDEFINED) {
             fp_known = false;
@@ -250,6 +356,13 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         fp = caller_fp;
     }
 out:
+    /* A complete walk (or one finished from the memo) becomes the memo the
+     * thread's next walk reads; a failed, cut or too deep one leaves the
+     * previous memo in place (its words are re-read before any use). */
+    if (nw && res == UNWIND_OK && !*truncated && (spliced || nw->nwords <= UNWIND_MEMO_WORDS)) {
+        nw->nframes = n;
+        ms->cur = 1 - ms->cur;
+    }
     if (tr && tr->nwords <= UNWIND_TRACE_WORDS) { /* keep the words the result depends on */
         unsigned k = 0;
         for (unsigned i = 0; i < tr->nwords; i++)
@@ -269,13 +382,21 @@ out:
 enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
                                      unsigned *nframes, bool *truncated)
 {
-    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL);
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, NULL, NULL);
+}
+
+enum unwind_result unwind_table_walk_memo(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
+                                          unsigned *nframes, bool *truncated, struct unwind_memo_slot *memo,
+                                          unsigned *replayed)
+{
+    *replayed = 0;
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, memo, replayed);
 }
 
 enum unwind_result unwind_table_walk_traced(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
                                             unsigned *nframes, bool *truncated, struct unwind_trace *tr)
 {
-    return walk(pc, sp, fp, pcs, max, nframes, truncated, tr);
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, tr, NULL, NULL);
 }
 
 /* The walk is a function of its inputs and the tables: same leaf PC and SP
@@ -387,8 +508,18 @@ static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsi
  * second walk finds the stack in the cache that the first brought in. */
 static __thread unsigned check_turn;
 
-static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+static void count_replay(unsigned replayed)
 {
+    if (replayed == 0)
+        return;
+    atomic_fetch_add_explicit(&unwind_counts.replay_samples, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&unwind_counts.replay_frames, replayed, memory_order_relaxed);
+}
+
+static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
+                                struct unwind_memo_slot *memo)
+{
+    unsigned replayed = 0;
     uint64_t other[OPR_MAX_FRAMES];
     uint16_t other_flags = 0;
     unsigned n = 0, m = 0;
@@ -399,8 +530,11 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
     for (int pass = 0; pass < 2; pass++) {
         uint64_t t0 = __rdtsc();
         if ((pass == 0) == tables_first) {
-            res = unwind_table_walk((uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
-                                    (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated);
+            /* with the memo, as the handler walks: its copies are compared too */
+            res = unwind_table_walk_memo((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
+                                         (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                         (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated, memo,
+                                         &replayed);
             table_ticks = __rdtsc() - t0;
         } else {
             m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
@@ -433,12 +567,41 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
     }
     atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
+    count_replay(replayed);
     if (truncated)
         *flags |= OPR_SAMPLE_TRUNCATED;
     return n;
 }
 
-unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+struct unwind_memo_slot *unwind_memo_for(int32_t tid)
+{
+    if (my_memo || my_memo_none || !memo_on || tid <= 0)
+        return my_memo;
+    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++) {
+        int32_t expected = 0;
+        if (atomic_load_explicit(&memo_pool[i].owner, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&memo_pool[i].owner, &expected, tid)) {
+            /* a freed slot may hold an exited thread's walk: start empty */
+            memo_pool[i].buf[0].nframes = memo_pool[i].buf[1].nframes = 0;
+            my_memo = &memo_pool[i];
+            return my_memo;
+        }
+    }
+    my_memo_none = true;
+    return NULL;
+}
+
+void unwind_memo_reap(void)
+{
+    pid_t pid = getpid();
+    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++) {
+        int32_t tid = atomic_load_explicit(&memo_pool[i].owner, memory_order_acquire);
+        if (tid > 0 && syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH)
+            atomic_store_explicit(&memo_pool[i].owner, 0, memory_order_release);
+    }
+}
+
+unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags, int32_t tid)
 {
     if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
         uint64_t t0 = __rdtsc();
@@ -451,14 +614,17 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
     uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
     unsigned n;
     bool truncated;
+    struct unwind_memo_slot *memo = unwind_memo_for(tid);
     if (check_on)
-        return check_both_ways(uc, pcs, max, flags);
+        return check_both_ways(uc, pcs, max, flags, memo);
     uint64_t t0 = __rdtsc();
-    enum unwind_result res = unwind_table_walk(pc, sp, fp, pcs, max, &n, &truncated);
+    unsigned replayed;
+    enum unwind_result res = unwind_table_walk_memo(pc, sp, fp, pcs, max, &n, &truncated, memo, &replayed);
     if (res == UNWIND_OK) {
         time_into(0, __rdtsc() - t0);
         atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
+        count_replay(replayed);
         if (truncated)
             *flags |= OPR_SAMPLE_TRUNCATED;
         return n;
@@ -473,6 +639,14 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
  * reader counts may be stale, and the counters are the parent's. */
 void agent_unwind_atfork_child(void)
 {
+    /* The parent's threads are not here, and this one has a new tid: every
+     * memo is free again (only claimed slots are written: the pool's other
+     * pages stay shared with the parent). */
+    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++)
+        if (atomic_load_explicit(&memo_pool[i].owner, memory_order_relaxed) != 0)
+            atomic_store_explicit(&memo_pool[i].owner, 0, memory_order_relaxed);
+    my_memo = NULL;
+    my_memo_none = false;
     unwind_build_atfork_child();
     atomic_store(&unwind_index_readers[0], 0);
     atomic_store(&unwind_index_readers[1], 0);

@@ -128,6 +128,7 @@ struct unwind_counters {
     _Atomic uint64_t fallback_rule, fallback_read;
     _Atomic uint64_t check_samples, check_disagree, check_disagree_length, check_table_failed;
     _Atomic uint64_t context_checked, context_disagree; /* agent_ompt.c, check mode */
+    _Atomic uint64_t replay_samples, replay_frames;     /* table walks finished from the thread's memo */
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 /* Durations of the unwinding step in TSC ticks, 4 buckets per octave
@@ -167,7 +168,8 @@ AGENT_HIDDEN void agent_unwind_init(void);
 AGENT_HIDDEN bool agent_unwind_tables_on(void);
 AGENT_HIDDEN bool agent_unwind_check_on(void);
 /* --call-graph dwarf: the interrupted context's stack into pcs (leaf first). */
-AGENT_HIDDEN unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
+AGENT_HIDDEN unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
+                                          int32_t tid);
 /* The table walk alone (also the benchmark's entry). *nframes gets what was
  * walked, a prefix of the stack when the result is not UNWIND_OK. */
 AGENT_HIDDEN enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
@@ -188,6 +190,48 @@ AGENT_HIDDEN enum unwind_result unwind_table_walk_traced(uint64_t pc, uint64_t s
                                                          struct unwind_trace *tr);
 /* True when a walk from (pc, sp, fp) now would give tr's walk's frames. */
 AGENT_HIDDEN bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t sp, uint64_t fp);
+/* The handler's memo of a thread's previous walk. Samples of a thread a
+ * few milliseconds apart mostly share all but their innermost frames (a
+ * PyTorch operator's ~45 frames differ in the few BLAS frames at the leaf),
+ * so the walk keeps, per frame, the state it walked from (PC, SP, FP and
+ * whether FP is known) and the stack words it read. The next walk of the
+ * thread stops at the first frame whose state equals a frame k of the
+ * previous walk and re-reads the words the previous walk read from frame k
+ * on: when all are equal, the rest of the walk is a function of the same
+ * inputs (and the same tables: the module index generation is compared),
+ * so its frames are the previous walk's from k on, copied instead of
+ * walked. Two buffers: the new walk is written into the one not read.
+ * Memos come from a fixed pool, one per thread (a pointer in initial-exec
+ * TLS: ~16 KB of thread-local storage would come out of every thread's
+ * stack); a thread that finds the pool full walks without one. */
+#define UNWIND_MEMO_FRAMES 128
+#define UNWIND_MEMO_WORDS (2 * UNWIND_MEMO_FRAMES)
+#define UNWIND_MEMO_SLOTS 128
+struct unwind_memo {
+    unsigned nframes; /* 0: nothing to replay (failed, truncated or too deep) */
+    unsigned nwords;
+    uint64_t generation;
+    uint64_t pc[UNWIND_MEMO_FRAMES], sp[UNWIND_MEMO_FRAMES], fp[UNWIND_MEMO_FRAMES];
+    uint16_t word_at[UNWIND_MEMO_FRAMES]; /* first word read at frame k */
+    uint8_t fp_known[UNWIND_MEMO_FRAMES];
+    uint64_t addr[UNWIND_MEMO_WORDS], val[UNWIND_MEMO_WORDS];
+};
+struct unwind_memo_slot {
+    _Atomic int32_t owner; /* tid, 0: free */
+    int cur;               /* buf[cur] is the previous walk */
+    struct unwind_memo buf[2];
+};
+/* The table walk with this thread's memo (NULL: none). *replayed gets the
+ * number of frames copied from the previous walk (0: walked in full). */
+AGENT_HIDDEN enum unwind_result unwind_table_walk_memo(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
+                                                       unsigned max, unsigned *nframes, bool *truncated,
+                                                       struct unwind_memo_slot *memo, unsigned *replayed);
+/* Handler: this thread's memo, claimed from the pool on first use; NULL
+ * when the pool is full or OPPROF_UNWIND_MEMO=0. */
+AGENT_HIDDEN struct unwind_memo_slot *unwind_memo_for(int32_t tid);
+/* Writer: frees the memos of threads that have exited (tgkill(pid, tid, 0)
+ * says ESRCH: the thread cannot be in a handler any more). */
+AGENT_HIDDEN void unwind_memo_reap(void);
 /* libunwind from the handler (unw_backtrace, the handler's own frames dropped). */
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
 AGENT_HIDDEN void agent_unwind_atfork_child(void);

@@ -171,6 +171,73 @@ static void check_replay(uint64_t c, uint64_t s, uint64_t outer)
     fake_stack[0] = saved[0], fake_stack[1] = saved[1];
 }
 
+/* One walk with the memo; checks frames and how many came from the memo. */
+static void walk_memo(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
+                      unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
+{
+    uint64_t pcs[16];
+    unsigned n = 0, replayed = 99;
+    bool truncated;
+    enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, 16, &n, &truncated, ms, &replayed);
+    CHECK(r == UNWIND_OK, "%s: result %d", what, r);
+    CHECK(replayed == want_replayed, "%s: %u frames from the memo, expected %u", what, replayed, want_replayed);
+    CHECK(n == want_n, "%s: %u frames, expected %u", what, n, want_n);
+    for (unsigned i = 0; i < n && i < want_n; i++)
+        CHECK(pcs[i] == want_pcs[i], "%s: frame %u is code+0x%llx, expected code+0x%llx", what, i,
+              (unsigned long long)(pcs[i] - (uint64_t)(uintptr_t)code),
+              (unsigned long long)(want_pcs[i] - (uint64_t)(uintptr_t)code));
+}
+
+/* The handler's memo (unwind_table_walk_memo): a walk finishes from the
+ * previous walk of the thread only at a caller frame in the same state
+ * whose words above still read the same, and gives the frames a full walk
+ * gives, whatever the depth at which the two walks meet. A chain of three
+ * RBP frames (rows of FDE 1) under an outermost one: */
+static void check_memo(uint64_t c, uint64_t s, uint64_t outer)
+{
+    static struct unwind_memo_slot ms;
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[8] = s + 16 * 8, fake_stack[9] = c + 0x06;   /* leaf's frame: saved RBP, RA */
+    fake_stack[16] = s + 24 * 8, fake_stack[17] = c + 0x06; /* frame 1's */
+    fake_stack[25] = outer;                                 /* frame 2's RA: the outermost */
+    const uint64_t deep[] = {c + 0x10, c + 0x06, c + 0x06, outer};
+    walk_memo("first walk", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    walk_memo("same stack", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+    /* another leaf (after push rbp, CFA = RSP + 16) under the same caller:
+     * its FP register is unknown data, the caller's comes from memory */
+    walk_memo("other leaf, same callers", &ms, c + 0x02, s + 8 * 8, 77, 3, 4,
+              (uint64_t[]){c + 0x02, c + 0x06, c + 0x06, outer});
+    /* a return address above the meeting point changed: walked in full */
+    fake_stack[25] = outer + 1;
+    walk_memo("changed return address", &ms, c + 0x10, s, s + 8 * 8, 0, 4,
+              (uint64_t[]){c + 0x10, c + 0x06, c + 0x06, outer + 1});
+    fake_stack[25] = outer;
+    walk_memo("walked again", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    /* a saved RBP above changed (the frames' CFAs are based on it) */
+    fake_stack[16] = s + 26 * 8;
+    fake_stack[27] = c + 0x55;
+    walk_memo("changed saved FP", &ms, c + 0x10, s, s + 8 * 8, 0, 4,
+              (uint64_t[]){c + 0x10, c + 0x06, c + 0x06, c + 0x55});
+    fake_stack[16] = s + 24 * 8;
+    walk_memo("walked again (2)", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    /* a module index published since: no replay */
+    atomic_fetch_add(&unwind_index_generation, 1);
+    walk_memo("new module index", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    /* a shallower leaf whose caller is the previous walk's frame 2: the
+     * walks meet at frames 1 and 2 */
+    walk_memo("shallower leaf", &ms, c + 0x02, s + 16 * 8, 77, 2, 3, (uint64_t[]){c + 0x02, c + 0x06, outer});
+    /* and back: frame 2 of this walk meets frame 1 of that spliced memo */
+    walk_memo("deeper again", &ms, c + 0x10, s, s + 8 * 8, 2, 4, deep);
+    walk_memo("deeper again, same", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+    /* a failed walk leaves the memo as it was */
+    uint64_t pcs[16];
+    unsigned n, replayed;
+    bool truncated;
+    enum unwind_result r = unwind_table_walk_memo(c + 0x10, s + 8, s - 4096, pcs, 16, &n, &truncated, &ms, &replayed);
+    CHECK(r == UNWIND_FAIL_READ && replayed == 0, "failing walk: result %d, %u from the memo", r, replayed);
+    walk_memo("after a failure", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+}
+
 int main(void)
 {
     build_fixture();
@@ -209,6 +276,7 @@ int main(void)
     fake_stack[17] = outer;     /* the second frame's RA at its RBP + 8 */
     walk("rbp frame", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3, (uint64_t[]){c + 0x10, c + 0x06, outer});
     check_replay(c, s, outer);
+    check_memo(c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     memset(fake_stack, 0, sizeof fake_stack);
     fake_stack[0] = outer;
