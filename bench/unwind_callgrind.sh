@@ -21,7 +21,7 @@ command -v valgrind >/dev/null || { echo "unwind_callgrind: valgrind not found" 
 # the bench's own stacks without frame pointers.
 ${CC:-gcc} -std=gnu11 -O2 -g -D_GNU_SOURCE -fomit-frame-pointer -fno-optimize-sibling-calls \
     -I"$src" -I"$tmp" $(pkg-config --cflags libunwind 2>/dev/null || true) \
-    "$src/bench/unwind_bench.c" "$src/sampler/agent/unwind_table.c" "$src/sampler/agent/unwind_compile.c" "$src/sampler/agent/unwind_build.c" \
+    "$src/bench/unwind_bench.c" "$src/sampler/agent/unwind_table.c" "$src/sampler/agent/unwind_compile.c" "$src/sampler/agent/unwind_build.c" "$src/sampler/agent/unwind_cache.c" \
     -o "$tmp/unwind_bench" $(pkg-config --libs libunwind 2>/dev/null || echo -lunwind) -ldl
 "$tmp/unwind_bench" "$iter" # outside valgrind: both walks give the same stacks
 valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/unwind_bench" "$iter" \
@@ -34,6 +34,7 @@ ir_of() { # inclusive Ir of function $1 (callgrind_annotate prints "1,234 (5%)  
     awk -v f="$1" '$0 ~ (":" f "([ .]|$)") { gsub(",", "", $1); print $1; exit }' "$tmp/annotate.txt"
 }
 tables=$(ir_of walk_tables)
+memo=$(ir_of walk_memo)
 libunwind=$(ir_of walk_libunwind)
 cold=$(ir_of walk_libunwind_cold)
 cat "$tmp/bench.out"
@@ -42,9 +43,10 @@ if [ -z "$tables" ] || [ -z "$libunwind" ] || [ -z "$walks" ] || [ "$walks" -eq 
     trap - EXIT
     exit 1
 fi
-awk -v t="$tables" -v l="$libunwind" -v w="$walks" -v c="${cold:-0}" -v cw="${cold_walks:-1}" 'BEGIN {
+awk -v t="$tables" -v m="${memo:-0}" -v l="$libunwind" -v w="$walks" -v c="${cold:-0}" -v cw="${cold_walks:-1}" 'BEGIN {
     printf "instructions per stack walk (callgrind, the same stacks):\n"
     printf "  table unwinder                    %10.0f\n", t / w
+    printf "  table unwinder with the memo      %10.0f  (x%.2f of the tables; same leaf each time: the best case)\n", m / w, m / t
     printf "  libunwind, trace cache hot        %10.0f  (x%.2f of the tables)\n", l / w, l / t
     printf "  libunwind, caches flushed         %10.0f  (x%.2f of the tables)\n", c / cw, (c / cw) / (t / w)
 }'

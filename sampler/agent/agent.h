@@ -110,6 +110,10 @@ AGENT_HIDDEN void agent_phdr_atfork_child(void);
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
 AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
 AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */
+/* The same, and the readable range that holds it ([*start, *end)), so that
+ * a caller reading many words of one mapping (a stack walk) searches once. */
+AGENT_HIDDEN bool agent_memmap_readable_range(int table, uint64_t addr, size_t len, uint64_t *start,
+                                              uint64_t *end); /* handler */
 AGENT_HIDDEN void agent_memmap_end(int table);                /* handler */
 AGENT_HIDDEN void agent_memmap_refresh(void);                 /* writer */
 AGENT_HIDDEN void agent_memmap_maybe_refresh(void);           /* writer */

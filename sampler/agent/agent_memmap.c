@@ -92,20 +92,29 @@ void agent_memmap_end(int t)
 /* Handler: is [addr, addr+len) inside one readable mapping of table t? */
 bool agent_memmap_readable(int t, uint64_t addr, size_t len)
 {
+    uint64_t start, end;
+    return agent_memmap_readable_range(t, addr, len, &start, &end);
+}
+
+bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
+{
     if (t < 0)
         return false;
     const struct memmap_table *m = &tables[t];
     size_t lo = 0, hi = m->count;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (addr < m->start[mid])
+        if (addr < m->start[mid]) {
             hi = mid;
-        else if (addr >= m->end[mid])
+        } else if (addr >= m->end[mid]) {
             lo = mid + 1;
-        else if (addr + len <= m->end[mid])
+        } else if (addr + len <= m->end[mid]) {
+            *start = m->start[mid];
+            *end = m->end[mid];
             return true;
-        else
+        } else {
             break;
+        }
     }
     atomic_store_explicit(&miss_addr, addr, memory_order_relaxed);
     atomic_store_explicit(&miss_seen, 1, memory_order_relaxed);

@@ -112,22 +112,23 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
     return &t->rules[t->rule_of[lo - 1]];
 }
 
-/* One stack word, when its page is known readable. The last page checked
- * is remembered: a walk reads a few words per frame, mostly on one page. */
+/* One stack word, when it is known readable. The last readable mapping
+ * found is remembered: a walk reads two words per frame, nearly all in the
+ * thread's stack, one mapping (remembering a page instead searched the
+ * ~1,700 mappings of a PyTorch process again at each of a deep stack's
+ * pages). */
 struct stack_reader {
-    int memmap;          /* agent_memmap table, -1: none */
-    uint64_t ok_page;    /* a page found readable, 0: none yet */
+    int memmap;              /* agent_memmap table, -1: none */
+    uint64_t ok_lo, ok_hi;   /* a readable range, empty: none yet */
 };
 
 static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
 {
     if (addr & 7)
         return false; /* the stack slots we read are 8-aligned; anything else is a wrong rule */
-    uint64_t page = addr & ~(uint64_t)4095;
-    if (page != r->ok_page) {
-        if (!agent_memmap_readable(r->memmap, addr, 8))
+    if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
+        if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi))
             return false;
-        r->ok_page = page;
     }
     *out = *(const uint64_t *)addr;
     return true;
@@ -152,61 +153,53 @@ static inline void trace_word(struct unwind_trace *tr, uint64_t addr, uint64_t v
     tr->nwords++; /* past the array: the trace is not usable (replays says no) */
 }
 
-/* Notes a stack word the walk read into the memo being written (past its
- * end: the memo is not kept, see the end of walk). */
-static inline void memo_word(struct unwind_memo *nw, uint64_t addr, uint64_t val)
+/* Does the stack still hold, from memo frame i up, what the walk read
+ * there? Each frame's return-address word must give the next frame's PC
+ * (0 at the last frame: the stack ended on a zero return address), and
+ * its saved-FP word, where one was read, the next frame's FP. */
+static bool memo_holds(const struct unwind_memo *mo, unsigned i, struct stack_reader *rd)
 {
-    if (nw->nwords < UNWIND_MEMO_WORDS) {
-        nw->addr[nw->nwords] = addr;
-        nw->val[nw->nwords] = val;
+    for (unsigned f = i; f < mo->nframes; f++) {
+        const struct unwind_memo_frame *fr = &mo->f[f];
+        bool last = f + 1 == mo->nframes;
+        uint64_t v;
+        if (fr->ra_at && (!read_stack_word(rd, fr->ra_at, &v) || v != (last ? 0 : fr[1].pc)))
+            return false;
+        /* the last frame's saved FP leads nowhere: the walk ended there */
+        if (!last && (fr->fp_at & ~(uint64_t)1) &&
+            (!read_stack_word(rd, fr->fp_at & ~(uint64_t)1, &v) || v != fr[1].fp))
+            return false;
     }
-    nw->nwords++;
+    return true;
 }
 
-/* At frame j of this walk (state just recorded in nw), is there a frame k
- * of the previous walk with the same state whose words all read the same
- * now? Then the rest of this walk would be the previous walk's frames from
- * k on: they are appended to nw (frames and words, so that nw is a whole
- * memo for the next walk) and true is returned. *k only moves up: both
- * walks go up the stack, SP growing, so each of prev's frames is looked at
- * once. The state is the walk's whole input besides memory and tables: PC,
- * SP, and FP when it is known (an unknown FP is never used until a frame
- * restores it from memory). The leaf (j or k = 0) is looked up at its own
- * PC, a caller at PC - 1: only callers are matched. */
-static bool splice_at(const struct unwind_memo *prev, unsigned *k, struct unwind_memo *nw, unsigned j,
-                      struct stack_reader *rd, unsigned max)
+/* At frame j of this walk (state in cur), is there a frame k of the
+ * previous walk with the same state whose words all read the same now?
+ * Then the rest of this walk would be the previous walk's frames from k on.
+ * *k only moves up: both walks go up the stack, SP growing, so each of the
+ * memo's frames is looked at once. The state is the walk's whole input
+ * besides memory and tables: PC, SP, and FP when it is known (an unknown FP
+ * is never used until a frame restores it from memory). Only callers are
+ * matched (j, k >= 1): the leaf is looked up at its own PC, a caller at
+ * PC - 1. */
+static bool memo_meets(const struct unwind_memo *mo, unsigned *k, const struct unwind_memo_frame *cur, unsigned j,
+                       struct stack_reader *rd, unsigned max)
 {
-    uint64_t sp = nw->sp[j];
-    while (*k < prev->nframes && prev->sp[*k] < sp)
+    while (*k < mo->nframes && mo->f[*k].sp < cur->sp)
         (*k)++;
     unsigned i = *k;
-    if (i >= prev->nframes || prev->sp[i] != sp || prev->pc[i] != nw->pc[j] ||
-        prev->fp_known[i] != nw->fp_known[j] || (nw->fp_known[j] && prev->fp[i] != nw->fp[j]))
+    if (i >= mo->nframes)
         return false;
-    unsigned more = prev->nframes - i - 1; /* frames after i */
+    const struct unwind_memo_frame *fr = &mo->f[i];
+    if (fr->sp != cur->sp || fr->pc != cur->pc || (fr->fp_at & 1) != (cur->fp_at & 1) ||
+        ((cur->fp_at & 1) && fr->fp != cur->fp))
+        return false;
     /* the walk would stop at max frames: only a walk that ends below it is copied */
-    if (j + 1 + more >= max || j + 1 + more > UNWIND_MEMO_FRAMES)
+    if (j + (mo->nframes - i) >= max || j + (mo->nframes - i) > UNWIND_MEMO_FRAMES)
         return false;
-    unsigned w0 = prev->word_at[i], nwords = prev->nwords - w0;
-    if (nw->nwords + nwords > UNWIND_MEMO_WORDS)
+    if (!memo_holds(mo, i, rd)) {
+        *k = mo->nframes; /* the stack changed above frame i: walk on, no more tries */
         return false;
-    for (unsigned w = w0; w < prev->nwords; w++) {
-        uint64_t v;
-        if (!read_stack_word(rd, prev->addr[w], &v) || v != prev->val[w]) {
-            *k = prev->nframes; /* the stack changed under frame i: walk on, no more tries */
-            return false;
-        }
-    }
-    unsigned shift = nw->nwords - w0; /* prev's word w is nw's word w + shift (mod 2^32: may "wrap") */
-    memcpy(nw->addr + nw->nwords, prev->addr + w0, nwords * sizeof nw->addr[0]);
-    memcpy(nw->val + nw->nwords, prev->val + w0, nwords * sizeof nw->val[0]);
-    nw->nwords += nwords;
-    for (unsigned f = 1; f <= more; f++) {
-        nw->pc[j + f] = prev->pc[i + f];
-        nw->sp[j + f] = prev->sp[i + f];
-        nw->fp[j + f] = prev->fp[i + f];
-        nw->fp_known[j + f] = prev->fp_known[i + f];
-        nw->word_at[j + f] = (uint16_t)(prev->word_at[i + f] + shift);
     }
     return true;
 }
@@ -222,26 +215,23 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
     bool fp_known = true;
-    /* The memo: prev is the thread's previous walk, nw this one's record
-     * (NULL when nothing is recorded); k walks prev's frames by SP. */
-    const struct unwind_memo *prev = NULL;
-    struct unwind_memo *nw = NULL;
-    unsigned k = 1;
-    bool spliced = false;
-    if (ms) {
-        prev = &ms->buf[ms->cur];
-        nw = &ms->buf[1 - ms->cur];
-        nw->nframes = 0;
-        nw->nwords = 0;
-        nw->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
-        if (prev->nframes == 0 || prev->generation != nw->generation)
-            prev = NULL;
-        *replayed = 0;
-    }
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
      * word of the trace. A saved FP is mostly a general register's data, so
      * it is kept in the trace only when a rule bases a CFA on it. */
     int fp_source = -1;
+    /* The memo: mo is the thread's previous walk until this walk meets it
+     * or gives up meeting it (writing), k walks its frames by SP; this
+     * walk's first frames wait in leaf[] (see unwind_table.h). */
+    struct unwind_memo *mo = ms ? &ms->memo : NULL;
+    struct unwind_memo_frame leaf[UNWIND_MEMO_LEAF];
+    unsigned k = 1;
+    bool meeting = false, spliced = false;
+    uint64_t generation = 0;
+    if (mo) {
+        generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
+        meeting = mo->nframes != 0 && mo->generation == generation;
+        *replayed = 0;
+    }
     *truncated = false;
     if (tr) {
         tr->leaf_pc = pc;
@@ -252,7 +242,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         tr->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
     }
     int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
-    struct stack_reader rd = {agent_memmap_begin(), 0};
+    struct stack_reader rd = {agent_memmap_begin(), 0, 0};
     if (ix_id < 0) {
         res = UNWIND_FAIL_NO_MODULE;
         goto out;
@@ -265,17 +255,29 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             *truncated = true;
             break;
         }
-        if (nw) {
+        struct unwind_memo_frame *cur = NULL; /* this frame's memo entry */
+        if (mo) {
             unsigned j = n - 1;
             if (j >= UNWIND_MEMO_FRAMES) {
-                nw = NULL; /* too deep to keep: this walk leaves no memo */
-                prev = NULL;
+                mo->nframes = 0; /* too deep to keep: this walk leaves no memo */
+                mo = NULL;
             } else {
-                nw->pc[j] = pc, nw->sp[j] = sp, nw->fp[j] = fp, nw->fp_known[j] = fp_known;
-                nw->word_at[j] = (uint16_t)nw->nwords;
-                if (prev && j >= 1 && splice_at(prev, &k, nw, j, &rd, max)) {
-                    unsigned more = prev->nframes - k - 1;
-                    memcpy(pcs + n, prev->pc + k + 1, more * sizeof pcs[0]);
+                if (j < UNWIND_MEMO_LEAF) {
+                    cur = &leaf[j];
+                } else {
+                    meeting = false; /* gave up: from here on the memo is rewritten */
+                    cur = &mo->f[j];
+                }
+                *cur = (struct unwind_memo_frame){pc, sp, fp, 0, fp_known ? 1 : 0};
+                if (meeting && j >= 1 && memo_meets(mo, &k, cur, j, &rd, max)) {
+                    /* frames k.. of the memo become frames j.. of this walk */
+                    unsigned more = mo->nframes - k - 1;
+                    for (unsigned f = 1; f <= more; f++)
+                        pcs[n - 1 + f] = mo->f[k + f].pc;
+                    if (j != k)
+                        memmove(&mo->f[j], &mo->f[k], (more + 1) * sizeof mo->f[0]);
+                    memcpy(&mo->f[0], leaf, j * sizeof leaf[0]);
+                    mo->nframes = j + more + 1;
                     n += more;
                     *replayed = more + 1;
                     spliced = true;
@@ -332,8 +334,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         }
         if (tr)
             trace_word(tr, cfa + (uint64_t)(int64_t)r->ra_off, ra);
-        if (nw)
-            memo_word(nw, cfa + (uint64_t)(int64_t)r->ra_off, ra);
+        if (cur)
+            cur->ra_at = cfa + (uint64_t)(int64_t)r->ra_off;
         if (r->fp_where == UNWIND_AT_CFA) {
             if (!read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->fp_off, &caller_fp)) {
                 res = UNWIND_FAIL_READ;
@@ -343,8 +345,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
                 fp_source = (int)tr->nwords;
                 trace_word(tr, (cfa + (uint64_t)(int64_t)r->fp_off) | 1, caller_fp);
             }
-            if (nw)
-                memo_word(nw, cfa + (uint64_t)(int64_t)r->fp_off, caller_fp);
+            if (cur)
+                cur->fp_at |= cfa + (uint64_t)(int64_t)r->fp_off;
             fp_known = true;
         } else if (r->fp_where == UNWIND_UNDEFINED) {
             fp_known = false;
@@ -356,12 +358,17 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         fp = caller_fp;
     }
 out:
-    /* A complete walk (or one finished from the memo) becomes the memo the
-     * thread's next walk reads; a failed, cut or too deep one leaves the
-     * previous memo in place (its words are re-read before any use). */
-    if (nw && res == UNWIND_OK && !*truncated && (spliced || nw->nwords <= UNWIND_MEMO_WORDS)) {
-        nw->nframes = n;
-        ms->cur = 1 - ms->cur;
+    /* A complete walk becomes the memo the thread's next walk reads (one
+     * finished from the memo already is). A failed or cut walk leaves the
+     * memo as it was if it wrote only leaf[], else none. */
+    if (mo && !spliced) {
+        if (res == UNWIND_OK && !*truncated) {
+            memcpy(&mo->f[0], leaf, (n < UNWIND_MEMO_LEAF ? n : UNWIND_MEMO_LEAF) * sizeof leaf[0]);
+            mo->nframes = n;
+            mo->generation = generation;
+        } else if (n > UNWIND_MEMO_LEAF) {
+            mo->nframes = 0;
+        }
     }
     if (tr && tr->nwords <= UNWIND_TRACE_WORDS) { /* keep the words the result depends on */
         unsigned k = 0;
@@ -412,7 +419,7 @@ bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t s
         (tr->leaf_fp_used && tr->leaf_fp != fp) ||
         tr->generation != atomic_load_explicit(&unwind_index_generation, memory_order_acquire))
         return false;
-    struct stack_reader rd = {agent_memmap_begin(), 0};
+    struct stack_reader rd = {agent_memmap_begin(), 0, 0};
     bool same = true;
     for (unsigned i = 0; i < tr->nwords && same; i++) {
         uint64_t v;
@@ -582,7 +589,7 @@ struct unwind_memo_slot *unwind_memo_for(int32_t tid)
         if (atomic_load_explicit(&memo_pool[i].owner, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_strong(&memo_pool[i].owner, &expected, tid)) {
             /* a freed slot may hold an exited thread's walk: start empty */
-            memo_pool[i].buf[0].nframes = memo_pool[i].buf[1].nframes = 0;
+            memo_pool[i].memo.nframes = 0;
             my_memo = &memo_pool[i];
             return my_memo;
         }

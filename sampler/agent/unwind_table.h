@@ -194,32 +194,38 @@ AGENT_HIDDEN bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t p
  * few milliseconds apart mostly share all but their innermost frames (a
  * PyTorch operator's ~45 frames differ in the few BLAS frames at the leaf),
  * so the walk keeps, per frame, the state it walked from (PC, SP, FP and
- * whether FP is known) and the stack words it read. The next walk of the
- * thread stops at the first frame whose state equals a frame k of the
- * previous walk and re-reads the words the previous walk read from frame k
- * on: when all are equal, the rest of the walk is a function of the same
- * inputs (and the same tables: the module index generation is compared),
- * so its frames are the previous walk's from k on, copied instead of
- * walked. Two buffers: the new walk is written into the one not read.
- * Memos come from a fixed pool, one per thread (a pointer in initial-exec
- * TLS: ~16 KB of thread-local storage would come out of every thread's
- * stack); a thread that finds the pool full walks without one. */
+ * whether FP is known) and where it read the return address and the
+ * caller's FP. The next walk of the thread stops at the first caller frame
+ * whose state equals a frame k of the previous walk and re-reads the words
+ * the previous walk read from frame k on: when all hold what it found
+ * (the next frame's PC and FP, or 0 where the stack ended), the rest of the
+ * walk is a function of the same inputs (and of the same tables: the module
+ * index generation is compared), so its frames are the previous walk's from
+ * k on, copied instead of walked. One buffer, updated in place: in the
+ * common case (the same depth) only the leaf frames are written, and a
+ * frame costs the walk 40 bytes of memo read instead of two table lookups.
+ * The leaf frames of a walk that has not met the memo yet are kept on the
+ * handler's stack (UNWIND_MEMO_LEAF of them) so that they do not overwrite
+ * the frames they may meet. Memos come from a fixed pool, one per thread (a
+ * pointer in initial-exec TLS: 5 KB of thread-local storage would come out
+ * of every thread's stack); a thread that finds the pool full walks
+ * without one. */
 #define UNWIND_MEMO_FRAMES 128
-#define UNWIND_MEMO_WORDS (2 * UNWIND_MEMO_FRAMES)
+#define UNWIND_MEMO_LEAF 16
 #define UNWIND_MEMO_SLOTS 128
+struct unwind_memo_frame {
+    uint64_t pc, sp, fp;
+    uint64_t ra_at; /* where the return address was read, 0: not read (the outermost frame) */
+    uint64_t fp_at; /* where the caller's FP was read, 0: not read; bit 0: this frame's FP is known */
+};
 struct unwind_memo {
     unsigned nframes; /* 0: nothing to replay (failed, truncated or too deep) */
-    unsigned nwords;
     uint64_t generation;
-    uint64_t pc[UNWIND_MEMO_FRAMES], sp[UNWIND_MEMO_FRAMES], fp[UNWIND_MEMO_FRAMES];
-    uint16_t word_at[UNWIND_MEMO_FRAMES]; /* first word read at frame k */
-    uint8_t fp_known[UNWIND_MEMO_FRAMES];
-    uint64_t addr[UNWIND_MEMO_WORDS], val[UNWIND_MEMO_WORDS];
+    struct unwind_memo_frame f[UNWIND_MEMO_FRAMES];
 };
 struct unwind_memo_slot {
     _Atomic int32_t owner; /* tid, 0: free */
-    int cur;               /* buf[cur] is the previous walk */
-    struct unwind_memo buf[2];
+    struct unwind_memo memo;
 };
 /* The table walk with this thread's memo (NULL: none). *replayed gets the
  * number of frames copied from the previous walk (0: walked in full). */

@@ -23,10 +23,11 @@ _Atomic int agent_accepting;
 static uint64_t fake_stack[64];
 int agent_memmap_begin(void) { return 0; }
 void agent_memmap_end(int t) { (void)t; }
-bool agent_memmap_readable(int t, uint64_t addr, size_t len)
+bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *lo, uint64_t *hi)
 {
     (void)t;
-    return addr >= (uint64_t)(uintptr_t)fake_stack && addr + len <= (uint64_t)(uintptr_t)(fake_stack + 64);
+    *lo = (uint64_t)(uintptr_t)fake_stack, *hi = (uint64_t)(uintptr_t)(fake_stack + 64);
+    return addr >= *lo && addr + len <= *hi;
 }
 void agent_memmap_maybe_refresh(void) {}
 void agent_phdr_enter_handler(void) {}
@@ -278,9 +279,11 @@ int main(void)
     check_replay(c, s, outer);
     check_memo(c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
+    /* (its row still says where the caller's RBP was saved, CFA - 16: one
+     * word below the return address, so SP starts one word up the stack) */
     memset(fake_stack, 0, sizeof fake_stack);
-    fake_stack[0] = outer;
-    walk("epilogue row", c + 0x24, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x24, outer});
+    fake_stack[1] = outer;
+    walk("epilogue row", c + 0x24, s + 8, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x24, outer});
     /* 0x30: restore_state gave back CFA = RBP + 16. */
     fake_stack[8] = 0;
     fake_stack[9] = outer;
