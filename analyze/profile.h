@@ -122,6 +122,7 @@ struct profile {
      * samples unwound both ways and those that differed. */
     uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
     uint64_t unwind_context_checked, unwind_context_disagree; /* OpenMP contexts repeated without a walk */
+    uint64_t unwind_replay_samples; /* table walks finished from the thread's previous walk (memo) */
     /* Tables the agents put in place (compiled or, unwind_tables_cached of
      * them, read from the cache of earlier runs) and the writers' CPU time
      * for it. */

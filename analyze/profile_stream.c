@@ -462,6 +462,8 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
         sl->p->unwind_context_checked += u.context_checked - sl->unwind.context_checked;
         sl->p->unwind_context_disagree += u.context_disagree - sl->unwind.context_disagree;
     }
+    if (u.replay_samples >= sl->unwind.replay_samples && u.replay_samples <= u.table_samples)
+        sl->p->unwind_replay_samples += u.replay_samples - sl->unwind.replay_samples;
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
         sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;

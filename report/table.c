@@ -425,6 +425,9 @@ void report_print_header(FILE *out, const struct profile *p)
     if (unwound) {
         fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
                 100.0 * (double)p->unwind_table_samples / (double)unwound, p->unwind_fallback_samples);
+        if (p->unwind_replay_samples)
+            fprintf(out, " (%.1f %% of them finished from the thread's previous walk)",
+                    100.0 * (double)p->unwind_replay_samples / (double)p->unwind_table_samples);
         if (p->unwind_check_samples)
             fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                     p->unwind_check_disagree);
