@@ -204,6 +204,101 @@ static bool memo_meets(const struct unwind_memo *mo, unsigned *k, const struct u
     return true;
 }
 
+/* A walk's use of the thread's memo: mo is the previous walk until this
+ * walk meets it or gives up meeting it (then mo is rewritten), k walks its
+ * frames by SP; this walk's first frames wait in leaf[] (unwind_table.h). */
+struct memo_walk {
+    struct unwind_memo *mo; /* NULL: no memo, or this walk leaves none */
+    struct unwind_memo_frame leaf[UNWIND_MEMO_LEAF];
+    unsigned k;
+    bool meeting, spliced;
+    uint64_t generation;
+};
+
+static inline void memo_walk_begin(struct memo_walk *w, struct unwind_memo_slot *ms, unsigned *replayed)
+{
+    w->mo = ms ? &ms->memo : NULL;
+    w->k = 1;
+    w->meeting = w->spliced = false;
+    w->generation = 0;
+    if (w->mo) {
+        w->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
+        w->meeting = w->mo->nframes != 0 && w->mo->generation == w->generation;
+        *replayed = 0;
+    }
+}
+
+/* Frame j of the walk (its state pc, sp, fp, fp_known; pcs[j] written):
+ * records it and, when the frame meets the memo, appends the memo's frames
+ * above it to pcs and sets w->spliced (*n and *replayed updated). Returns
+ * the frame's memo entry, for the words the walk reads next (NULL: none). */
+static inline struct unwind_memo_frame *memo_walk_frame(struct memo_walk *w, unsigned j, uint64_t pc, uint64_t sp,
+                                                        uint64_t fp, bool fp_known, uint64_t *pcs, unsigned *n,
+                                                        struct stack_reader *rd, unsigned max, unsigned *replayed)
+{
+    struct unwind_memo *mo = w->mo;
+    if (!mo)
+        return NULL;
+    if (j >= UNWIND_MEMO_FRAMES) {
+        mo->nframes = 0; /* too deep to keep: this walk leaves no memo */
+        w->mo = NULL;
+        return NULL;
+    }
+    struct unwind_memo_frame *cur;
+    if (j < UNWIND_MEMO_LEAF) {
+        cur = &w->leaf[j];
+    } else {
+        w->meeting = false; /* gave up: from here on the memo is rewritten */
+        cur = &mo->f[j];
+    }
+    *cur = (struct unwind_memo_frame){pc, sp, fp, 0, fp_known ? 1 : 0};
+    if (w->meeting && j >= 1 && memo_meets(mo, &w->k, cur, j, rd, max)) {
+        /* frames k.. of the memo become frames j.. of this walk */
+        unsigned k = w->k, more = mo->nframes - k - 1;
+        for (unsigned f = 1; f <= more; f++)
+            pcs[j + f] = mo->f[k + f].pc;
+        if (j != k)
+            memmove(&mo->f[j], &mo->f[k], (more + 1) * sizeof mo->f[0]);
+        memcpy(&mo->f[0], w->leaf, j * sizeof w->leaf[0]);
+        mo->nframes = j + more + 1;
+        *n += more;
+        *replayed = more + 1;
+        w->spliced = true;
+    }
+    return cur;
+}
+
+/* A complete walk becomes the memo the thread's next walk reads (one
+ * finished from the memo already is). A failed or cut walk leaves the memo
+ * as it was if it wrote only leaf[], else none. */
+static inline void memo_walk_end(struct memo_walk *w, bool complete, unsigned n)
+{
+    struct unwind_memo *mo = w->mo;
+    if (!mo || w->spliced)
+        return;
+    if (complete) {
+        memcpy(&mo->f[0], w->leaf, (n < UNWIND_MEMO_LEAF ? n : UNWIND_MEMO_LEAF) * sizeof w->leaf[0]);
+        mo->nframes = n;
+        mo->generation = w->generation;
+    } else if (n > UNWIND_MEMO_LEAF) {
+        mo->nframes = 0;
+    }
+}
+
+/* Keeps the trace's words the result depends on (bit 0 clear). */
+static inline void trace_keep_needed(struct unwind_trace *tr)
+{
+    if (tr->nwords > UNWIND_TRACE_WORDS)
+        return; /* overflowed: never replays */
+    unsigned k = 0;
+    for (unsigned i = 0; i < tr->nwords; i++)
+        if (!(tr->addr[i] & 1)) {
+            tr->addr[k] = tr->addr[i];
+            tr->val[k++] = tr->val[i];
+        }
+    tr->nwords = k;
+}
+
 /* The walk. With a trace (OpenMP opener contexts, not the handler), it also
  * notes every input the result depends on besides the tables: the leaf's
  * PC and SP, the leaf's FP when a rule used it, and each stack word read.
@@ -219,19 +314,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
      * word of the trace. A saved FP is mostly a general register's data, so
      * it is kept in the trace only when a rule bases a CFA on it. */
     int fp_source = -1;
-    /* The memo: mo is the thread's previous walk until this walk meets it
-     * or gives up meeting it (writing), k walks its frames by SP; this
-     * walk's first frames wait in leaf[] (see unwind_table.h). */
-    struct unwind_memo *mo = ms ? &ms->memo : NULL;
-    struct unwind_memo_frame leaf[UNWIND_MEMO_LEAF];
-    unsigned k = 1;
-    bool meeting = false, spliced = false;
-    uint64_t generation = 0;
-    if (mo) {
-        generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
-        meeting = mo->nframes != 0 && mo->generation == generation;
-        *replayed = 0;
-    }
+    struct memo_walk mw;
+    memo_walk_begin(&mw, ms, replayed);
     *truncated = false;
     if (tr) {
         tr->leaf_pc = pc;
@@ -255,36 +339,9 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             *truncated = true;
             break;
         }
-        struct unwind_memo_frame *cur = NULL; /* this frame's memo entry */
-        if (mo) {
-            unsigned j = n - 1;
-            if (j >= UNWIND_MEMO_FRAMES) {
-                mo->nframes = 0; /* too deep to keep: this walk leaves no memo */
-                mo = NULL;
-            } else {
-                if (j < UNWIND_MEMO_LEAF) {
-                    cur = &leaf[j];
-                } else {
-                    meeting = false; /* gave up: from here on the memo is rewritten */
-                    cur = &mo->f[j];
-                }
-                *cur = (struct unwind_memo_frame){pc, sp, fp, 0, fp_known ? 1 : 0};
-                if (meeting && j >= 1 && memo_meets(mo, &k, cur, j, &rd, max)) {
-                    /* frames k.. of the memo become frames j.. of this walk */
-                    unsigned more = mo->nframes - k - 1;
-                    for (unsigned f = 1; f <= more; f++)
-                        pcs[n - 1 + f] = mo->f[k + f].pc;
-                    if (j != k)
-                        memmove(&mo->f[j], &mo->f[k], (more + 1) * sizeof mo->f[0]);
-                    memcpy(&mo->f[0], leaf, j * sizeof leaf[0]);
-                    mo->nframes = j + more + 1;
-                    n += more;
-                    *replayed = more + 1;
-                    spliced = true;
-                    break;
-                }
-            }
-        }
+        struct unwind_memo_frame *cur = memo_walk_frame(&mw, n - 1, pc, sp, fp, fp_known, pcs, &n, &rd, max, replayed);
+        if (mw.spliced)
+            break;
         /* A return address points after the call; the call itself (pc - 1)
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
@@ -358,27 +415,9 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         fp = caller_fp;
     }
 out:
-    /* A complete walk becomes the memo the thread's next walk reads (one
-     * finished from the memo already is). A failed or cut walk leaves the
-     * memo as it was if it wrote only leaf[], else none. */
-    if (mo && !spliced) {
-        if (res == UNWIND_OK && !*truncated) {
-            memcpy(&mo->f[0], leaf, (n < UNWIND_MEMO_LEAF ? n : UNWIND_MEMO_LEAF) * sizeof leaf[0]);
-            mo->nframes = n;
-            mo->generation = generation;
-        } else if (n > UNWIND_MEMO_LEAF) {
-            mo->nframes = 0;
-        }
-    }
-    if (tr && tr->nwords <= UNWIND_TRACE_WORDS) { /* keep the words the result depends on */
-        unsigned k = 0;
-        for (unsigned i = 0; i < tr->nwords; i++)
-            if (!(tr->addr[i] & 1)) {
-                tr->addr[k] = tr->addr[i];
-                tr->val[k++] = tr->val[i];
-            }
-        tr->nwords = k;
-    }
+    memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
+    if (tr)
+        trace_keep_needed(tr);
     agent_memmap_end(rd.memmap);
     if (ix_id >= 0)
         atomic_fetch_sub_explicit(&unwind_index_readers[ix_id], 1, memory_order_release);

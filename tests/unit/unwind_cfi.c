@@ -116,6 +116,16 @@ static void build_fixture(void)
     put32(0); /* terminator */
 }
 
+/* A walk's frames against the ones expected. */
+static void check_frames(const char *what, const uint64_t *pcs, unsigned n, unsigned want_n, const uint64_t *want_pcs)
+{
+    CHECK(n == want_n, "%s: %u frames, expected %u", what, n, want_n);
+    for (unsigned i = 0; i < n && i < want_n; i++)
+        CHECK(pcs[i] == want_pcs[i], "%s: frame %u is code+0x%llx, expected code+0x%llx", what, i,
+              (unsigned long long)(pcs[i] - (uint64_t)(uintptr_t)code),
+              (unsigned long long)(want_pcs[i] - (uint64_t)(uintptr_t)code));
+}
+
 /* Walks from pc/sp/fp; checks the result and the frames. */
 static void walk(const char *what, uint64_t pc, uint64_t sp, uint64_t fp, enum unwind_result want,
                  unsigned want_n, const uint64_t *want_pcs)
@@ -125,11 +135,7 @@ static void walk(const char *what, uint64_t pc, uint64_t sp, uint64_t fp, enum u
     bool truncated;
     enum unwind_result r = unwind_table_walk(pc, sp, fp, pcs, 16, &n, &truncated);
     CHECK(r == want, "%s: result %d, expected %d", what, r, want);
-    CHECK(n == want_n, "%s: %u frames, expected %u", what, n, want_n);
-    for (unsigned i = 0; i < n && i < want_n; i++)
-        CHECK(pcs[i] == want_pcs[i], "%s: frame %u is code+0x%llx, expected code+0x%llx", what, i,
-              (unsigned long long)(pcs[i] - (uint64_t)(uintptr_t)code),
-              (unsigned long long)(want_pcs[i] - (uint64_t)(uintptr_t)code));
+    check_frames(what, pcs, n, want_n, want_pcs);
 }
 
 /* unwind_trace_replays (OpenMP contexts repeated without a walk): a walk's
@@ -182,11 +188,7 @@ static void walk_memo(const char *what, struct unwind_memo_slot *ms, uint64_t pc
     enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, 16, &n, &truncated, ms, &replayed);
     CHECK(r == UNWIND_OK, "%s: result %d", what, r);
     CHECK(replayed == want_replayed, "%s: %u frames from the memo, expected %u", what, replayed, want_replayed);
-    CHECK(n == want_n, "%s: %u frames, expected %u", what, n, want_n);
-    for (unsigned i = 0; i < n && i < want_n; i++)
-        CHECK(pcs[i] == want_pcs[i], "%s: frame %u is code+0x%llx, expected code+0x%llx", what, i,
-              (unsigned long long)(pcs[i] - (uint64_t)(uintptr_t)code),
-              (unsigned long long)(want_pcs[i] - (uint64_t)(uintptr_t)code));
+    check_frames(what, pcs, n, want_n, want_pcs);
 }
 
 /* The handler's memo (unwind_table_walk_memo): a walk finishes from the
