@@ -252,7 +252,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
         slot->nframes = 1;
         break;
     }
-    slot->npy = agent_python_capture(slot->py, OPR_MAX_PYFRAMES, slot->tid);
+    slot->npy = agent_python_capture(agent_slot_py(slot), OPR_MAX_PYFRAMES, slot->tid);
     slot->omp_region = agent_omp_region; /* threading: OpenMP region (initial-exec TLS, ompt/ompt.h) */
     agent_queue_commit(slot);
     agent_counters_leave();
@@ -424,7 +424,7 @@ __attribute__((constructor)) static void agent_init(void)
     void *warm[8];
     unw_backtrace(warm, 8);
 
-    if (agent_queue_init(2048) != 0)
+    if (agent_queue_init(AGENT_QUEUE_BYTES) != 0)
         return;
     if (agent_signals_install() != 0)
         return;

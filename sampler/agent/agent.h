@@ -19,6 +19,7 @@
 
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,13 +37,17 @@
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
 
-/* One captured sample, as the handler leaves it for the writer. */
+/* One captured sample, as the handler leaves it for the writer. The queue
+ * (agent_queue.c) hands out room for the largest sample and keeps only the
+ * bytes used: the header and counters, then nframes PCs (at least one) and,
+ * packed right after them, npy Python frames (agent_slot_py). */
+#define AGENT_SLOT_PAD 0x2000u /* queue filler up to the ring's end, not a sample */
 struct agent_slot {
     _Atomic uint64_t seq; /* queue bookkeeping (see agent_queue.c) */
     uint64_t time_ns;
     uint32_t tid;
     uint16_t nframes;
-    uint16_t flags;       /* OPR_SAMPLE_* */
+    uint16_t flags;       /* OPR_SAMPLE_*, AGENT_SLOT_* */
     uint32_t npy;         /* Python frames, 0 when the thread runs no Python */
     uint32_t weight;      /* periods of thread CPU time (user + kernel) it stands for */
     /* --- threading/OpenMP (ompt/ompt.h) --- */
@@ -51,11 +56,28 @@ struct agent_slot {
     /* --- per-sample counters (agent_counters.c): deltas since the thread's
      * previous sample, {value, enabled, running}; nctr 0: none --- */
     uint32_t nctr;
-    uint32_t ctr_pad;
+    uint32_t bytes;       /* the entry's length in the queue (agent_queue.c) */
     uint64_t ctr[OPR_MAX_COUNTERS][3];
     uint64_t pcs[OPR_MAX_FRAMES];
-    struct py_frame_ref py[OPR_MAX_PYFRAMES];
+    struct py_frame_ref py_room[OPR_MAX_PYFRAMES]; /* room only: the frames start at agent_slot_py */
 };
+
+/* Where the Python frames of a slot go: right after its PCs (set nframes
+ * first). pcs[0] is kept even when nframes is 0: the writer reads it. */
+static inline struct py_frame_ref *agent_slot_py(struct agent_slot *s)
+{
+    return (struct py_frame_ref *)(void *)&s->pcs[s->nframes ? s->nframes : 1];
+}
+
+/* The bytes a filled slot uses. */
+static inline size_t agent_slot_used_bytes(const struct agent_slot *s)
+{
+    unsigned n = s->nframes ? s->nframes : 1;
+    if (n > OPR_MAX_FRAMES)
+        n = OPR_MAX_FRAMES;
+    unsigned npy = s->npy <= OPR_MAX_PYFRAMES ? s->npy : OPR_MAX_PYFRAMES;
+    return offsetof(struct agent_slot, pcs) + (size_t)n * sizeof s->pcs[0] + (size_t)npy * sizeof(struct py_frame_ref);
+}
 
 /* ---- double-buffered snapshots (agent_phdr.c, agent_memmap.c) ----------
  * A writer fills the table not published, after waiting until no handler
@@ -158,10 +180,11 @@ AGENT_HIDDEN void agent_memory_atfork_child(void);
 AGENT_HIDDEN uint32_t agent_writer_python_stack(const struct py_frame_ref *py, unsigned n);
 
 /* ---- agent_queue.c: bounded multi-producer, single-consumer queue -------- */
-AGENT_HIDDEN int agent_queue_init(unsigned nslots_pow2);
+#define AGENT_QUEUE_BYTES (4u << 20) /* the ring: ~4,000 PyTorch samples of ~1 KB */
+AGENT_HIDDEN int agent_queue_init(size_t bytes);
 AGENT_HIDDEN void agent_queue_reset(void);        /* in a fork child: drop the parent's entries */
 AGENT_HIDDEN struct agent_slot *agent_queue_claim(void);   /* handler; NULL when full */
-AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler */
+AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler: after nframes, npy and the frames */
 AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
 AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
 AGENT_HIDDEN void agent_queue_prefault(void);              /* writer: back the next slots with memory */

@@ -235,7 +235,7 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     }
     slot->nframes = (uint16_t)n;
     slot->npy = npy;
-    memcpy(slot->py, py, npy * sizeof py[0]);
+    memcpy(agent_slot_py(slot), py, npy * sizeof py[0]);
     if (s->have_last) {
         s->last_npy = npy;
         memcpy(s->last_py, py, npy * sizeof py[0]);

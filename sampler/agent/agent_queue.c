@@ -5,12 +5,27 @@
  * SIGNAL-HANDLER CODE: agent_queue_claim/commit run inside the handler. No
  * malloc, no locks, no stdio: only atomics on memory mapped at start-up.
  *
- * Design: a bounded ring of fixed-size slots with a sequence number per slot
- * (Vyukov's bounded queue). A producer owns a slot between claim and commit;
- * the writer consumes strictly in order, so a producer interrupted between
- * claim and commit only delays the writer, it never corrupts the queue. When
- * the ring is full the producer gets NULL and the sample is counted as lost.
- * A thread cannot re-enter its own handler (SIGTRAP is blocked while it runs).
+ * Design: a ring of bytes; positions (head, tail) are byte offsets that only
+ * grow, and an entry starts on a QUEUE_ALIGN boundary. A producer claims
+ * room for the largest sample (QUEUE_CLAIM, ~5.4 KB: 256 PCs and 128 Python
+ * frames) with a compare-and-swap on head, fills it, and at commit gives
+ * back what it did not use when no other producer claimed after it (the
+ * usual case: head is moved back), else the entry keeps the whole claim.
+ * A PyTorch sample uses ~1 KB, a native one ~300 bytes: fixed slots of the
+ * largest size made the ring 11 MB, every page of which the writer faulted
+ * in during the first 2 s of every process (20-25 ms of CPU on this VM, the
+ * writer's largest cost on a 1 s native run). Entries never wrap: one that
+ * would cross the end is preceded by a filler entry up to it.
+ * The first word of an entry is its commit word: the entry's position while
+ * it is filled, position + 1 once committed (release). The writer consumes
+ * strictly in order, so a producer interrupted between claim and commit
+ * only delays the writer, it never corrupts the queue. The writer zeroes
+ * the first word of every QUEUE_ALIGN line it consumed before it publishes
+ * the new tail, so the word where the next entry will start never holds an
+ * old position + 1 by chance (it is 0, or an older entry's commit word, which
+ * is smaller). When there is no room the producer gets NULL and the sample
+ * is counted as lost. A thread cannot re-enter its own handler (SIGTRAP is
+ * blocked while it runs).
  */
 #include <stddef.h>
 #include <sys/mman.h>
@@ -18,132 +33,167 @@
 
 #include "sampler/agent/agent.h"
 
-static struct agent_slot *slots;
-static size_t slots_bytes;
-static uint64_t slot_mask;
-static _Atomic uint64_t head; /* next position producers claim */
-static uint64_t tail;         /* next position the writer consumes (writer only) */
-static size_t prefaulted;     /* bytes from the start known to be backed (writer only) */
+#define QUEUE_ALIGN 64u
+#define QUEUE_ROUND(n) (((uint64_t)(n) + QUEUE_ALIGN - 1) & ~(uint64_t)(QUEUE_ALIGN - 1))
+#define QUEUE_CLAIM QUEUE_ROUND(sizeof(struct agent_slot))
+
+static unsigned char *ring;
+static size_t ring_bytes;        /* a power of two */
+static _Atomic uint64_t head;    /* next position producers claim */
+static _Atomic uint64_t tail_published; /* the writer's tail, for the producers' room check */
+static uint64_t tail;            /* next position the writer consumes (writer only) */
+static size_t prefaulted;        /* bytes from the start known to be backed (writer only) */
 static uint64_t resident_last;   /* the ring's last mincore reading (writer only) */
 static unsigned resident_reuses; /* drains since it was taken */
 
-/* Each slot's sequence number is stored less its index, so that the initial
- * state (seq = index) is all zeros: fresh anonymous memory, which a forked
- * child gets by mapping new pages over the inherited ring (one system call)
- * instead of writing into every slot, which copied the whole ring (~10 MB,
- * every page shared copy-on-write with the parent) in each child: a shell
- * script spawning commands under record spent half its CPU time there. */
-static inline uint64_t load_seq(struct agent_slot *s, memory_order order)
+static inline struct agent_slot *entry_at(uint64_t pos)
 {
-    return atomic_load_explicit(&s->seq, order) + (uint64_t)(s - slots);
-}
-
-static inline void store_seq(struct agent_slot *s, uint64_t seq, memory_order order)
-{
-    atomic_store_explicit(&s->seq, seq - (uint64_t)(s - slots), order);
+    return (struct agent_slot *)(void *)(ring + (pos & (ring_bytes - 1)));
 }
 
 /* The ring is mapped on a 2 MB boundary, a multiple of 2 MB long, and asked
- * for transparent huge pages: a slot is ~5.4 KB, so with 4 KB pages every
- * sample lands on pages last touched one lap (~2 s at 1 kHz) earlier, and the
- * handler paid a TLB miss and a cold page walk for them (py_split: claiming a
+ * for transparent huge pages: with 4 KB pages every sample lands on pages
+ * last touched one lap (seconds) earlier, and the handler paid a TLB miss
+ * and a cold page walk for them (py_split: claiming a
  * slot took ~2 us with 4 KB pages, ~0.3 us with huge pages). Where THP is
  * off (transparent_hugepage=never) madvise fails and 4 KB pages serve. */
 #define QUEUE_HUGE_PAGE (2u << 20)
 
 static void *map_ring(size_t bytes)
 {
+    if (bytes < QUEUE_HUGE_PAGE) { /* a small ring (tests) */
+        void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return mem == MAP_FAILED ? NULL : mem;
+    }
     char *mem = mmap(NULL, bytes + QUEUE_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return NULL;
-    char *ring = (char *)(((uintptr_t)mem + QUEUE_HUGE_PAGE - 1) & ~(uintptr_t)(QUEUE_HUGE_PAGE - 1));
-    if (ring > mem)
-        munmap(mem, (size_t)(ring - mem));
-    size_t after = (size_t)(mem + bytes + QUEUE_HUGE_PAGE - (ring + bytes));
+    char *aligned = (char *)(((uintptr_t)mem + QUEUE_HUGE_PAGE - 1) & ~(uintptr_t)(QUEUE_HUGE_PAGE - 1));
+    if (aligned > mem)
+        munmap(mem, (size_t)(aligned - mem));
+    size_t after = (size_t)(mem + bytes + QUEUE_HUGE_PAGE - (aligned + bytes));
     if (after)
-        munmap(ring + bytes, after);
-    madvise(ring, bytes, MADV_HUGEPAGE);
-    return ring;
+        munmap(aligned + bytes, after);
+    madvise(aligned, bytes, MADV_HUGEPAGE);
+    return aligned;
 }
 
-int agent_queue_init(unsigned nslots_pow2)
+/* bytes: rounded up to a power of two, and to room for two of the largest
+ * entries (a claim may need a filler as long as one before it). */
+int agent_queue_init(size_t bytes)
 {
-    size_t bytes = (size_t)nslots_pow2 * sizeof(struct agent_slot);
-    bytes = (bytes + QUEUE_HUGE_PAGE - 1) / QUEUE_HUGE_PAGE * QUEUE_HUGE_PAGE;
-    void *mem = map_ring(bytes);
+    size_t size = 4096;
+    while (size < bytes || size < 2 * QUEUE_CLAIM)
+        size *= 2;
+    void *mem = map_ring(size);
     if (!mem)
         return -1;
-    slots = mem;
-    slots_bytes = bytes;
-    slot_mask = nslots_pow2 - 1;
+    ring = mem;
+    ring_bytes = size;
     tail = 0;
     prefaulted = 0;
     resident_last = 0;
+    atomic_store_explicit(&tail_published, 0, memory_order_release);
     atomic_store_explicit(&head, 0, memory_order_release);
     return 0;
 }
 
 void agent_queue_reset(void)
 {
-    void *fresh = mmap(slots, slots_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (fresh != MAP_FAILED)
-        madvise(slots, slots_bytes, MADV_HUGEPAGE);
-    else /* keep the old pages, reset them one by one */
-        for (uint64_t i = 0; i <= slot_mask; i++)
-            atomic_store_explicit(&slots[i].seq, 0, memory_order_relaxed);
+    void *fresh = mmap(ring, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (fresh != MAP_FAILED) {
+        if (ring_bytes >= QUEUE_HUGE_PAGE)
+            madvise(ring, ring_bytes, MADV_HUGEPAGE);
+    } else { /* keep the old pages, clear every word an entry can start at */
+        for (uint64_t pos = 0; pos < ring_bytes; pos += QUEUE_ALIGN)
+            atomic_store_explicit(&entry_at(pos)->seq, 0, memory_order_relaxed);
+    }
     tail = 0;
     prefaulted = 0;
     resident_last = 0;
+    atomic_store_explicit(&tail_published, 0, memory_order_release);
     atomic_store_explicit(&head, 0, memory_order_release);
 }
 
+/* Handler. */
 struct agent_slot *agent_queue_claim(void)
 {
     uint64_t pos = atomic_load_explicit(&head, memory_order_relaxed);
+    uint64_t filler;
     for (;;) {
-        struct agent_slot *s = &slots[pos & slot_mask];
-        uint64_t seq = load_seq(s, memory_order_acquire);
-        int64_t diff = (int64_t)(seq - pos);
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&head, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed))
-                return s;
-        } else if (diff < 0) {
-            return NULL; /* full: the writer has not released this slot yet */
-        } else {
-            pos = atomic_load_explicit(&head, memory_order_relaxed);
-        }
+        uint64_t offset = pos & (ring_bytes - 1);
+        filler = offset + QUEUE_CLAIM > ring_bytes ? ring_bytes - offset : 0;
+        uint64_t end = pos + filler + QUEUE_CLAIM;
+        if (end - atomic_load_explicit(&tail_published, memory_order_acquire) > ring_bytes)
+            return NULL; /* full: the writer has not consumed that far yet */
+        /* acquire: a producer that gave bytes back before them wrote them first */
+        if (atomic_compare_exchange_weak_explicit(&head, &pos, end, memory_order_acquire, memory_order_relaxed))
+            break;
     }
+    if (filler) {
+        struct agent_slot *f = entry_at(pos);
+        f->flags = AGENT_SLOT_PAD;
+        f->bytes = (uint32_t)filler;
+        atomic_store_explicit(&f->seq, pos + 1, memory_order_release);
+        pos += filler;
+    }
+    struct agent_slot *s = entry_at(pos);
+    atomic_store_explicit(&s->seq, pos, memory_order_relaxed); /* claimed, not committed */
+    return s;
 }
 
+/* Handler: nframes, npy and the frames are in place. */
 void agent_queue_commit(struct agent_slot *s)
 {
-    /* The slot was claimed at position seq; seq+1 tells the writer it is ready. */
-    uint64_t pos = load_seq(s, memory_order_relaxed);
-    store_seq(s, pos + 1, memory_order_release);
+    uint64_t pos = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    uint64_t used = QUEUE_ROUND(agent_slot_used_bytes(s));
+    uint64_t claimed_end = pos + QUEUE_CLAIM;
+    /* release: the next claimer of the bytes given back sees our writes done */
+    if (used < QUEUE_CLAIM && atomic_compare_exchange_strong_explicit(&head, &claimed_end, pos + used,
+                                                                      memory_order_release, memory_order_relaxed))
+        s->bytes = (uint32_t)used;
+    else
+        s->bytes = (uint32_t)QUEUE_CLAIM;
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+}
+
+/* Writer: done with the entry at tail. */
+static void consume_entry(void)
+{
+    struct agent_slot *s = entry_at(tail);
+    uint64_t len = s->bytes;
+    if (len < QUEUE_ALIGN || len > QUEUE_CLAIM || len % QUEUE_ALIGN)
+        len = QUEUE_CLAIM; /* cannot happen: the handler set it */
+    for (uint64_t off = 0; off < len; off += QUEUE_ALIGN)
+        atomic_store_explicit(&entry_at(tail + off)->seq, 0, memory_order_relaxed);
+    tail += len;
+    atomic_store_explicit(&tail_published, tail, memory_order_release);
 }
 
 struct agent_slot *agent_queue_peek(void)
 {
-    struct agent_slot *s = &slots[tail & slot_mask];
-    uint64_t seq = load_seq(s, memory_order_acquire);
-    return seq == tail + 1 ? s : NULL;
+    for (;;) {
+        struct agent_slot *s = entry_at(tail);
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != tail + 1)
+            return NULL;
+        if (!(s->flags & AGENT_SLOT_PAD))
+            return s;
+        consume_entry(); /* a filler up to the ring's end */
+    }
 }
 
 void agent_queue_release(void)
 {
-    struct agent_slot *s = &slots[tail & slot_mask];
-    store_seq(s, tail + slot_mask + 1, memory_order_release);
-    tail++;
+    consume_entry();
 }
 
-/* Writer: back the slots producers will claim next with memory before they
- * get there. A slot is ~5.4 KB and the ring is fresh anonymous memory, so
- * until it has gone round once every sample took one or two page faults
- * inside the handler (py_split, 2 s at 1 kHz: 22-40 us per sample, against
- * ~10 us with the pages present). Populating the whole ring up front would
- * cost every exec'd child ~11 MB of page faults, most of it never used by a
- * short-lived process; so the writer stays QUEUE_PREFAULT_AHEAD slots ahead
+/* Writer: back the bytes producers will claim next with memory before they
+ * get there. The ring is fresh anonymous memory, so until it has gone round
+ * once a sample could take a page fault inside the handler (py_split, 2 s at
+ * 1 kHz with 4 KB pages: 22-40 us per sample, against ~10 us with the pages
+ * present). Populating the whole ring up front would cost every exec'd
+ * child the whole ring in page faults, most of it never used by a
+ * short-lived process; so the writer stays QUEUE_PREFAULT_AHEAD bytes ahead
  * of the producers instead, and stops once the ring has been backed once.
  * MADV_POPULATE_WRITE (Linux 5.14) faults pages in without changing their
  * contents, so it is safe beside handlers writing into the same pages; on an
@@ -151,7 +201,7 @@ void agent_queue_release(void)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-#define QUEUE_PREFAULT_AHEAD 256 /* slots: ~1.4 MB, 25 threads at 1 kHz for one 10 ms drain interval */
+#define QUEUE_PREFAULT_AHEAD (1u << 20) /* ~1,000 PyTorch samples: 25 threads at 1 kHz for 4 drain intervals */
 
 /* The ring's pages in memory, which the process's RSS counts: prefaulted
  * ahead of the samples and touched by them, in 2 MB huge pages where THP
@@ -164,7 +214,7 @@ void agent_queue_release(void)
 
 uint64_t agent_queue_resident_bytes(void)
 {
-    if (slots && resident_last == slots_bytes && resident_reuses < RESIDENT_RECHECK_DRAINS) {
+    if (ring && resident_last == ring_bytes && resident_reuses < RESIDENT_RECHECK_DRAINS) {
         resident_reuses++;
         return resident_last;
     }
@@ -172,9 +222,9 @@ uint64_t agent_queue_resident_bytes(void)
     static unsigned char vec[4096];
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint64_t resident = 0;
-    for (size_t off = 0; slots && off < slots_bytes; off += sizeof vec * page) {
-        size_t len = slots_bytes - off < sizeof vec * page ? slots_bytes - off : sizeof vec * page;
-        if (mincore((char *)slots + off, len, vec) != 0)
+    for (size_t off = 0; ring && off < ring_bytes; off += sizeof vec * page) {
+        size_t len = ring_bytes - off < sizeof vec * page ? ring_bytes - off : sizeof vec * page;
+        if (mincore(ring + off, len, vec) != 0)
             return resident_last = 0;
         for (size_t i = 0; i < (len + page - 1) / page; i++)
             resident += vec[i] & 1;
@@ -184,19 +234,16 @@ uint64_t agent_queue_resident_bytes(void)
 
 void agent_queue_prefault(void)
 {
-    if (!slots || prefaulted >= slots_bytes)
+    if (!ring || prefaulted >= ring_bytes)
         return;
     uint64_t ahead = atomic_load_explicit(&head, memory_order_relaxed) + QUEUE_PREFAULT_AHEAD;
-    size_t want = ahead > slot_mask ? slots_bytes : (size_t)ahead * sizeof(struct agent_slot);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    want = (want + page - 1) / page * page;
-    if (want > slots_bytes)
-        want = slots_bytes;
+    size_t want = ahead >= ring_bytes ? ring_bytes : (size_t)(ahead + page - 1) / page * page;
     if (want <= prefaulted)
         return;
-    /* slots and prefaulted are page-aligned: mmap'd, and rounded up above. */
-    if (madvise((char *)slots + prefaulted, want - prefaulted, MADV_POPULATE_WRITE) != 0) {
-        prefaulted = slots_bytes; /* not supported here: leave the faults to the handler */
+    /* ring and prefaulted are page-aligned: mmap'd, and rounded up above. */
+    if (madvise(ring + prefaulted, want - prefaulted, MADV_POPULATE_WRITE) != 0) {
+        prefaulted = ring_bytes; /* not supported here: leave the faults to the handler */
         return;
     }
     prefaulted = want;

@@ -130,9 +130,9 @@ static void flush_stream(void)
 }
 
 /* Returns PYSTACK id + 1 for the slot's Python frames, 0 when it has none. */
-static uint32_t python_stack_for(const struct agent_slot *slot)
+static uint32_t python_stack_for(struct agent_slot *slot)
 {
-    return agent_writer_python_stack(slot->py, slot->npy);
+    return agent_writer_python_stack(agent_slot_py(slot), slot->npy);
 }
 
 /* Also used by the off-CPU poll (agent_ranks.c) for a blocked thread's frames. */

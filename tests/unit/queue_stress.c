@@ -1,16 +1,20 @@
 /*
  * tests/unit/queue_stress.c — the agent's handler->writer queue under
  * contention, built with ThreadSanitizer (see Makefile.am): four producer
- * threads claim/fill/commit slots as the SIGTRAP handler does while one
- * consumer drains them as the writer thread does. Every committed sample
- * must be consumed exactly once with its contents intact, and claims that
- * find the queue full must be the only ones missing (they are "lost").
+ * threads claim/fill/commit entries as the SIGTRAP handler does while one
+ * consumer drains them as the writer thread does. Entries vary in size
+ * (1-256 PCs, 0-128 Python frames), so the ring wraps at every offset, needs
+ * fillers before its end, and producers give back unused bytes while others
+ * claim. Every committed sample must be consumed exactly once with its
+ * contents intact, and claims that find the queue full must be the only
+ * ones missing (they are "lost").
  *
  * A plain program (not CUnit) because it must link agent_queue.c itself and
  * run under -fsanitize=thread, which the rest of the suite does not use.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -18,11 +22,30 @@
 #include "sampler/agent/agent.h"
 
 #define PRODUCERS 4
-#define PER_PRODUCER 50000
+#define PER_PRODUCER 20000
 
 /* agent_queue.c needs nothing else from the agent. */
 static _Atomic uint64_t lost[PRODUCERS];
 static _Atomic int producers_done;
+
+/* The sizes of sample i of a producer: a fixed pseudo-random sequence,
+ * mostly up to 64 PCs, one in 8 up to the largest. */
+static unsigned frames_of(unsigned id, uint32_t i)
+{
+    unsigned r = (unsigned)(((uint64_t)i * 2654435761u + id * 97u) >> 7);
+    return 1 + r % (r % 8 == 0 ? OPR_MAX_FRAMES : 64);
+}
+
+static unsigned pyframes_of(unsigned id, uint32_t i)
+{
+    uint32_t r = (uint32_t)(((uint64_t)i * 40503u + id * 31u) >> 3);
+    return r % 4 == 0 ? 0 : r % (r % 8 == 1 ? OPR_MAX_PYFRAMES + 1 : 24);
+}
+
+static uint64_t word_of(uint64_t key, unsigned k)
+{
+    return key * 0x9e3779b97f4a7c15ull + k;
+}
 
 static void *producer(void *arg)
 {
@@ -30,23 +53,53 @@ static void *producer(void *arg)
     for (uint32_t i = 0; i < PER_PRODUCER; i++) {
         /* Some work between samples, as a sampled thread has, so the
          * consumer keeps up most of the time and both paths are exercised. */
-        for (volatile int spin = 0; spin < 2000; spin++)
+        for (volatile int spin = 0; spin < 20000; spin++)
             ;
         struct agent_slot *s = agent_queue_claim();
         if (!s) {
             atomic_fetch_add(&lost[id], 1);
             continue;
         }
+        uint64_t key = ((uint64_t)id << 32) | i;
         s->tid = id;
         s->time_ns = i;
-        s->nframes = 3;
-        s->pcs[0] = ((uint64_t)id << 32) | i;
-        s->pcs[1] = ~s->pcs[0];
-        s->pcs[2] = s->pcs[0] * 3;
+        s->flags = 0;
+        s->nframes = (uint16_t)frames_of(id, i);
+        for (unsigned k = 0; k < s->nframes; k++)
+            s->pcs[k] = word_of(key, k);
+        s->npy = pyframes_of(id, i);
+        struct py_frame_ref *py = agent_slot_py(s);
+        for (unsigned k = 0; k < s->npy; k++) {
+            py[k].code = word_of(key, 1000 + k);
+            py[k].fingerprint = ~py[k].code;
+            py[k].instr = (int32_t)k;
+            py[k].is_entry = k & 1;
+        }
         agent_queue_commit(s);
     }
     atomic_fetch_add(&producers_done, 1);
     return NULL;
+}
+
+/* Whether an entry holds what its producer wrote. */
+static bool intact(struct agent_slot *s)
+{
+    unsigned id = s->tid;
+    if (id >= PRODUCERS || s->time_ns >= PER_PRODUCER)
+        return false;
+    uint32_t i = (uint32_t)s->time_ns;
+    uint64_t key = ((uint64_t)id << 32) | i;
+    if (s->nframes != frames_of(id, i) || s->npy != pyframes_of(id, i) || s->flags != 0)
+        return false;
+    for (unsigned k = 0; k < s->nframes; k++)
+        if (s->pcs[k] != word_of(key, k))
+            return false;
+    const struct py_frame_ref *py = agent_slot_py(s);
+    for (unsigned k = 0; k < s->npy; k++)
+        if (py[k].code != word_of(key, 1000 + k) || py[k].fingerprint != ~py[k].code || py[k].instr != (int32_t)k ||
+            py[k].is_entry != (k & 1))
+            return false;
+    return true;
 }
 
 /* One round: PRODUCERS threads against the consumer; 1 when it failed. */
@@ -57,7 +110,7 @@ static int run_round(int round)
     pthread_t t[PRODUCERS];
     for (unsigned i = 0; i < PRODUCERS; i++)
         pthread_create(&t[i], NULL, producer, (void *)(uintptr_t)i);
-    uint64_t consumed[PRODUCERS] = {0}, bad = 0;
+    uint64_t consumed[PRODUCERS] = {0}, bad = 0, gave_back = 0;
     uint64_t last_seen[PRODUCERS];
     for (unsigned i = 0; i < PRODUCERS; i++)
         last_seen[i] = UINT64_MAX;
@@ -72,12 +125,11 @@ static int run_round(int round)
             continue;
         }
         unsigned id = s->tid;
-        uint64_t expect = ((uint64_t)id << 32) | s->time_ns;
-        if (id >= PRODUCERS || s->nframes != 3 || s->pcs[0] != expect || s->pcs[1] != ~expect ||
-            s->pcs[2] != expect * 3 || (last_seen[id] != UINT64_MAX && s->time_ns <= last_seen[id]))
+        if (!intact(s) || (last_seen[id] != UINT64_MAX && s->time_ns <= last_seen[id]))
             bad++;
         else {
             consumed[id]++;
+            gave_back += s->bytes < sizeof *s; /* committed with the unused bytes returned */
             last_seen[id] = s->time_ns;
         }
         agent_queue_release();
@@ -88,8 +140,8 @@ static int run_round(int round)
     uint64_t total_consumed = 0;
     for (unsigned i = 0; i < PRODUCERS; i++)
         total_consumed += consumed[i];
-    if (total_consumed == 0)
-        failed = 1; /* nothing went through: the test tested nothing */
+    if (total_consumed == 0 || gave_back == 0)
+        failed = 1; /* nothing went through, or never the usual way: the test tested nothing */
     uint64_t total_lost = 0;
     for (unsigned i = 0; i < PRODUCERS; i++) {
         total_lost += lost[i];
@@ -97,16 +149,17 @@ static int run_round(int round)
             failed = 1;
     }
     printf("queue_stress round %d: %d producers x %d samples: %llu consumed intact, %llu lost (queue full), "
-           "%llu corrupt or out of order\n",
+           "%llu corrupt or out of order; %llu gave unused bytes back\n",
            round, PRODUCERS, PER_PRODUCER,
            (unsigned long long)(PRODUCERS * (uint64_t)PER_PRODUCER - total_lost),
-           (unsigned long long)total_lost, (unsigned long long)bad);
+           (unsigned long long)total_lost, (unsigned long long)bad, (unsigned long long)gave_back);
     return failed;
 }
 
 int main(void)
 {
-    if (agent_queue_init(256) != 0) {
+    /* 256 KB: ~48 of the largest claims, so the ring wraps often and fills at times. */
+    if (agent_queue_init(256 << 10) != 0) {
         fprintf(stderr, "queue_stress: cannot map the queue\n");
         return 2;
     }
@@ -115,8 +168,11 @@ int main(void)
      * reset; none of them may come out, and the ring works as new. */
     for (int i = 0; i < 300; i++) {
         struct agent_slot *s = agent_queue_claim();
-        if (s && i % 2 == 0)
+        if (s && i % 2 == 0) {
+            s->nframes = 1;
+            s->npy = 0;
             agent_queue_commit(s);
+        }
     }
     agent_queue_reset();
     if (agent_queue_peek() != NULL) {
