@@ -54,7 +54,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if
 timed() {
     _f=$1
     shift
-    python3 -c '
+    python3 "$TMP/timed.py" "$_f" "$@"
+}
+cat >"$TMP/timed.py" <<'PY'
 import os, resource, subprocess, sys, time
 t0 = time.monotonic()
 st = subprocess.call(sys.argv[2:])
@@ -63,8 +65,7 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "a") as f:
     f.write("%.4f %.4f\n" % (wall, r.ru_utime + r.ru_stime))
 sys.exit(st if st >= 0 else 128 - st)
-' "$_f" "$@"
-}
+PY
 col() { awk -v c="$1" '{ print $c }' "$2"; }
 dir_bytes() { du -sb "$1" 2>/dev/null | awk '{ print $1 }'; }
 perf_works() {
@@ -133,6 +134,12 @@ echo
 # and p99, the writer thread's CPU time) and bytes on disk per sample, median
 # over the recorded runs. The agent's figure leaves out the kernel's signal
 # delivery and the launcher; the outside CPU ratio includes everything.
+# "timer": the same workload under `perf record -e task-clock -c 1 ms` with
+# no call graph, timed inside perf (perf's own process is not counted): what
+# the workload pays for the sampling timer alone, the interrupt and the
+# kernel's sample, which no profiler that samples at that rate avoids (on a
+# VM each timer interrupt is a trip to the hypervisor). "vs timer" divides
+# opprof's CPU by it: what the agent adds over the timer.
 # overhead_case NAME CMD...: one row.
 overhead_case() {
     _name=$1
@@ -140,6 +147,7 @@ overhead_case() {
     : >"oc_$_name.bare.t"
     : >"oc_$_name.op.t"
     : >"oc_$_name.agent"
+    : >"oc_$_name.pf.t"
     # The agent's unwind tables are cached by build-id across runs (a user's
     # second run of a program reads them instead of compiling): one unmeasured
     # run fills a cache private to this bench first. BENCH_COLD_CACHE=1: every
@@ -171,26 +179,37 @@ overhead_case() {
         else
             echo "bench: opprof record of $_name failed" >&2
         fi
+        [ "$have_timer_perf" = 1 ] && perf record -q -B -N -e task-clock -c 1000000 -o "$TMP/timer.data" -- \
+            python3 "$TMP/timed.py" "oc_$_name.pf.t" "$@" >/dev/null 2>&1
+        rm -f "$TMP/timer.data"
     done
+    _pc=$(col 2 "oc_$_name.pf.t" | median)
     _bw=$(col 1 "oc_$_name.bare.t" | median)
     _bc=$(col 2 "oc_$_name.bare.t" | median)
     _ow=$(col 1 "oc_$_name.op.t" | median)
     _oc=$(col 2 "oc_$_name.op.t" | median)
-    printf "%-10s %8.3f %8.3f %9s %9s %7s%% %8s %8s %8s %9s\n" "$_name" "$_bw" "$_bc" \
+    printf "%-10s %8.3f %8.3f %9s %9s %9s %9s %7s%% %8s %8s %8s %9s\n" "$_name" "$_bw" "$_bc" \
         "$(awk -v a="$_ow" -v b="$_bw" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(awk -v a="$_oc" -v b="$_bc" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(awk -v a="$_pc" -v b="$_bc" 'BEGIN { printf (a != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(awk -v a="$_oc" -v b="$_pc" 'BEGIN { printf (b != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(col 1 "oc_$_name.agent" | median)" "$(col 2 "oc_$_name.agent" | median)" \
         "$(col 3 "oc_$_name.agent" | median)" "$(col 4 "oc_$_name.agent" | median)" \
         "$(col 5 "oc_$_name.agent" | median | awk '{ printf ($1 == "nan" ? "-" : "%.0f"), $1 }')"
-    echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
+    echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
 OMP_REGIONS=${BENCH_OMP_REGIONS:-2000}
 if [ "${BENCH_ONLY_OPENMP:-0}" != 1 ]; then # BENCH_ONLY_OPENMP: straight to the OpenMP section
 echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
-printf "%-10s %8s %8s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "agent" \
-    "hdl med" "hdl p99" "writer" "B/sample"
-printf "%-10s %8s %8s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "says" "us" "us" "cpu s" ""
+have_timer_perf=0
+command -v perf >/dev/null 2>&1 && perf record -q -B -N -e task-clock -c 1000000 -o timer_probe.data -- true \
+    >/dev/null 2>&1 && have_timer_perf=1
+rm -f timer_probe.data
+printf "%-10s %8s %8s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "timer" \
+    "opprof" "agent" "hdl med" "hdl p99" "writer" "B/sample"
+printf "%-10s %8s %8s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "cpu/bare" \
+    "vs timer" "says" "us" "us" "cpu s" ""
 : >oc_runs
 overhead_case native "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -210,6 +229,8 @@ echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pyt
 echo "tests/workloads/torch_train.py --steps $TORCH_STEPS; openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
+echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"
+echo "$([ "$have_timer_perf" = 1 ] || echo "(perf cannot record here: no timer column) ")(the sampling timer's own cost); vs timer: opprof's CPU / that."
 echo "B/sample: result dir bytes / samples. Unwind-table cache: $([ "${BENCH_COLD_CACHE:-0}" = 1 ] &&
     echo "empty at every run (BENCH_COLD_CACHE=1)" || echo "filled by one unmeasured run first")."
 fi
