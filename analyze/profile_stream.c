@@ -464,6 +464,12 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
     }
     if (u.replay_samples >= sl->unwind.replay_samples && u.replay_samples <= u.table_samples)
         sl->p->unwind_replay_samples += u.replay_samples - sl->unwind.replay_samples;
+    if (u.rule_lookups >= sl->unwind.rule_lookups && u.rule_cache_hits >= sl->unwind.rule_cache_hits &&
+        u.rule_cache_hits <= u.rule_lookups && u.rule_cache_hits - sl->unwind.rule_cache_hits <=
+        u.rule_lookups - sl->unwind.rule_lookups) {
+        sl->p->unwind_rule_lookups += u.rule_lookups - sl->unwind.rule_lookups;
+        sl->p->unwind_rule_cache_hits += u.rule_cache_hits - sl->unwind.rule_cache_hits;
+    }
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
         sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;

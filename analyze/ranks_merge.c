@@ -178,6 +178,8 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         m->unwind_context_checked += p->unwind_context_checked;
         m->unwind_context_disagree += p->unwind_context_disagree;
         m->unwind_replay_samples += p->unwind_replay_samples;
+        m->unwind_rule_lookups += p->unwind_rule_lookups;
+        m->unwind_rule_cache_hits += p->unwind_rule_cache_hits;
         m->unwind_check_disagree += p->unwind_check_disagree;
         m->unwind_tables_built += p->unwind_tables_built;
         m->unwind_tables_cached += p->unwind_tables_cached;

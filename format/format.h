@@ -290,6 +290,11 @@ struct opr_unwind {
      * its frames; replay_frames counts the frames so taken. Absent (0) in
      * streams written before them. */
     uint64_t replay_samples, replay_frames;
+    /* Frames whose rule the walk looked up (every frame of table walks not
+     * copied from the memo, check mode's too), and of them those whose
+     * rule came from the thread's rule cache (unwind_table.h) instead of
+     * the module's table. Absent (0) in streams written before them. */
+    uint64_t rule_lookups, rule_cache_hits;
 };
 
 struct opr_end {

@@ -428,6 +428,10 @@ void report_print_header(FILE *out, const struct profile *p)
         if (p->unwind_replay_samples)
             fprintf(out, " (%.1f %% of them finished from the thread's previous walk)",
                     100.0 * (double)p->unwind_replay_samples / (double)p->unwind_table_samples);
+        if (p->unwind_rule_lookups)
+            fprintf(out, ", %.1f %% of %" PRIu64 " frame rules from the thread's rule cache",
+                    100.0 * (double)p->unwind_rule_cache_hits / (double)p->unwind_rule_lookups,
+                    p->unwind_rule_lookups);
         if (p->unwind_check_samples)
             fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                     p->unwind_check_disagree);

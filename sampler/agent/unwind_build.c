@@ -162,6 +162,8 @@ void unwind_rescan(bool build_all)
         }
     }
     ix->count = nscanned;
+    /* before the index is published: a handler that enters it reads its generation */
+    ix->generation = atomic_load(&unwind_index_generation) + 1;
     atomic_fetch_add_explicit(&unwind_index_generation, 1, memory_order_release);
     atomic_store_explicit(&unwind_index_current, next, memory_order_release);
     seen_adds = counts[0];
@@ -349,6 +351,8 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .context_disagree = atomic_load(&unwind_counts.context_disagree),
         .replay_samples = atomic_load(&unwind_counts.replay_samples),
         .replay_frames = atomic_load(&unwind_counts.replay_frames),
+        .rule_lookups = atomic_load(&unwind_counts.rule_lookups),
+        .rule_cache_hits = atomic_load(&unwind_counts.rule_cache_hits),
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,

@@ -40,6 +40,7 @@ struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
 static bool tables_on = true;
 static bool check_on;
 static bool memo_on = true;
+static bool rule_cache_on = true;
 static struct unwind_memo_slot memo_pool[UNWIND_MEMO_SLOTS]; /* bss: a slot's pages are touched by its thread only */
 static __thread struct unwind_memo_slot *my_memo __attribute__((tls_model("initial-exec")));
 static __thread bool my_memo_none __attribute__((tls_model("initial-exec"))); /* the pool was full */
@@ -52,6 +53,8 @@ void agent_unwind_init(void)
     check_on = tables_on && check && strcmp(check, "1") == 0;
     const char *memo = getenv("OPPROF_UNWIND_MEMO");
     memo_on = !(memo && strcmp(memo, "0") == 0);
+    const char *rule_cache = getenv("OPPROF_UNWIND_RULE_CACHE");
+    rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
     unwind_cache_init();
     unwind_tsc0 = __rdtsc();
     unwind_ns0 = agent_now_ns();
@@ -110,6 +113,13 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
             hi = mid;
     }
     return &t->rules[t->rule_of[lo - 1]];
+}
+
+/* The rule cache's entry for a lookup PC (unwind_table.h). Fibonacci
+ * hashing: call sites a few bytes apart land in different entries. */
+static inline unsigned rule_cache_slot(uint64_t at)
+{
+    return (unsigned)((at * 0x9E3779B97F4A7C15ull) >> 54) & (UNWIND_RULE_CACHE - 1);
 }
 
 /* One stack word, when it is known readable. The last readable mapping
@@ -315,7 +325,9 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
      * it is kept in the trace only when a rule bases a CFA on it. */
     int fp_source = -1;
     struct memo_walk mw;
-    memo_walk_begin(&mw, ms, replayed);
+    memo_walk_begin(&mw, memo_on ? ms : NULL, replayed);
+    struct unwind_rule_cache_entry *rc = rule_cache_on && ms ? ms->rules : NULL;
+    unsigned lookups = 0, cache_hits = 0;
     *truncated = false;
     if (tr) {
         tr->leaf_pc = pc;
@@ -332,6 +344,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         goto out;
     }
     struct unwind_index *ix = &unwind_indexes[ix_id];
+    uint32_t ix_generation = (uint32_t)ix->generation;
     struct unwind_module *m = NULL;
     for (;;) {
         pcs[n++] = pc;
@@ -346,25 +359,35 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
         uint64_t at = n == 1 ? pc : pc - 1;
-        /* Callers are mostly in the same module as their callee. */
-        if (m == NULL || at < m->lo || at >= m->hi)
-            m = find_module(ix, at);
-        if (m == NULL) {
-            atomic_store_explicit(&unwind_index_miss, 1, memory_order_relaxed);
-            res = UNWIND_FAIL_NO_MODULE;
-            break;
-        }
-        const struct unwind_table *t = atomic_load_explicit(&m->table, memory_order_acquire);
-        if (t == NULL) {
-            if (atomic_load_explicit(&m->state, memory_order_relaxed) == UNWIND_MOD_NONE) {
-                res = UNWIND_FAIL_NO_TABLE;
-            } else {
-                want_table(m);
-                res = UNWIND_FAIL_NOT_BUILT;
+        struct unwind_rule_cache_entry *ce = rc ? &rc[rule_cache_slot(at)] : NULL;
+        const struct unwind_rule *r;
+        lookups++;
+        if (ce && ce->at == at && ce->generation == ix_generation && ce->rule.cfa_reg != UNWIND_REG_NONE) {
+            r = &ce->rule;
+            cache_hits++;
+        } else {
+            /* Callers are mostly in the same module as their callee. */
+            if (m == NULL || at < m->lo || at >= m->hi)
+                m = find_module(ix, at);
+            if (m == NULL) {
+                atomic_store_explicit(&unwind_index_miss, 1, memory_order_relaxed);
+                res = UNWIND_FAIL_NO_MODULE;
+                break;
             }
-            break;
+            const struct unwind_table *t = atomic_load_explicit(&m->table, memory_order_acquire);
+            if (t == NULL) {
+                if (atomic_load_explicit(&m->state, memory_order_relaxed) == UNWIND_MOD_NONE) {
+                    res = UNWIND_FAIL_NO_TABLE;
+                } else {
+                    want_table(m);
+                    res = UNWIND_FAIL_NOT_BUILT;
+                }
+                break;
+            }
+            r = find_rule(t, at);
+            if (ce && r->cfa_reg != UNWIND_REG_NONE)
+                *ce = (struct unwind_rule_cache_entry){at, *r, ix_generation};
         }
-        const struct unwind_rule *r = find_rule(t, at);
         if (r->cfa_reg == UNWIND_REG_NONE || (r->cfa_reg == UNWIND_REG_FP && !fp_known)) {
             res = UNWIND_FAIL_RULE;
             break;
@@ -416,6 +439,11 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     }
 out:
     memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
+    if (ms && lookups) { /* the handler's walks (the traced ones have no slot) */
+        atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
+        if (cache_hits)
+            atomic_fetch_add_explicit(&unwind_counts.rule_cache_hits, cache_hits, memory_order_relaxed);
+    }
     if (tr)
         trace_keep_needed(tr);
     agent_memmap_end(rd.memmap);
@@ -621,7 +649,7 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
 
 struct unwind_memo_slot *unwind_memo_for(int32_t tid)
 {
-    if (my_memo || my_memo_none || !memo_on || tid <= 0)
+    if (my_memo || my_memo_none || !(memo_on || rule_cache_on) || tid <= 0)
         return my_memo;
     for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++) {
         int32_t expected = 0;

@@ -113,6 +113,7 @@ struct unwind_module {
 #define UNWIND_MAX_MODULES 4096
 struct unwind_index {
     size_t count;
+    uint64_t generation; /* unwind_index_generation when this index was published */
     struct unwind_module mod[UNWIND_MAX_MODULES];
 };
 AGENT_HIDDEN extern struct unwind_index unwind_indexes[2];
@@ -129,6 +130,7 @@ struct unwind_counters {
     _Atomic uint64_t check_samples, check_disagree, check_disagree_length, check_table_failed;
     _Atomic uint64_t context_checked, context_disagree; /* agent_ompt.c, check mode */
     _Atomic uint64_t replay_samples, replay_frames;     /* table walks finished from the thread's memo */
+    _Atomic uint64_t rule_lookups, rule_cache_hits;     /* frames' rules looked up; of them, from the rule cache */
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 /* Durations of the unwinding step in TSC ticks, 4 buckets per octave
@@ -223,9 +225,26 @@ struct unwind_memo {
     uint64_t generation;
     struct unwind_memo_frame f[UNWIND_MEMO_FRAMES];
 };
+/*
+ * The thread's rule cache: the rules its walks looked up last, by lookup
+ * PC. A PyTorch stack has ~46 frames in a dozen modules; each frame's table
+ * lookup (module index, bucket, rows, rule) touches three or four cache
+ * lines of tables that the workload has pushed out of the CPU's caches
+ * since the last sample, one entry here touches one. Direct-mapped; an
+ * entry holds a copy of the rule (never a pointer into a table that a
+ * rescan may free) and the generation of the module index it came from, so
+ * that a module loaded where another was never gets the old one's rules.
+ */
+#define UNWIND_RULE_CACHE 1024 /* entries of 24 bytes: 24 KB per sampled thread */
+struct unwind_rule_cache_entry {
+    uint64_t at;               /* the PC looked up (a caller's: return address - 1) */
+    struct unwind_rule rule;
+    uint32_t generation;       /* low bits of the index's generation */
+};
 struct unwind_memo_slot {
     _Atomic int32_t owner; /* tid, 0: free */
     struct unwind_memo memo;
+    struct unwind_rule_cache_entry rules[UNWIND_RULE_CACHE];
 };
 /* The table walk with this thread's memo (NULL: none). *replayed gets the
  * number of frames copied from the previous walk (0: walked in full). */

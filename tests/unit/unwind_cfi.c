@@ -241,6 +241,45 @@ static void check_memo(uint64_t c, uint64_t s, uint64_t outer)
     walk_memo("after a failure", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
 }
 
+/* The thread's rule cache (unwind_table.h): a walk with a slot leaves the
+ * rules it looked up, the next walk uses them (a poisoned entry shows it),
+ * and an index of another generation does not. */
+static void check_rule_cache(uint64_t c, uint64_t s, uint64_t outer)
+{
+    static struct unwind_memo_slot ms;
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[8] = s + 16 * 8, fake_stack[9] = c + 0x06;
+    fake_stack[16] = s + 24 * 8, fake_stack[17] = c + 0x06;
+    fake_stack[25] = outer;
+    const uint64_t deep[] = {c + 0x10, c + 0x06, c + 0x06, outer};
+    walk_memo("rule cache: first walk", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    unsigned filled = 0;
+    struct unwind_rule_cache_entry *leaf = NULL;
+    for (unsigned i = 0; i < UNWIND_RULE_CACHE; i++) {
+        if (ms.rules[i].rule.cfa_reg != UNWIND_REG_NONE)
+            filled++;
+        if (ms.rules[i].at == c + 0x10)
+            leaf = &ms.rules[i];
+    }
+    /* the leaf at 0x10 and both callers at 0x05 (two lookups of one PC);
+     * the outermost frame's rule says "no caller": cached as well */
+    CHECK(filled == 3 && leaf != NULL, "rule cache: %u entries filled, leaf's %s (expected 3 and found)", filled,
+          leaf ? "found" : "missing");
+    if (!leaf)
+        return;
+    /* A wrong rule in the leaf's entry: CFA = RBP + 32 reads fake_stack[11]
+     * as the return address (0: the stack ends there, one frame). */
+    leaf->rule.cfa_off += 16;
+    ms.memo.nframes = 0; /* no replay: every frame looked up */
+    walk_memo("rule cache: poisoned entry used", &ms, c + 0x10, s, s + 8 * 8, 0, 1, deep);
+    /* the same entry under another index generation (a rescan since) is not */
+    ms.memo.nframes = 0;
+    unwind_indexes[0].generation++;
+    walk_memo("rule cache: entry of an older index ignored", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
+    CHECK(leaf->rule.cfa_off == 16 && leaf->generation == (uint32_t)unwind_indexes[0].generation,
+          "rule cache: the entry was not refilled from the table (cfa_off %d)", leaf->rule.cfa_off);
+}
+
 int main(void)
 {
     build_fixture();
@@ -280,6 +319,7 @@ int main(void)
     walk("rbp frame", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3, (uint64_t[]){c + 0x10, c + 0x06, outer});
     check_replay(c, s, outer);
     check_memo(c, s, outer);
+    check_rule_cache(c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     /* (its row still says where the caller's RBP was saved, CFA - 16: one
      * word below the return address, so SP starts one word up the stack) */
