@@ -377,8 +377,15 @@ static void *writer_main(void *arg)
     while (!atomic_load(&writer_stop)) {
         agent_queue_prefault(); /* before the producers reach fresh pages */
         agent_phdr_refresh_if_changed(); /* libraries dlopen'ed since the last drain */
-        struct timespec ts = {0, DRAIN_INTERVAL_NS};
-        nanosleep(&ts, NULL);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t deadline = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + DRAIN_INTERVAL_NS;
+        while (agent_unwind_wait(deadline)) { /* a handler asked for a table: now, not at the drain */
+            pthread_mutex_lock(&writer_lock);
+            if (!atomic_load(&writer_stop))
+                agent_unwind_serve();
+            pthread_mutex_unlock(&writer_lock);
+        }
         pthread_mutex_lock(&writer_lock);
         if (!atomic_load(&writer_stop))
             drain_locked();

@@ -14,10 +14,13 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include "sampler/agent/unwind_table.h"
@@ -377,6 +380,18 @@ static void emit_counts(agent_emit_fn emit, bool final)
     emit(OPR_REC_UNWIND, &timed, sizeof timed, NULL, 0);
 }
 
+/* Objects loaded or unloaded since the last scan (the loader's counts): a
+ * new module index. */
+static bool rescan_if_loader_changed(void)
+{
+    unsigned long long counts[2] = {0, 0};
+    dl_iterate_phdr(read_counts, counts);
+    if (scanned_once && counts[0] == seen_adds && counts[1] == seen_subs)
+        return false;
+    unwind_rescan(false);
+    return true;
+}
+
 void agent_unwind_poll(agent_emit_fn emit)
 {
     if (agent_config.call_graph != CALL_GRAPH_DWARF)
@@ -385,10 +400,7 @@ void agent_unwind_poll(agent_emit_fn emit)
         emit_counts(emit, !atomic_load(&agent_accepting));
         return;
     }
-    unsigned long long counts[2] = {0, 0};
-    dl_iterate_phdr(read_counts, counts);
-    if (!scanned_once || counts[0] != seen_adds || counts[1] != seen_subs)
-        unwind_rescan(false);
+    rescan_if_loader_changed();
     atomic_store(&unwind_index_miss, 0);
     /* The handler checks every stack word against the readable mappings
      * (agent_memmap.c), which the writer otherwise keeps only for Python:
@@ -407,6 +419,36 @@ void agent_unwind_poll(agent_emit_fn emit)
     /* The agent stops accepting samples before its final drain: then the
      * counts are final and written whatever the time. */
     emit_counts(emit, !atomic_load(&agent_accepting));
+}
+
+bool agent_unwind_wait(uint64_t deadline_ns)
+{
+    for (;;) {
+        if (atomic_exchange(&unwind_writer_call, 0))
+            return true;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        if (now_ns >= deadline_ns)
+            return false;
+        uint64_t left = deadline_ns - now_ns;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        /* returns at a wake, a timeout, or at once when a handler set the word already */
+        syscall(SYS_futex, (void *)&unwind_writer_call, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    }
+}
+
+void agent_unwind_serve(void)
+{
+    if (agent_config.call_graph != CALL_GRAPH_DWARF || !agent_unwind_tables_on())
+        return;
+    /* A PC in no module: an object dlopen'ed since the last scan, or code
+     * outside any object (JIT). Only a rescan that found a change clears the
+     * miss here, so JIT code calls the writer at most once per drain (whose
+     * poll clears it), not once per sample. */
+    if (atomic_load(&unwind_index_miss) && rescan_if_loader_changed())
+        atomic_store(&unwind_index_miss, 0);
+    build_wanted();
 }
 
 /* A fork child writes a stream of its own: its counts start again. The

@@ -172,7 +172,7 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
     for (unsigned i = 0; i < n; i++)
         snprintf(name + 2 * i, 3, "%02x", id[i]);
     /* The layout too: the same build-id laid out otherwise is another table. */
-    snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t1", (unsigned long long)(hi - lo),
+    snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t2", (unsigned long long)(hi - lo),
              (unsigned long long)(eh_frame_hdr - lo));
     int dir = open_cache_dir(false);
     if (dir >= 0) {
@@ -185,7 +185,7 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
 
 /* ---- the file ------------------------------------------------------------------ */
 
-#define CACHE_MAGIC "OPRUNWT1"
+#define CACHE_MAGIC "OPRUNWT2" /* T2: rules may be UNWIND_REG_SP_PLT */
 struct cache_header {
     char magic[8];
     uint32_t header_size, rule_size;
@@ -198,6 +198,10 @@ static bool table_sane(const struct unwind_table *t)
 {
     if (t->nrules < 1 || (t->nrows == 0) != (t->nbuckets == 0))
         return false;
+    for (uint32_t i = 0; i < t->nrules; i++) /* a register the walk does not know would be read as FP */
+        if (t->rules[i].cfa_reg > UNWIND_REG_SP_PLT || t->rules[i].ra_where > UNWIND_UNDEFINED ||
+            t->rules[i].fp_where > UNWIND_UNDEFINED)
+            return false;
     for (uint32_t i = 0; i < t->nrows; i++)
         if (t->rule_of[i] >= t->nrules || (i > 0 && t->pc_off[i] < t->pc_off[i - 1]))
             return false;

@@ -151,6 +151,7 @@ struct cfa_state {
     uint64_t cfa_reg;
     int64_t cfa_off;
     bool cfa_expr;
+    uint8_t cfa_plt; /* the PLT's expression (plt_expression): the entry's push offset + 1; 0: not it */
     struct reg_rule ra, fp;
 };
 
@@ -308,6 +309,10 @@ static struct unwind_rule rule_of_state(const struct build *b, const struct cie 
     }
     r.cfa_reg = s->cfa_reg == b->arch->dwarf_sp ? UNWIND_REG_SP : UNWIND_REG_FP;
     r.cfa_off = (int32_t)s->cfa_off;
+    if (s->cfa_plt) {
+        r.cfa_reg = UNWIND_REG_SP_PLT;
+        r.plt_push_at = (uint8_t)(s->cfa_plt - 1);
+    }
     return r;
 }
 
@@ -330,6 +335,33 @@ static struct reg_rule *tracked(const struct build *b, const struct cie *cie, st
  * on malformed or unknown instructions: the caller then ends the FDE's rows
  * with a gap, so its PCs go to libunwind.
  */
+/* Is this CFA expression the one binutils writes for a lazy PLT (16-byte
+ * entries: jmp *GOT(n); push n; jmp PLT0)?
+ *   breg(SP) off; breg(RA) 0; lit15; and; lit<k>; ge; lit3; shl; plus
+ * that is CFA = SP + off + ((PC & 15) >= k ? 8 : 0), k = 11 for the plain
+ * PLT, 10 with IBT's endbr64, 5 with MPX's bnd. Samples land on a PLT
+ * entry's jmp often in code that calls through it (~0.5 % of PyTorch's
+ * samples), and each took libunwind's slow path. Returns k and sets *off,
+ * or -1 for any other expression. */
+static int plt_expression(const struct unwind_arch *arch, const uint8_t *expr, uint64_t len, int64_t *off)
+{
+    struct cursor c = {expr, expr + len, false};
+    if (arch->dwarf_sp > 31 || arch->dwarf_ra > 31 || c.p >= c.end || *c.p++ != 0x70 + arch->dwarf_sp)
+        return -1; /* DW_OP_breg<sp> */
+    *off = read_sleb(&c);
+    if (c.bad || c.p >= c.end || *c.p++ != 0x70 + arch->dwarf_ra || read_sleb(&c) != 0 || c.bad)
+        return -1; /* DW_OP_breg<ra> 0: the PC */
+    static const uint8_t tail[] = {0x3f /* lit15 */, 0x1a /* and */, 0x30 /* lit<k> */, 0x2a /* ge */,
+                                   0x33 /* lit3 */, 0x24 /* shl */, 0x22 /* plus */};
+    if ((uint64_t)(c.end - c.p) != sizeof tail)
+        return -1;
+    int k = c.p[2] - 0x30;
+    for (size_t i = 0; i < sizeof tail; i++)
+        if (i != 2 && c.p[i] != tail[i])
+            return -1;
+    return k >= 0 && k <= 15 && *off >= 0 && *off <= 64 ? k : -1;
+}
+
 static bool run_cfa(struct build *b, const struct cie *cie, struct cursor *c, struct cfa_state *s,
                     const struct cfa_state *initial, uint64_t *loc, uint64_t end_pc, bool emit)
 {
@@ -406,25 +438,39 @@ static bool run_cfa(struct build *b, const struct cie *cie, struct cursor *c, st
                 s->cfa_reg = read_uleb(c);
                 s->cfa_off = (int64_t)read_uleb(c);
                 s->cfa_expr = false;
+                s->cfa_plt = 0;
                 break;
             case 0x12: /* DW_CFA_def_cfa_sf */
                 s->cfa_reg = read_uleb(c);
                 s->cfa_off = read_sleb(c) * cie->data_align;
                 s->cfa_expr = false;
+                s->cfa_plt = 0;
                 break;
             case 0x0d: /* DW_CFA_def_cfa_register */
-                s->cfa_reg = read_uleb(c);
-                break;
             case 0x0e: /* DW_CFA_def_cfa_offset */
-                s->cfa_off = (int64_t)read_uleb(c);
-                break;
             case 0x13: /* DW_CFA_def_cfa_offset_sf */
-                s->cfa_off = read_sleb(c) * cie->data_align;
+                if (op == 0x0d)
+                    s->cfa_reg = read_uleb(c);
+                else
+                    s->cfa_off = op == 0x0e ? (int64_t)read_uleb(c) : read_sleb(c) * cie->data_align;
+                if (s->cfa_plt) /* only valid after a register rule: not the PLT's any more */
+                    s->cfa_plt = 0, s->cfa_expr = true;
                 break;
-            case 0x0f: /* DW_CFA_def_cfa_expression */
-                c->p += read_uleb(c);
-                s->cfa_expr = true;
+            case 0x0f: { /* DW_CFA_def_cfa_expression */
+                uint64_t len = read_uleb(c);
+                if (c->bad || len > (uint64_t)(c->end - c->p)) {
+                    c->bad = true;
+                    break;
+                }
+                int64_t off = 0;
+                int k = plt_expression(b->arch, c->p, len, &off);
+                c->p += len;
+                s->cfa_expr = k < 0;
+                s->cfa_plt = (uint8_t)(k + 1);
+                if (k >= 0)
+                    s->cfa_reg = b->arch->dwarf_sp, s->cfa_off = off;
                 break;
+            }
             case 0x10: /* DW_CFA_expression */
             case 0x16: /* DW_CFA_val_expression */
                 reg = read_uleb(c);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <x86intrin.h> /* __rdtsc: one instruction, no call */
@@ -32,6 +33,7 @@ _Atomic uint64_t unwind_index_generation;
 _Atomic int unwind_index_readers[2];
 _Atomic int unwind_index_miss;
 _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
+_Atomic int unwind_writer_call;
 struct unwind_counters unwind_counts;
 _Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
 uint64_t unwind_tsc0, unwind_ns0;
@@ -144,13 +146,23 @@ static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out
     return true;
 }
 
+/* Wakes the writer now (see unwind_writer_call): one futex wake per call
+ * it has not answered yet. errno: the handler restores it. */
+static void call_writer(void)
+{
+    if (atomic_exchange_explicit(&unwind_writer_call, 1, memory_order_release) == 0)
+        syscall(SYS_futex, (void *)&unwind_writer_call, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* Asks the writer for this module's table (once). */
 static void want_table(struct unwind_module *m)
 {
     int expected = UNWIND_MOD_NEW;
-    if (atomic_compare_exchange_strong_explicit(&m->state, &expected, UNWIND_MOD_WANTED, memory_order_relaxed,
-                                                memory_order_relaxed))
-        atomic_store_explicit(&unwind_build_wanted, 1, memory_order_release);
+    if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, UNWIND_MOD_WANTED, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    atomic_store_explicit(&unwind_build_wanted, 1, memory_order_release);
+    call_writer();
 }
 
 /* Notes a stack word the walk read, for unwind_trace_replays. */
@@ -370,7 +382,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             if (m == NULL || at < m->lo || at >= m->hi)
                 m = find_module(ix, at);
             if (m == NULL) {
-                atomic_store_explicit(&unwind_index_miss, 1, memory_order_relaxed);
+                if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
+                    call_writer(); /* a library loaded since the last scan: rescan now */
                 res = UNWIND_FAIL_NO_MODULE;
                 break;
             }
@@ -404,7 +417,9 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             else if ((unsigned)fp_source < UNWIND_TRACE_WORDS)
                 tr->addr[fp_source] &= ~(uint64_t)1; /* needed */
         }
-        uint64_t cfa = (r->cfa_reg == UNWIND_REG_SP ? sp : fp) + (uint64_t)(int64_t)r->cfa_off;
+        uint64_t cfa = (r->cfa_reg == UNWIND_REG_FP ? fp : sp) + (uint64_t)(int64_t)r->cfa_off;
+        if (r->cfa_reg == UNWIND_REG_SP_PLT && (pc & 15) >= r->plt_push_at)
+            cfa += 8; /* past the entry's push */
         uint64_t ra, caller_fp = fp;
         /* The stack grows down: each caller's frame lies above. A CFA at or
          * below SP means a wrong rule (or a corrupt FP): do not follow it. */

@@ -43,6 +43,11 @@ enum unwind_reg {
     UNWIND_REG_NONE = 0, /* the rule cannot be expressed: fall back */
     UNWIND_REG_SP = 1,
     UNWIND_REG_FP = 2,
+    /* x86-64 lazy PLT entries (16 bytes: jmp *GOT; push n; jmp PLT0), whose
+     * .eh_frame rule is a DWARF expression: CFA = SP + cfa_off, plus 8 from
+     * byte plt_push_at of the entry on (after the push). Recognised by its
+     * exact bytes (unwind_compile.c); every other expression falls back. */
+    UNWIND_REG_SP_PLT = 3,
 };
 
 /* Where a register of the caller is, once the CFA is known. */
@@ -56,7 +61,7 @@ enum unwind_where {
 /* Why a row has no rule (counted per sample that falls back). */
 enum unwind_why_not {
     UNWIND_WHY_GAP = 0,        /* no FDE covers the PC */
-    UNWIND_WHY_EXPRESSION = 1, /* DW_CFA_def_cfa_expression / expression rules (PLT0, signal trampolines) */
+    UNWIND_WHY_EXPRESSION = 1, /* DW_CFA_def_cfa_expression / expression rules (other than the PLT's) */
     UNWIND_WHY_REGISTER = 2,   /* CFA based on a register other than SP/FP, or RA in another register */
     UNWIND_WHY_SIGNAL = 3,     /* the CIE says signal frame ('S') */
     UNWIND_WHY_FULL = 4,       /* more distinct rules than the u16 index holds */
@@ -67,7 +72,10 @@ struct unwind_rule {
     uint8_t cfa_reg;   /* enum unwind_reg; NONE: no rule, see why_not */
     uint8_t ra_where;  /* enum unwind_where */
     uint8_t fp_where;  /* enum unwind_where */
-    uint8_t why_not;   /* enum unwind_why_not when cfa_reg == NONE */
+    union {
+        uint8_t why_not;     /* cfa_reg NONE: enum unwind_why_not */
+        uint8_t plt_push_at; /* cfa_reg SP_PLT: the offset in the entry from which the CFA is 8 higher */
+    };
     int16_t ra_off;    /* RA at CFA + ra_off (x86-64: -8) */
     int16_t fp_off;    /* caller's FP at CFA + fp_off */
 };
@@ -139,6 +147,13 @@ AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 AGENT_HIDDEN extern _Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
 AGENT_HIDDEN extern uint64_t unwind_tsc0, unwind_ns0; /* calibration start (constructor) */
 AGENT_HIDDEN extern _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
+/* A handler that asks for a module's table, or finds a PC in no module,
+ * sets this and wakes the writer (a futex on this word): the table is read
+ * from the cache or built, or the modules rescanned, within a millisecond
+ * or two instead of at the next drain, up to 10 ms later, while every
+ * sample there takes libunwind's slow path (~85 such samples per PyTorch
+ * run). Once per module; for a miss, at most once per drain. */
+AGENT_HIDDEN extern _Atomic int unwind_writer_call;
 
 /* --unwind-check: the first disagreements, both stacks, for a NOTE. state:
  * 0 free, 1 being filled by a handler, 2 ready, 3 reported by the writer. */
@@ -266,6 +281,11 @@ AGENT_HIDDEN void agent_unwind_atfork_child(void);
  * or a sample missed, build the tables samples asked for (time-boxed), emit
  * the UNWIND record when the counters changed. */
 AGENT_HIDDEN void agent_unwind_poll(agent_emit_fn emit);
+/* The writer's wait between drains: until deadline_ns (CLOCK_MONOTONIC), or
+ * true at once when a handler has asked for a table since the last call;
+ * then agent_unwind_serve (writer lock held) builds what was asked. */
+AGENT_HIDDEN bool agent_unwind_wait(uint64_t deadline_ns);
+AGENT_HIDDEN void agent_unwind_serve(void);
 /* Compiles one module's .eh_frame into a fresh mmap'ed table, from bytes: a
  * copy of the object's memory from its .eh_frame_hdr (at real_addr) to the
  * end of the segment holding it. NULL when there is nothing usable. */

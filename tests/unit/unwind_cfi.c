@@ -7,7 +7,10 @@
  *   FDE 1 [0x00,0x40): a frame-pointer function with remember/restore_state
  *   FDE 2 [0x40,0x50): a CFA given by a DWARF expression (tables cannot)
  *   FDE 3 [0x50,0x60): the outermost frame (return address undefined)
- *   nothing past 0x60: a gap.
+ *   nothing in [0x60,0x80): a gap
+ *   FDE 4 [0x80,0xc0): a lazy PLT as binutils describes it: PLT0, then
+ *                      16-byte entries whose CFA is the PLT's expression
+ *   FDE 5 [0xc0,0xd0): the same expression with one byte changed.
  * Each row is checked through unwind_table_walk on a fake stack, against the
  * frames the instructions say. Standalone (no CUnit): the agent's sources are
  * linked directly, with the rest of the agent stubbed as in bench/.
@@ -46,7 +49,7 @@ static int failures;
     } while (0)
 
 static uint8_t image[1024] __attribute__((aligned(16))); /* hdr, then .eh_frame */
-static uint8_t code[0x100];
+static uint8_t code[0x100] __attribute__((aligned(16))); /* PLT entries: PC & 15 is the offset in one */
 static size_t at;
 
 static void put(const void *b, size_t n) { memcpy(image + at, b, n), at += n; }
@@ -113,6 +116,13 @@ static void build_fixture(void)
     fde(0x40, 0x10, f2, sizeof f2);
     static const uint8_t f3[] = {0x07, 16}; /* undefined r16: no caller */
     fde(0x50, 0x10, f3, sizeof f3);
+    /* PLT0's push and jmp, then from 0x90 CFA = RSP + 8 + ((RIP & 15) >= 11) * 8:
+     * breg7 8; breg16 0; lit15; and; lit11; ge; lit3; shl; plus */
+    static const uint8_t f4[] = {0x0e, 16, 0x46, 0x0e, 24, 0x4a, 0x0f, 11, 0x77, 8, 0x80, 0,
+                                 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+    fde(0x80, 0x40, f4, sizeof f4);
+    static const uint8_t f5[] = {0x0f, 11, 0x77, 8, 0x80, 0, 0x3e /* lit14 */, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+    fde(0xc0, 0x10, f5, sizeof f5);
     put32(0); /* terminator */
 }
 
@@ -332,6 +342,21 @@ int main(void)
     walk("restored row", c + 0x30, s, s + 8 * 8, UNWIND_OK, 2, (uint64_t[]){c + 0x30, outer});
     /* 0x45: a DWARF expression: not for the tables. */
     walk("expression", c + 0x45, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x45});
+    /* 0x90..0xbf: PLT entries. On the jmp (offset 0) and the push (6), the
+     * return address is at RSP; from the push's end (11) one word higher. */
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[0] = outer;
+    walk("PLT entry jmp", c + 0x90, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x90, outer});
+    walk("PLT entry push", c + 0xa6, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0xa6, outer});
+    fake_stack[0] = 7; /* the pushed relocation index */
+    fake_stack[1] = outer;
+    walk("PLT entry after push", c + 0xab, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0xab, outer});
+    walk("PLT entry last byte", c + 0xbf, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0xbf, outer});
+    /* PLT0 after its push (CFA = RSP + 24 from 0x86): RA two words up. */
+    fake_stack[1] = 0, fake_stack[2] = outer;
+    walk("PLT0", c + 0x8a, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x8a, outer});
+    /* One byte off the PLT's expression: not for the tables. */
+    walk("other expression", c + 0xc0, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0xc0});
     /* 0x70: no FDE covers it. */
     walk("gap", c + 0x70, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x70});
     /* A return address pointing at garbage below SP: refused, not followed. */
