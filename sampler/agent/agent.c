@@ -82,7 +82,7 @@ uint64_t agent_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: async-signal-safe */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return agent_timespec_ns(&ts);
 }
 
 static pid_t current_tid(void)
@@ -118,7 +118,7 @@ static uint64_t thread_cpu_ns(void)
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) /* async-signal-safe (POSIX) */
         return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return agent_timespec_ns(&ts);
 }
 
 uint64_t agent_thread_cpu_ns(void) { return thread_cpu_ns(); }

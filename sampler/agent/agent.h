@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "format/format.h"
 #include "sampler/common/common.h"
@@ -215,7 +216,11 @@ AGENT_HIDDEN extern _Atomic uint64_t agent_samples_lost;  /* queue full */
 AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/stopping */
 AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
-AGENT_HIDDEN uint64_t agent_now_ns(void);
+AGENT_HIDDEN uint64_t agent_now_ns(void); /* CLOCK_MONOTONIC; async-signal-safe */
+static inline uint64_t agent_timespec_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
 /* accounting (ACCOUNTING record): timer periods the handler took (sum of
  * weights), the agent's start-up CPU time in this image, the calling
  * thread's CPU clock */

@@ -377,9 +377,7 @@ static void *writer_main(void *arg)
     while (!atomic_load(&writer_stop)) {
         agent_queue_prefault(); /* before the producers reach fresh pages */
         agent_phdr_refresh_if_changed(); /* libraries dlopen'ed since the last drain */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t deadline = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + DRAIN_INTERVAL_NS;
+        uint64_t deadline = agent_now_ns() + DRAIN_INTERVAL_NS;
         while (agent_unwind_wait(deadline)) { /* a handler asked for a table: now, not at the drain */
             pthread_mutex_lock(&writer_lock);
             if (!atomic_load(&writer_stop))
@@ -402,7 +400,7 @@ static uint64_t writer_cpu_ns(void)
     struct timespec ts;
     if (!writer_running || pthread_getcpuclockid(writer_thread, &cid) != 0 || clock_gettime(cid, &ts) != 0)
         return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return agent_timespec_ns(&ts);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */
@@ -552,7 +550,7 @@ void agent_writer_stop(bool clean)
     struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
                                   writer_cpu_ns(), 0};
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pcpu) == 0)
-        cost.process_cpu_ns = (uint64_t)pcpu.tv_sec * 1000000000ull + (uint64_t)pcpu.tv_nsec;
+        cost.process_cpu_ns = agent_timespec_ns(&pcpu);
     emit(OPR_REC_AGENT_COST, &cost, sizeof cost, NULL, 0);
     agent_cost_emit(emit); /* the same cost on CPU clocks, and the writer's re-reads */
     /* The handler's CPU time, not its wall time: a preempted handler's wait

@@ -99,13 +99,6 @@ static bool wait_no_readers(int t)
     return true;
 }
 
-static uint64_t thread_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Compiles module m's table from bytes (a copy of its memory from the
  * .eh_frame_hdr on), or reads it from the cache when `cached` (cache_name:
  * its file; "" for none), and publishes it to the handlers. A cached table
@@ -113,12 +106,12 @@ static uint64_t thread_cpu_now(void)
  * compiles it (the file is gone then). */
 static void build_module(struct unwind_module *m, const void *bytes, const char *cache_name, bool cached)
 {
-    uint64_t began = thread_cpu_now();
+    uint64_t began = agent_thread_cpu_ns();
     struct unwind_table *t = NULL;
     if (cached) {
         t = unwind_cache_load(cache_name, m->lo);
         if (!t) {
-            build_cpu_ns += thread_cpu_now() - began;
+            build_cpu_ns += agent_thread_cpu_ns() - began;
             atomic_store(&unwind_build_wanted, 1);
             return;
         }
@@ -127,7 +120,7 @@ static void build_module(struct unwind_module *m, const void *bytes, const char 
         if (t && cache_name[0])
             unwind_cache_store(cache_name, t);
     }
-    build_cpu_ns += thread_cpu_now() - began;
+    build_cpu_ns += agent_thread_cpu_ns() - began;
     if (t) {
         tables_built++;
         table_bytes += t->map_bytes;
@@ -252,7 +245,7 @@ static void build_wanted(void)
     int cur = atomic_load(&unwind_index_current);
     if (cur < 0)
         return;
-    uint64_t began = thread_cpu_now();
+    uint64_t began = agent_thread_cpu_ns();
     do {
         struct build_pass bp = {.ix = &unwind_indexes[cur]};
         dl_iterate_phdr(copy_if_wanted, &bp);
@@ -262,7 +255,7 @@ static void build_wanted(void)
         }
         if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
             return; /* nothing more wanted */
-    } while (thread_cpu_now() - began < 20000000ull);
+    } while (agent_thread_cpu_ns() - began < 20000000ull);
     atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
 }
 
@@ -426,9 +419,7 @@ bool agent_unwind_wait(uint64_t deadline_ns)
     for (;;) {
         if (atomic_exchange(&unwind_writer_call, 0))
             return true;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        uint64_t now_ns = agent_now_ns();
         if (now_ns >= deadline_ns)
             return false;
         uint64_t left = deadline_ns - now_ns;

@@ -36,6 +36,12 @@ void agent_memmap_maybe_refresh(void) {}
 void agent_phdr_enter_handler(void) {}
 void agent_phdr_leave_handler(void) {}
 uint64_t agent_now_ns(void) { return 0; }
+uint64_t agent_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return agent_timespec_ns(&ts);
+}
 
 static int failures;
 #define CHECK(cond, ...)                                                                                     \
