@@ -15,15 +15,25 @@
  * constructor (getenv is not safe beside the workload's setenv later).
  * The directory must be the process's own (owner = euid, no group or other
  * write); files are opened without following links, written to a unique
- * temporary name and renamed, and read back into a fresh block that is
- * checked before any handler sees it: every index in range, rows sorted,
- * sizes agreeing with the file's. A file that fails is removed and the
- * module compiled as if there were none. A corrupt file can then give wrong
- * stacks at worst, never a read outside the block (stack reads are checked
- * against the readable mappings anyway).
+ * temporary name and renamed (never rewritten in place).
  *
- * File: struct cache_header, then the block without its struct unwind_table
- * (whose pointers are recomputed from the counts on reading).
+ * Reading maps the file (private, read-only, populated) instead of copying
+ * it: on PyTorch the copy into fresh anonymous pages, their page faults and
+ * a pass checking every row were ~10 ms of the writer's ~45 ms a run, and
+ * mapped pages are the page cache's, shared by every process of the run (a
+ * DataLoader's workers) instead of a private copy each. Only the first page
+ * is written (the struct's pointers: copy-on-write) and then made read-only.
+ * What is checked on loading: sizes agreeing with the file's, the rules'
+ * registers and the bucket count (O(rules), a few hundred); rows and buckets
+ * are not read: the handler's lookup clamps every index it reads from the
+ * table (find_rule), so a damaged or changed file gives wrong stacks at
+ * worst, never a read outside the block. A file that fails is removed and
+ * the module compiled as if there were none. The one thing a mapping adds:
+ * someone with the directory owner's rights truncating a file in place while
+ * it is mapped (the agent never does: it renames) would fault the handler.
+ *
+ * File: struct cache_header, zeros up to sizeof(struct unwind_table), then
+ * the block after its struct, so that file offsets are block offsets.
  */
 #include <elf.h>
 #include <errno.h>
@@ -172,7 +182,7 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
     for (unsigned i = 0; i < n; i++)
         snprintf(name + 2 * i, 3, "%02x", id[i]);
     /* The layout too: the same build-id laid out otherwise is another table. */
-    snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t2", (unsigned long long)(hi - lo),
+    snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t3", (unsigned long long)(hi - lo),
              (unsigned long long)(eh_frame_hdr - lo));
     int dir = open_cache_dir(false);
     if (dir >= 0) {
@@ -185,15 +195,18 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
 
 /* ---- the file ------------------------------------------------------------------ */
 
-#define CACHE_MAGIC "OPRUNWT2" /* T2: rules may be UNWIND_REG_SP_PLT */
+#define CACHE_MAGIC "OPRUNWT3" /* T2: rules may be UNWIND_REG_SP_PLT; T3: padded to the struct, mapped */
 struct cache_header {
     char magic[8];
     uint32_t header_size, rule_size;
     uint32_t nrows, nrules, nbuckets, bucket_shift;
     uint64_t payload_bytes; /* the block after its struct unwind_table */
 };
+/* The header sits where the struct will: the file maps as the block. */
+_Static_assert(sizeof(struct cache_header) <= sizeof(struct unwind_table), "cache header larger than the table's struct");
 
-/* Whether a block read from a file is one the handler can walk safely. */
+/* Whether a block mapped from a file is one the handler can walk: what
+ * the lookup does not clamp (find_rule clamps row, bucket and rule indexes). */
 static bool table_sane(const struct unwind_table *t)
 {
     if (t->nrules < 1 || (t->nrows == 0) != (t->nbuckets == 0))
@@ -201,12 +214,6 @@ static bool table_sane(const struct unwind_table *t)
     for (uint32_t i = 0; i < t->nrules; i++) /* a register the walk does not know would be read as FP */
         if (t->rules[i].cfa_reg > UNWIND_REG_SP_PLT || t->rules[i].ra_where > UNWIND_UNDEFINED ||
             t->rules[i].fp_where > UNWIND_UNDEFINED)
-            return false;
-    for (uint32_t i = 0; i < t->nrows; i++)
-        if (t->rule_of[i] >= t->nrules || (i > 0 && t->pc_off[i] < t->pc_off[i - 1]))
-            return false;
-    for (uint32_t k = 0; k < t->nbuckets; k++)
-        if (t->bucket[k] >= t->nrows)
             return false;
     return t->nrows == 0 || t->nbuckets == (t->pc_off[t->nrows - 1] >> UNWIND_BUCKET_SHIFT) + 1;
 }
@@ -235,21 +242,23 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     struct unwind_table *t = NULL;
     size_t rules_at, buckets_at, bytes = 0;
     bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-              (size_t)st.st_size >= sizeof h && read_all(fd, &h, sizeof h) &&
+              (size_t)st.st_size >= sizeof(struct unwind_table) && read_all(fd, &h, sizeof h) &&
               memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.header_size == sizeof h &&
               h.rule_size == sizeof(struct unwind_rule) && h.bucket_shift == UNWIND_BUCKET_SHIFT &&
               h.nrows < (1u << 28) && h.nrules <= UINT16_MAX + 1u && h.nbuckets < (1u << 28);
     if (ok) {
         bytes = unwind_table_layout(h.nrows, h.nrules, h.nbuckets, &rules_at, &buckets_at);
-        ok = h.payload_bytes == bytes - sizeof *t && (uint64_t)st.st_size == sizeof h + h.payload_bytes;
+        ok = h.payload_bytes == bytes - sizeof *t && (uint64_t)st.st_size == bytes;
     }
     if (ok) {
-        void *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* Read faults only: populating a writable private mapping would copy every page. */
+        void *block = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         t = block == MAP_FAILED ? NULL : block;
-        ok = t && read_all(fd, t + 1, bytes - sizeof *t);
+        /* the struct's page (mprotect rounds the length up to it): copied on write */
+        ok = t && mprotect(t, sizeof *t, PROT_READ | PROT_WRITE) == 0;
         if (ok) {
             unwind_table_point(t, bytes, base, h.nrows, h.nrules, h.nbuckets);
-            ok = table_sane(t);
+            ok = mprotect(t, sizeof *t, PROT_READ) == 0 && table_sane(t); /* the handler only reads it */
         }
         if (!ok && t) {
             munmap(t, bytes);
@@ -257,7 +266,7 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
         }
     }
     if (fd >= 0)
-        close(fd);
+        close(fd); /* the mapping keeps the file */
     if (!ok && fd >= 0) {
         /* Damaged or from another layout: gone, so that the module is
          * compiled at the next poll; one we cannot remove ends the cache. */
@@ -268,7 +277,6 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     close(dir);
     if (!t)
         return NULL;
-    mprotect(t, bytes, PROT_READ); /* the handler only reads it */
     unwind_table_account(bytes);
     cache_loaded++;
     return t;
@@ -294,7 +302,9 @@ void unwind_cache_store(const char *name, const struct unwind_table *t)
                              .bucket_shift = UNWIND_BUCKET_SHIFT,
                              .payload_bytes = t->map_bytes - sizeof *t};
     memcpy(h.magic, CACHE_MAGIC, 8);
-    bool ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h;
+    char head[sizeof(struct unwind_table)] = {0}; /* the header, padded to where the block's payload starts */
+    memcpy(head, &h, sizeof h);
+    bool ok = write(fd, head, sizeof head) == (ssize_t)sizeof head;
     for (size_t done = 0; ok && done < h.payload_bytes;) {
         ssize_t w = write(fd, (const char *)(t + 1) + done, h.payload_bytes - done);
         if (w < 0 && errno == EINTR)

@@ -95,26 +95,36 @@ static struct unwind_module *find_module(struct unwind_index *ix, uint64_t pc)
 /* The rule of the last row at or below pc (rules[0], "none", when pc is
  * below the first row or past the module's last function): the bucket of
  * pc's 256 bytes gives the row covering their start, the next bucket's an
- * upper bound. */
+ * upper bound. Every index read from the table is clamped: a cached table
+ * is mapped from a file whose rows and buckets are not checked on loading
+ * (unwind_cache.c), so a damaged one gives a wrong rule, never a read
+ * outside the block. */
 static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_t pc)
 {
     uint64_t off = pc - t->base;
     if (pc < t->base || t->nrows == 0 || off < t->pc_off[0])
         return &t->rules[0];
     uint64_t b = off >> UNWIND_BUCKET_SHIFT;
-    if (b >= t->nbuckets)
-        return &t->rules[t->rule_of[t->nrows - 1]];
-    /* The row is in [bucket[b], bucket[b + 1]]: binary search there (code
-     * that pushes and pops has up to ~30 rows in 256 bytes). */
-    uint32_t lo = t->bucket[b] + 1, hi = b + 1 < t->nbuckets ? t->bucket[b + 1] + 1 : t->nrows;
-    while (lo < hi) { /* first row in [lo, hi) past off */
-        uint32_t mid = (lo + hi) / 2;
-        if (t->pc_off[mid] <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
+    uint32_t row;
+    if (b >= t->nbuckets) {
+        row = t->nrows - 1;
+    } else {
+        /* The row is in [bucket[b], bucket[b + 1]]: binary search there (code
+         * that pushes and pops has up to ~30 rows in 256 bytes). */
+        uint64_t lo = (uint64_t)t->bucket[b] + 1, hi = b + 1 < t->nbuckets ? (uint64_t)t->bucket[b + 1] + 1 : t->nrows;
+        hi = hi < t->nrows ? hi : t->nrows;
+        lo = lo < hi ? lo : hi; /* both >= 1: nrows >= 1 here */
+        while (lo < hi) { /* first row in [lo, hi) past off */
+            uint64_t mid = (lo + hi) / 2;
+            if (t->pc_off[mid] <= off)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        row = (uint32_t)(lo - 1);
     }
-    return &t->rules[t->rule_of[lo - 1]];
+    uint16_t k = t->rule_of[row];
+    return &t->rules[k < t->nrules ? k : 0];
 }
 
 /* The rule cache's entry for a lookup PC (unwind_table.h). Fibonacci

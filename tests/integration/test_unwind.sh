@@ -260,7 +260,7 @@ fi
 # Damaged files (one cut short, the others with every index past its end)
 # are refused, removed and compiled again: no crash, stacks still agree.
 n=0
-for f in "$CACHE"/*.t2; do
+for f in "$CACHE"/*.t3; do
     n=$((n + 1))
     if [ $n -eq 1 ]; then
         truncate -s -100 "$f"

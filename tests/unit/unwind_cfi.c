@@ -15,9 +15,12 @@
  * frames the instructions say. Standalone (no CUnit): the agent's sources are
  * linked directly, with the rest of the agent stubbed as in bench/.
  */
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
 
@@ -55,7 +58,7 @@ static int failures;
     } while (0)
 
 static uint8_t image[1024] __attribute__((aligned(16))); /* hdr, then .eh_frame */
-static uint8_t code[0x100] __attribute__((aligned(16))); /* PLT entries: PC & 15 is the offset in one */
+static uint8_t code[0x200] __attribute__((aligned(16))); /* PLT entries: PC & 15 is the offset in one */
 static size_t at;
 
 static void put(const void *b, size_t n) { memcpy(image + at, b, n), at += n; }
@@ -129,6 +132,9 @@ static void build_fixture(void)
     fde(0x80, 0x40, f4, sizeof f4);
     static const uint8_t f5[] = {0x0f, 11, 0x77, 8, 0x80, 0, 0x3e /* lit14 */, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
     fde(0xc0, 0x10, f5, sizeof f5);
+    /* A leaf past the first 256 bytes (CIE rule only): a second bucket. */
+    static const uint8_t f6[] = {0x00}; /* DW_CFA_nop */
+    fde(0x100, 0x10, f6, sizeof f6);
     put32(0); /* terminator */
 }
 
@@ -296,6 +302,90 @@ static void check_rule_cache(uint64_t c, uint64_t s, uint64_t outer)
           "rule cache: the entry was not refilled from the table (cfa_off %d)", leaf->rule.cfa_off);
 }
 
+/* A cache file's bytes, changed by `damage`, written under `name`. */
+static void write_damaged(const char *dir, const char *from, const char *name, void (*damage)(uint8_t *, size_t))
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, from);
+    FILE *f = fopen(path, "rb");
+    static uint8_t bytes[1 << 16];
+    size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f)
+        fclose(f);
+    damage(bytes, n);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && n > 0 && write(fd, bytes, n) == (ssize_t)n, "cache: could not write %s", path);
+    if (fd >= 0)
+        close(fd);
+}
+
+static const struct unwind_table *damage_of; /* the table the damaged files came from */
+static void rows_past_their_arrays(uint8_t *b, size_t n)
+{
+    size_t rules_at, buckets_at, rows_at = sizeof(struct unwind_table) + damage_of->nrows * sizeof(uint32_t);
+    unwind_table_layout(damage_of->nrows, damage_of->nrules, damage_of->nbuckets, &rules_at, &buckets_at);
+    memset(b + rows_at, 0xff, damage_of->nrows * sizeof(uint16_t)); /* every row: rule 65535 */
+    memset(b + buckets_at, 0xff, n - buckets_at);                   /* row 2^32 - 1 */
+}
+static void unknown_register(uint8_t *b, size_t n)
+{
+    (void)n;
+    size_t rules_at, buckets_at;
+    unwind_table_layout(damage_of->nrows, damage_of->nrules, damage_of->nbuckets, &rules_at, &buckets_at);
+    b[rules_at + sizeof(struct unwind_rule) + offsetof(struct unwind_rule, cfa_reg)] = 0xff; /* rules[1] */
+}
+
+/* The cache (unwind_cache.c): a stored table maps back with the same bytes
+ * and walks as the built one; a file whose rule indexes and buckets point
+ * far past their arrays is mapped (rows are not checked on loading) and its
+ * lookups still stay inside the block (the walk finds no rule); a file
+ * with a register the walk does not know, or cut short, is refused and
+ * removed. */
+static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t outer)
+{
+    char dir[] = "/tmp/unwind_cfi.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "cache: mkdtemp failed");
+    setenv("OPPROF_UNWIND_CACHE", dir, 1);
+    unwind_cache_init();
+    struct unwind_module *m = &unwind_indexes[0].mod[0];
+    unwind_cache_store("t.t3", t);
+    struct unwind_table *mapped = unwind_cache_load("t.t3", t->base);
+    CHECK(mapped && mapped->nrows == t->nrows && mapped->nrules == t->nrules && mapped->nbuckets == t->nbuckets &&
+              mapped->map_bytes == t->map_bytes && memcmp(mapped + 1, t + 1, t->map_bytes - sizeof *t) == 0,
+          "cache: the table read back differs from the one stored");
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[8] = s + 16 * 8, fake_stack[9] = c + 0x06, fake_stack[17] = outer;
+    if (mapped) {
+        atomic_store(&m->table, mapped);
+        walk("cache: rbp frame, mapped table", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3,
+             (uint64_t[]){c + 0x10, c + 0x06, outer});
+        unwind_table_free(mapped);
+    }
+    damage_of = t;
+    write_damaged(dir, "t.t3", "rows.t3", rows_past_their_arrays);
+    mapped = unwind_cache_load("rows.t3", t->base);
+    CHECK(mapped != NULL, "cache: a file with bad rows is refused (only rules and sizes are checked on loading)");
+    if (mapped) {
+        atomic_store(&m->table, mapped);
+        walk("cache: rows past their arrays", c + 0x10, s, s + 8 * 8, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x10});
+        unwind_table_free(mapped);
+    }
+    atomic_store(&m->table, t);
+    write_damaged(dir, "t.t3", "reg.t3", unknown_register);
+    char path[512];
+    snprintf(path, sizeof path, "%s/reg.t3", dir);
+    CHECK(unwind_cache_load("reg.t3", t->base) == NULL && access(path, F_OK) != 0,
+          "cache: a rule with an unknown register was taken or its file kept");
+    snprintf(path, sizeof path, "%s/t.t3", dir);
+    CHECK(truncate(path, (off_t)t->map_bytes - 1) == 0 && unwind_cache_load("t.t3", t->base) == NULL &&
+              access(path, F_OK) != 0,
+          "cache: a file cut short was taken or kept");
+    snprintf(path, sizeof path, "%s/rows.t3", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     build_fixture();
@@ -365,9 +455,13 @@ int main(void)
     walk("other expression", c + 0xc0, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0xc0});
     /* 0x70: no FDE covers it. */
     walk("gap", c + 0x70, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x70});
+    /* 0x100: in the second bucket; CFA = RSP + 8. */
+    fake_stack[0] = outer;
+    walk("second bucket", c + 0x104, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x104, outer});
     /* A return address pointing at garbage below SP: refused, not followed. */
     memset(fake_stack, 0, sizeof fake_stack);
     walk("stack outside", c + 0x10, s + 8, s - 4096, UNWIND_FAIL_READ, 1, (uint64_t[]){c + 0x10});
+    check_cache(t, c, s, outer);
     unwind_table_free(t);
     printf("unwind_cfi: %s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;
