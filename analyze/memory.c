@@ -111,12 +111,17 @@ static int on_tick(void *ctx, void *arg, const struct opr_record *rec)
     struct opr_mem_tick t = {0};
     memcpy(&t, rec->body, rec->len < sizeof t ? rec->len : sizeof t);
     /* The workload's memory: the agent's own resident bytes (its sample ring
-     * and unwind tables) out of the RSS and its anonymous part, so that they
-     * are neither its peak nor growth charged to its code. */
+     * and unwind tables) out of the RSS and out of its anonymous part, or its
+     * file part for tables mapped from the cache, so that they are neither
+     * its peak nor growth charged to its code. */
     if (t.agent_bytes > t.rss_bytes)
         t.agent_bytes = t.rss_bytes;
+    if (t.agent_file_bytes > t.agent_bytes)
+        t.agent_file_bytes = t.agent_bytes;
+    uint64_t agent_anon = t.agent_bytes - t.agent_file_bytes;
     t.rss_bytes -= t.agent_bytes;
-    t.anon_bytes -= t.agent_bytes < t.anon_bytes ? t.agent_bytes : t.anon_bytes;
+    t.anon_bytes -= agent_anon < t.anon_bytes ? agent_anon : t.anon_bytes;
+    t.file_bytes -= t.agent_file_bytes < t.file_bytes ? t.agent_file_bytes : t.file_bytes;
     if (ms->nticks && t.time_ns < ms->ticks[ms->nticks - 1].time_ns) {
         stream_warn(ctx, "MEM_TICK at byte %zu goes back in time: ignored", rec->off);
         return 0;

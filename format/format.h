@@ -504,6 +504,9 @@ struct opr_mem_tick {
      * unwind tables, anonymous): the report leaves it out of the workload's
      * RSS and growth. Absent from older records (a 64-byte body): 0. */
     uint64_t agent_bytes;
+    /* Of agent_bytes, the file-backed part (unwind tables mapped from the
+     * cache: in file_bytes, not anon_bytes). Absent (72-byte body): 0. */
+    uint64_t agent_file_bytes;
 };
 #define OPR_MEM_TICK_MIN_BODY 64 /* the body before agent_bytes was added */
 

@@ -82,8 +82,11 @@ void agent_memory_poll(agent_emit_fn emit, bool final)
      * the workload's RSS and growth (the ring fills ~12-14 MiB as the run
      * goes, and was charged to whatever code ran meanwhile). */
     t.agent_bytes = agent_queue_resident_bytes() + unwind_tables_mapped_bytes();
+    t.agent_file_bytes = unwind_tables_file_bytes();
     if (t.agent_bytes > t.rss_bytes)
         t.agent_bytes = t.rss_bytes;
+    if (t.agent_file_bytes > t.agent_bytes)
+        t.agent_file_bytes = t.agent_bytes;
     t.since_ns = mem.last_poll_ns;
     mem.last_poll_ns = t.time_ns;
     bool changed = !mem.have || final || t.rss_bytes != mem.last.rss_bytes || t.hwm_bytes != mem.last.hwm_bytes ||

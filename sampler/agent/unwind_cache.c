@@ -258,6 +258,7 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
         ok = t && mprotect(t, sizeof *t, PROT_READ | PROT_WRITE) == 0;
         if (ok) {
             unwind_table_point(t, bytes, base, h.nrows, h.nrules, h.nbuckets);
+            t->from_file = 1;
             ok = mprotect(t, sizeof *t, PROT_READ) == 0 && table_sane(t); /* the handler only reads it */
         }
         if (!ok && t) {
@@ -277,7 +278,7 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     close(dir);
     if (!t)
         return NULL;
-    unwind_table_account(bytes);
+    unwind_table_account(bytes, true);
     cache_loaded++;
     return t;
 }

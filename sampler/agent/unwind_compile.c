@@ -22,7 +22,7 @@
 
 /* Bytes of the tables mapped now (the writer builds and frees them): the
  * memory readings leave them out of the workload's RSS. */
-static _Atomic uint64_t tables_mapped_bytes;
+static _Atomic uint64_t tables_mapped_bytes, tables_file_bytes;
 
 #if defined(__x86_64__)
 /* DWARF register numbers of the x86-64 psABI: RBP 6, RSP 7, RA (RIP) 16. */
@@ -685,7 +685,7 @@ static struct unwind_table *pack(struct build *b)
     memcpy((uint32_t *)t->pc_off, pc_off, n * sizeof *pc_off);
     memcpy((uint16_t *)t->rule_of, rule_of, n * sizeof *rule_of);
     memcpy((struct unwind_rule *)t->rules, rs.rules, rs.n * sizeof *rs.rules);
-    unwind_table_account(bytes);
+    unwind_table_account(bytes, false);
     uint32_t *t_bucket = (uint32_t *)t->bucket;
     for (size_t k = 0, row = 0; k < nbuckets; k++) {
         uint64_t start = (uint64_t)k << UNWIND_BUCKET_SHIFT;
@@ -702,9 +702,16 @@ out:
     return t;
 }
 
-void unwind_table_account(size_t bytes)
+void unwind_table_account(size_t bytes, bool from_file)
 {
     atomic_fetch_add_explicit(&tables_mapped_bytes, bytes, memory_order_relaxed);
+    if (from_file)
+        atomic_fetch_add_explicit(&tables_file_bytes, bytes, memory_order_relaxed);
+}
+
+uint64_t unwind_tables_file_bytes(void)
+{
+    return atomic_load_explicit(&tables_file_bytes, memory_order_relaxed);
 }
 
 uint64_t unwind_tables_mapped_bytes(void)
@@ -716,6 +723,8 @@ void unwind_table_free(struct unwind_table *t)
 {
     if (t) {
         atomic_fetch_sub_explicit(&tables_mapped_bytes, t->map_bytes, memory_order_relaxed);
+        if (t->from_file)
+            atomic_fetch_sub_explicit(&tables_file_bytes, t->map_bytes, memory_order_relaxed);
         munmap(t, t->map_bytes);
     }
 }

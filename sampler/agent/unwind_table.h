@@ -89,6 +89,7 @@ struct unwind_table {
     const uint16_t *rule_of;
     const struct unwind_rule *rules;
     uint32_t nbuckets;
+    uint32_t from_file; /* mapped from a cache file: page-cache pages, RssFile (MEM_TICK) */
     const uint32_t *bucket;
 };
 #define UNWIND_BUCKET_SHIFT 8
@@ -293,7 +294,7 @@ AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t l
                                                      uint64_t hi);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
-AGENT_HIDDEN void unwind_table_account(size_t bytes); /* a table block mapped (unwind_tables_mapped_bytes) */
+AGENT_HIDDEN void unwind_table_account(size_t bytes, bool from_file); /* a table block mapped (unwind_tables_mapped_bytes) */
 /* The block of a table of these counts: its size, and where rules[] and
  * bucket[] start (unwind_cache.c; pc_off and rule_of follow the struct). */
 AGENT_HIDDEN size_t unwind_table_layout(uint32_t nrows, uint32_t nrules, uint32_t nbuckets, size_t *rules_at,
@@ -317,6 +318,7 @@ AGENT_HIDDEN void unwind_cache_store(const char *name, const struct unwind_table
 AGENT_HIDDEN void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected);
 AGENT_HIDDEN void unwind_cache_atfork_child(void);
 AGENT_HIDDEN uint64_t unwind_tables_mapped_bytes(void); /* tables mapped now, all modules */
+AGENT_HIDDEN uint64_t unwind_tables_file_bytes(void);   /* of them, mapped from cache files */
 /* Rescans the loaded objects now (writer, or a benchmark); build_all also
  * compiles every table at once. */
 AGENT_HIDDEN void unwind_rescan(bool build_all);
