@@ -365,6 +365,26 @@ static int on_sample_short(void *ctx, void *arg, const struct opr_record *rec)
     return take_sample(ctx, s, (struct opr_sample_python){ss.py_stack_id_plus1, 0}, 0);
 }
 
+static int on_sample_run(void *ctx, void *arg, const struct opr_record *rec)
+{
+    (void)arg;
+    struct stream_load *sl = ctx;
+    struct opr_sample_run_cursor c;
+    opr_sample_run_begin(&c, rec);
+    struct opr_sample s;
+    uint32_t py, taken = 0;
+    int got;
+    while ((got = opr_sample_run_next(&c, &s, &py)) == 1) {
+        if (take_sample(sl, s, (struct opr_sample_python){py, 0}, 0) != 0)
+            return -1;
+        taken++;
+    }
+    if (got < 0)
+        stream_warn(sl, "sample run at byte %zu is damaged after %u of its samples; the rest of it skipped", rec->off,
+                    taken);
+    return 0;
+}
+
 static int take_sample(struct stream_load *sl, const struct opr_sample s, const struct opr_sample_python spy,
                        uint64_t omp_region)
 {
@@ -518,6 +538,7 @@ static const struct {
     {OPR_REC_PYSTACK_TAIL, sizeof(struct opr_chain_tail), stream_on_pystack_tail},
     {OPR_REC_SAMPLE, sizeof(struct opr_sample), on_sample},
     {OPR_REC_SAMPLE_SHORT, sizeof(struct opr_sample_short), on_sample_short},
+    {OPR_REC_SAMPLE_RUN, sizeof(struct opr_sample_run), on_sample_run},
     {OPR_REC_LOST, sizeof(struct opr_lost), on_lost},
     {OPR_REC_LIMITS, sizeof(struct opr_limits), on_limits},
     {OPR_REC_END, sizeof(struct opr_end), on_end},

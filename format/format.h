@@ -61,6 +61,7 @@ enum opr_record_type {
     OPR_REC_STACK_TAIL = 16,   /* struct opr_chain_tail + uint64_t pcs[nframes]: a STACK sharing an earlier one's root side */
     OPR_REC_PYSTACK_TAIL = 17, /* struct opr_chain_tail + struct opr_pyframe_packed[nframes]: the same for PYSTACK */
     OPR_REC_SAMPLE_SHORT = 18, /* struct opr_sample_short: a SAMPLE in 32 bytes instead of 40 */
+    OPR_REC_SAMPLE_RUN = 19,   /* struct opr_sample_run + packed entries: consecutive SAMPLE_SHORTs in ~10 bytes each */
     OPR_REC_AGENT_COST = 11, /* struct opr_agent_cost: what sampling cost this process */
     OPR_REC_AGENT_CPU = 15,  /* struct opr_agent_cpu: the handler's CPU time per sample (histogram), the writer's re-reads */
     OPR_REC_ACCOUNTING = 14, /* struct opr_accounting: CPU time no sample stands for, start-up cost, unwritten samples */
@@ -134,6 +135,22 @@ struct opr_sample_short {
     uint32_t weight_flags; /* weight in bits 0-23, OPR_SAMPLE_* flags in bits 24-31 */
 };
 #define OPR_SAMPLE_SHORT_MAX_WEIGHT 0xffffffu
+/* SAMPLE_RUN: consecutive samples of a stream (any of its threads) that
+ * would each be a SAMPLE_SHORT, packed. count entries follow the struct, each
+ * five unsigned LEB128 numbers: the time since the previous entry's
+ * (the first entry's: since base_time_ns) zigzag-encoded (samples of two
+ * threads may be queued slightly out of time order), the tid (0: the
+ * previous entry's; not 0 in the first entry), stack_id,
+ * py_stack_id_plus1 and SAMPLE_SHORT's weight_flags. Every number fits 32
+ * bits except the time. Readers take each entry as that SAMPLE_SHORT; no
+ * COUNTER_SAMPLE follows a SAMPLE_RUN (a sample with counters is written
+ * alone). */
+struct opr_sample_run {
+    uint64_t base_time_ns;
+    uint32_t count;
+    uint32_t pad;
+};
+#define OPR_SAMPLE_RUN_ENTRY_MAX 30 /* bytes of one entry at most: 10 + 4 x 5 */
 #define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES */
 #define OPR_SAMPLE_UNWIND_FAILED 2u /* only the interrupted PC is known */
 
@@ -778,6 +795,20 @@ int opr_stream_check_header(const char *buf, size_t size, struct opr_file_header
  * 0: read to the end; 1: stopped early at a truncated or corrupt record
  * (r->stopped was told where); -1: a handler returned -1 (errno kept). */
 int opr_stream_read_records(const struct opr_reader *r, const char *buf, size_t size, size_t header_size);
+
+/* Reads a SAMPLE_RUN's entries one at a time: begin with the record, then
+ * next until it returns 0 (all count entries read) or -1 (the record is
+ * damaged from there on: an entry cut short, a number past 32 bits, a first
+ * entry without a tid, or more entries than the body can hold). */
+struct opr_sample_run_cursor {
+    const unsigned char *at, *end;
+    uint32_t left;
+    uint64_t time_ns;
+    uint32_t tid;
+};
+void opr_sample_run_begin(struct opr_sample_run_cursor *c, const struct opr_record *rec);
+/* 1 with *s (flags and weight split as for SAMPLE_SHORT) and *py_plus1 set. */
+int opr_sample_run_next(struct opr_sample_run_cursor *c, struct opr_sample *s, uint32_t *py_plus1);
 /* --- end of stream reader ---------------------------------------------------- */
 
 #endif

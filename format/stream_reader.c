@@ -148,3 +148,55 @@ int opr_stream_read_records(const struct opr_reader *r, const char *buf, size_t 
     }
     return 0;
 }
+
+/* ---- SAMPLE_RUN entries ------------------------------------------------------ */
+
+/* One unsigned LEB128 number of at most max_bits; false when cut short or
+ * longer. */
+static bool read_uleb(struct opr_sample_run_cursor *c, unsigned max_bits, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; c->at < c->end && shift < max_bits; shift += 7) {
+        unsigned char b = *c->at++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            if (max_bits < 64 && x >> max_bits)
+                return false;
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+void opr_sample_run_begin(struct opr_sample_run_cursor *c, const struct opr_record *rec)
+{
+    struct opr_sample_run h;
+    memcpy(&h, rec->body, sizeof h);
+    c->at = (const unsigned char *)rec->body + sizeof h;
+    c->end = (const unsigned char *)rec->body + rec->len;
+    c->left = h.count;
+    c->time_ns = h.base_time_ns;
+    c->tid = 0;
+}
+
+int opr_sample_run_next(struct opr_sample_run_cursor *c, struct opr_sample *s, uint32_t *py_plus1)
+{
+    if (c->left == 0)
+        return 0;
+    uint64_t dt, tid, stack, py, wf;
+    if (!read_uleb(c, 64, &dt) || !read_uleb(c, 32, &tid) || !read_uleb(c, 32, &stack) || !read_uleb(c, 32, &py) ||
+        !read_uleb(c, 32, &wf) || (tid == 0 && c->tid == 0)) {
+        c->left = 0;
+        return -1;
+    }
+    c->left--;
+    /* zigzag: even = forward, odd = back; unsigned wrap-around is defined */
+    c->time_ns += (dt & 1) ? ~(dt >> 1) : dt >> 1;
+    if (tid)
+        c->tid = (uint32_t)tid;
+    *s = (struct opr_sample){c->time_ns, c->tid, (uint32_t)stack, (uint32_t)wf >> 24,
+                             (uint32_t)wf & OPR_SAMPLE_SHORT_MAX_WEIGHT};
+    *py_plus1 = (uint32_t)py;
+    return 1;
+}

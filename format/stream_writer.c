@@ -6,7 +6,8 @@
  * stream cut short (disk full, a killed process) ends at a record boundary as
  * often as possible. Each distinct native chain, Python code object and
  * Python chain is written once (STACK, PYCODE, PYSTACK) and referred to by id
- * afterwards: that is what keeps a sample at ~32 bytes on disk.
+ * afterwards, and samples are packed into SAMPLE_RUN records: that is what
+ * keeps a sample at ~10 bytes on disk.
  *
  * The records read from /proc (PROCESS, THREAD, MAP) are in stream_process.c.
  */
@@ -85,6 +86,8 @@ void opr_writer_reset(struct opr_writer *w)
     clear_id_tables(w);
     writer_forget_process(w);
     w->len = 0;
+    w->run_count = 0;
+    w->run_len = 0;
     w->bytes = 0;
     w->records_at = 0;
     w->unwritten_samples = 0;
@@ -136,12 +139,18 @@ static uint64_t samples_past(const struct opr_writer *w, size_t written)
             break; /* cannot happen: emit frames every record */
         if ((h.type == OPR_REC_SAMPLE || h.type == OPR_REC_SAMPLE_SHORT) && at + h.size > written)
             n++;
+        if (h.type == OPR_REC_SAMPLE_RUN && at + h.size > written) {
+            struct opr_sample_run run;
+            memcpy(&run, w->buf + at + sizeof h, sizeof run);
+            n += run.count;
+        }
         at += h.size;
     }
     return n;
 }
 
-void opr_writer_flush(struct opr_writer *w)
+/* Hands buf to ops.write. */
+static void writer_write_buf(struct opr_writer *w)
 {
     if (w->len == 0)
         return;
@@ -158,15 +167,16 @@ void opr_writer_flush(struct opr_writer *w)
     w->records_at = 0;
 }
 
-void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
-                     size_t tail_len)
+/* Appends one record to buf (writing buf out first when it would overflow). */
+static void writer_put(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
+                       size_t tail_len)
 {
     size_t size = sizeof(struct opr_record_header) + body_len + tail_len;
     size_t padded = (size + 7) & ~(size_t)7;
     if (padded > WRITER_BUFFER_SIZE)
         return; /* cannot happen for opprof's record sizes; never split a record */
     if (w->len + padded > WRITER_BUFFER_SIZE)
-        opr_writer_flush(w);
+        writer_write_buf(w);
     uint8_t *at = w->buf + w->len;
     struct opr_record_header h = {type, (uint32_t)padded};
     memcpy(at, &h, sizeof h);
@@ -178,13 +188,99 @@ void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size
     w->len += padded;
 }
 
+/* ---- SAMPLE_RUN -------------------------------------------------------------- */
+
+static void writer_close_run(struct opr_writer *w)
+{
+    if (w->run_count == 0)
+        return;
+    struct opr_sample_run h = {w->run_base_ns, w->run_count, 0};
+    writer_put(w, OPR_REC_SAMPLE_RUN, &h, sizeof h, w->run, w->run_len);
+    w->run_count = 0;
+    w->run_len = 0;
+}
+
+/* Records that only define what samples refer to by id: a SAMPLE_RUN may be
+ * written after them although some of its samples were taken before. */
+static bool is_definition(uint32_t type)
+{
+    return type == OPR_REC_STACK || type == OPR_REC_STACK_TAIL || type == OPR_REC_PYSTACK ||
+           type == OPR_REC_PYSTACK_TAIL || type == OPR_REC_PYCODE || type == OPR_REC_MAP;
+}
+
+static unsigned put_uleb(unsigned char *out, uint64_t v)
+{
+    unsigned n = 0;
+    do {
+        out[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+static void writer_put_short(struct opr_writer *w, const struct opr_sample *s, uint32_t py_stack_id_plus1)
+{
+    struct opr_sample_short ss = {s->time_ns, s->tid, s->stack_id, py_stack_id_plus1, s->weight | s->flags << 24};
+    writer_put(w, OPR_REC_SAMPLE_SHORT, &ss, sizeof ss, NULL, 0);
+}
+
+/* One more entry of the run (a SAMPLE_SHORT's fields, format.h). */
+static void writer_run_add(struct opr_writer *w, const struct opr_sample *s, uint32_t py_stack_id_plus1)
+{
+    if (w->run_len + OPR_SAMPLE_RUN_ENTRY_MAX > sizeof w->run)
+        writer_close_run(w);
+    if (w->run_count == 0)
+        w->run_base_ns = w->run_time_ns = s->time_ns, w->run_tid = 0;
+    int64_t dt = (int64_t)(s->time_ns - w->run_time_ns);
+    unsigned char *at = w->run + w->run_len;
+    unsigned n = put_uleb(at, (uint64_t)dt << 1 ^ (uint64_t)(dt >> 63)); /* zigzag */
+    n += put_uleb(at + n, s->tid == w->run_tid ? 0 : s->tid);
+    n += put_uleb(at + n, s->stack_id);
+    n += put_uleb(at + n, py_stack_id_plus1);
+    n += put_uleb(at + n, s->weight | s->flags << 24);
+    w->run_last_at = w->run_len;
+    w->run_len += n;
+    w->run_count++;
+    w->run_time_ns = s->time_ns;
+    w->run_tid = s->tid;
+    w->run_last = *s;
+    w->run_last_py = py_stack_id_plus1;
+}
+
+void opr_writer_flush(struct opr_writer *w)
+{
+    writer_close_run(w);
+    writer_write_buf(w);
+}
+
+void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
+                     size_t tail_len)
+{
+    if (!is_definition(type)) {
+        if (type == OPR_REC_COUNTER_SAMPLE && w->run_count) {
+            /* Counters qualify the sample just before them: the run's last
+             * entry is taken out and written alone, as a SAMPLE_SHORT. */
+            w->run_count--;
+            w->run_len = w->run_last_at;
+            writer_close_run(w);
+            writer_put_short(w, &w->run_last, w->run_last_py);
+        } else {
+            writer_close_run(w);
+        }
+    }
+    writer_put(w, type, body, body_len, tail, tail_len);
+}
+
 void opr_writer_note(struct opr_writer *w, const char *text)
 {
     struct opr_note n = {writer_now_ns(), (uint32_t)strlen(text), 0};
     opr_writer_emit(w, OPR_REC_NOTE, &n, sizeof n, text, n.text_len);
 }
 
-size_t opr_writer_pending(const struct opr_writer *w) { return w->len; }
+size_t opr_writer_pending(const struct opr_writer *w)
+{
+    return w->len + (w->run_count ? sizeof(struct opr_record_header) + sizeof(struct opr_sample_run) + w->run_len + 7 : 0);
+}
 uint64_t opr_writer_bytes(const struct opr_writer *w) { return w->bytes; }
 uint64_t opr_writer_unwritten_samples(const struct opr_writer *w) { return w->unwritten_samples; }
 size_t opr_writer_thread_count(const struct opr_writer *w) { return w->nthreads; }
@@ -212,9 +308,7 @@ void opr_writer_sample(struct opr_writer *w, const struct opr_sample *s, uint32_
                        uint64_t omp_region)
 {
     if (omp_region == 0 && s->weight <= OPR_SAMPLE_SHORT_MAX_WEIGHT && s->flags <= 0xff && !w->classic_records) {
-        struct opr_sample_short ss = {s->time_ns, s->tid, s->stack_id, py_stack_id_plus1,
-                                      s->weight | s->flags << 24};
-        opr_writer_emit(w, OPR_REC_SAMPLE_SHORT, &ss, sizeof ss, NULL, 0);
+        writer_run_add(w, s, py_stack_id_plus1);
         return;
     }
     struct {

@@ -67,6 +67,9 @@ struct writer_thread {
     char name[16]; /* the last name read, NUL-padded */
 };
 
+/* Entry bytes of one SAMPLE_RUN at most: ~400 samples. */
+#define WRITER_RUN_SIZE 4096
+
 struct opr_writer {
     struct opr_writer_ops ops;
     char proc_dir[32];          /* "" when there is no process to read */
@@ -114,6 +117,20 @@ struct opr_writer {
 
     struct writer_thread *threads;
     size_t nthreads, threads_cap;
+
+    /* The SAMPLE_RUN being gathered (opr_writer_sample): its entries wait
+     * here while definitions (STACK, PYSTACK, PYCODE, MAP and their tails)
+     * go to buf, and become one record before any other record or a flush,
+     * so samples keep their order with everything but definitions. */
+    unsigned char run[WRITER_RUN_SIZE];
+    size_t run_len;           /* entry bytes in run */
+    size_t run_last_at;       /* where the last entry starts */
+    uint32_t run_count;       /* entries */
+    uint32_t run_tid;         /* the last entry's tid */
+    uint64_t run_base_ns;     /* the first entry's time */
+    uint64_t run_time_ns;     /* the last entry's time */
+    struct opr_sample run_last; /* the last entry, to write it alone when counters follow it */
+    uint32_t run_last_py;
 };
 
 /* 256 KB: one drain of the agent's queue at 1 kHz and many threads fits. */

@@ -68,13 +68,13 @@ else
     fail "short threads: expected >= 50 % of ${cpu:-?} s unsampled and >= 9000 threads without a sample, got '${vals:-nothing}'"
 fi
 
-# 3. Disk full mid-run: a 64 KiB tmpfs holds ~1,400 samples of known_split
-# (~42 bytes each with the vDSO image and info; 128 KiB held all 2,861 of a
-# run once samples became SAMPLE_SHORT records); 3 s at 1 kHz is ~3,000. The summary's sample count must equal what the
+# 3. Disk full mid-run: a 40 KiB tmpfs holds ~1,500 samples of known_split
+# (~20 bytes each once samples went into SAMPLE_RUN records, plus the 8 KiB
+# vDSO image and info; 64 KiB held 2,779 of 2,857); 3 s at 1 kHz is ~3,000. The summary's sample count must equal what the
 # report reads from disk (exact: both count whole SAMPLE records), and the
 # samples not written must be counted as lost.
 mkdir "$WORK/small"
-if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=64k tmpfs "$WORK/small" 2>/dev/null; then
+if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=40k tmpfs "$WORK/small" 2>/dev/null; then
     limited "$OPPROF" record -o "$WORK/small/res" -- "$KNOWN_SPLIT" --seconds 3 >/dev/null 2>"$WORK/full.err"
     st=$?
     show record "$WORK/full.err" 5

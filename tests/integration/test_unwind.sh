@@ -47,6 +47,8 @@ for path in sorted(glob.glob(os.path.join(d, "proc-*.raw"))):
         body = data[off + 8:off + size]
         if rtype in (5, 18):  # SAMPLE, SAMPLE_SHORT
             samples += 1
+        elif rtype == 19 and len(body) >= 16:  # SAMPLE_RUN: its count
+            samples += struct.unpack_from("<I", body, 8)[0]
         elif rtype == 24 and len(body) >= 8 * len(FIELDS):
             last = dict(zip(FIELDS, struct.unpack_from("<%dQ" % len(FIELDS), body)))
         elif rtype == 8:

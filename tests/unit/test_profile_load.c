@@ -608,6 +608,23 @@ static size_t count_type(const struct buf *b, uint32_t type)
     return n;
 }
 
+/* Samples in SAMPLE_RUN records (their count fields). */
+static size_t run_entries(const struct buf *b)
+{
+    size_t n = 0;
+    for (size_t off = sizeof(struct opr_file_header); off + 8 <= b->len;) {
+        struct opr_record_header h;
+        memcpy(&h, b->data + off, sizeof h);
+        if (h.type == OPR_REC_SAMPLE_RUN) {
+            struct opr_sample_run run;
+            memcpy(&run, b->data + off + sizeof h, sizeof run);
+            n += run.count;
+        }
+        off += h.size ? h.size : b->len;
+    }
+    return n;
+}
+
 /* 600 samples on chains that each drop a few leaf frames of the one before
  * and add a few more from a small pool, as real stacks do;
  * native chains reach OPR_MAX_FRAMES, Python ones OPR_MAX_PYFRAMES. */
@@ -660,15 +677,18 @@ static struct profile *load_buf(const struct buf *b)
 }
 
 /* The same chains and samples written in the classic records and in the
- * compact ones (STACK_TAIL, PYSTACK_TAIL, SAMPLE_SHORT) load as the same
+ * compact ones (STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN) load as the same
  * stacks, frame by frame, with the same weights and flags; the compact
  * stream is the smaller. */
 static void test_shared_chains_load_whole(void)
 {
     struct buf whole = chain_stream(true), shared = chain_stream(false);
     CU_ASSERT_EQUAL(count_type(&whole, OPR_REC_STACK_TAIL) + count_type(&whole, OPR_REC_PYSTACK_TAIL) +
-                        count_type(&whole, OPR_REC_SAMPLE_SHORT), 0);
-    CU_ASSERT_EQUAL(count_type(&shared, OPR_REC_SAMPLE_SHORT), 600);
+                        count_type(&whole, OPR_REC_SAMPLE_SHORT) + count_type(&whole, OPR_REC_SAMPLE_RUN), 0);
+    /* nothing between the samples but definitions: runs of ~400 (4 KB of entries) */
+    CU_ASSERT_EQUAL(count_type(&shared, OPR_REC_SAMPLE_SHORT), 0);
+    CU_ASSERT_EQUAL(run_entries(&shared), 600);
+    CU_ASSERT_TRUE(count_type(&shared, OPR_REC_SAMPLE_RUN) >= 1 && count_type(&shared, OPR_REC_SAMPLE_RUN) <= 3);
     CU_ASSERT_TRUE(count_type(&shared, OPR_REC_STACK_TAIL) > 100);
     CU_ASSERT_TRUE(count_type(&shared, OPR_REC_PYSTACK_TAIL) > 50);
     CU_ASSERT_TRUE(shared.len * 3 < whole.len);
@@ -695,6 +715,53 @@ static void test_shared_chains_load_whole(void)
     profile_free(b);
     free(whole.data);
     free(shared.data);
+}
+
+/* A SAMPLE_RUN damaged inside: the entries before the damage load, the
+ * rest of the run is skipped with one warning, and the records after it
+ * still load. */
+static void test_damaged_sample_run(void)
+{
+    struct test_stream s;
+    header(&s, 7);
+    uint64_t pcs[] = {0x1000};
+    stack(&s, 0, pcs, 1);
+    for (int i = 0; i < 5; i++) {
+        struct opr_sample smp = {1000000 * (uint64_t)i, 7, 0, 0, 1};
+        opr_writer_sample(s.w, &smp, 0, 0);
+    }
+    opr_writer_note(s.w, "after the run"); /* closes the run */
+    struct opr_sample last = {9000000, 7, 0, 0, 1};
+    opr_writer_sample(s.w, &last, 0, 0);
+    struct buf b = finish(&s);
+    CU_ASSERT_EQUAL_FATAL(count_type(&b, OPR_REC_SAMPLE_RUN), 2);
+    /* 0xff from the fourth entry to the body's end: a number that never ends */
+    size_t off = sizeof(struct opr_file_header);
+    struct opr_record_header h = {0, 0};
+    while (off < b.len) {
+        memcpy(&h, b.data + off, sizeof h);
+        if (h.type == OPR_REC_SAMPLE_RUN)
+            break;
+        off += h.size;
+    }
+    unsigned char *e = b.data + off + sizeof h + sizeof(struct opr_sample_run);
+    size_t entry[5] = {0}, at = 0;
+    for (int i = 0; i < 5; i++) { /* five numbers an entry, each ending at a byte < 0x80 */
+        entry[i] = at;
+        for (int k = 0; k < 5; k++)
+            while (e[at++] & 0x80)
+                ;
+    }
+    memset(e + entry[3], 0xff, h.size - sizeof h - sizeof(struct opr_sample_run) - entry[3]);
+    struct profile *p = load_buf(&b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->sample_count, 4); /* 3 of the run, the one after the note */
+    bool warned = false;
+    for (size_t i = 0; i < p->nwarnings; i++)
+        warned |= strstr(p->warnings[i], "damaged after 3 of its samples") != NULL;
+    CU_ASSERT_TRUE(warned);
+    profile_free(p);
+    free(b.data);
 }
 
 /* Hostile tails: an unknown parent, a skip past the parent's end, a chain
@@ -746,4 +813,5 @@ void register_profile_load_tests(void)
     CU_add_test(s, "sample rows never wrap", test_sample_row_overflow);
     CU_add_test(s, "prefix-shared chains load as whole ones", test_shared_chains_load_whole);
     CU_add_test(s, "bad chain tails skipped", test_bad_tails_skipped);
+    CU_add_test(s, "a damaged sample run keeps the samples before the damage", test_damaged_sample_run);
 }

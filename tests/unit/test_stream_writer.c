@@ -147,6 +147,107 @@ static void test_framing(void)
     free(k.data);
 }
 
+/* Record types in stream order (at most 64). */
+static unsigned record_types(const struct sink *k, uint32_t *types)
+{
+    unsigned n = 0;
+    for (size_t off = sizeof(struct opr_file_header); off + 8 <= k->len && n < 64;) {
+        struct opr_record_header h;
+        memcpy(&h, k->data + off, sizeof h);
+        types[n++] = h.type;
+        off += h.size;
+    }
+    return n;
+}
+
+static size_t refuse_write(void *ctx, const void *bytes, size_t len)
+{
+    (void)ctx, (void)bytes, (void)len;
+    return 0; /* disk full */
+}
+
+/* Samples are packed into SAMPLE_RUN records and read back field for field
+ * (times going back, gaps past 2^32 ns, tid changes, the largest weight,
+ * flags); definitions written between them do not break the run, any other
+ * record does; a sample followed by counters is written alone; samples a
+ * short write lost are counted per entry; damaged entries stop the cursor. */
+static void test_sample_runs(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, NULL, NULL, NULL);
+    opr_writer_begin(w, 5, 1, 0, 1000000);
+    uint64_t a[] = {0x10, 0x20}, b[] = {0x11, 0x20};
+    CU_ASSERT_EQUAL(opr_writer_stack_id(w, a, 2), 0);
+    const struct opr_sample in[] = {
+        {1000, 7, 0, 0, 1},
+        {1000 + 1000000, 7, 1, OPR_SAMPLE_UNWIND_FAILED, OPR_SAMPLE_SHORT_MAX_WEIGHT},
+        {1000 + 999700, 9, 0, OPR_SAMPLE_TRUNCATED, 3}, /* queued after a later one */
+        {1000 + 6000000000ull, 4194303, 1, 0, 100000},
+        {1000 + 6000000001ull, 4194303, 0, 0, 1},
+    };
+    const uint32_t py[] = {0, 3, 0, 1u << 20, UINT32_MAX};
+    for (unsigned i = 0; i < 5; i++) {
+        if (i == 1)
+            CU_ASSERT_EQUAL(opr_writer_stack_id(w, b, 2), 1); /* a STACK inside the run */
+        opr_writer_sample(w, &in[i], py[i], 0);
+    }
+    opr_writer_note(w, "ends the run");
+    opr_writer_sample(w, &in[0], 0, 0);
+    opr_writer_emit(w, OPR_REC_COUNTER_SAMPLE, "counter!", 8, NULL, 0); /* its sample goes alone */
+    opr_writer_flush(w);
+    uint32_t types[64];
+    unsigned n = record_types(&k, types);
+    const uint32_t expect[] = {OPR_REC_STACK, OPR_REC_STACK, OPR_REC_SAMPLE_RUN, OPR_REC_NOTE, OPR_REC_SAMPLE_SHORT,
+                               OPR_REC_COUNTER_SAMPLE};
+    CU_ASSERT_EQUAL_FATAL(n, 6);
+    CU_ASSERT_EQUAL(memcmp(types, expect, sizeof expect), 0);
+    const unsigned char *body = find_record(&k, OPR_REC_SAMPLE_RUN, 0);
+    struct opr_record_header h;
+    memcpy(&h, body - sizeof h, sizeof h);
+    CU_ASSERT_TRUE(h.size <= 5 * 32 / 2); /* at most half their SAMPLE_SHORTs, these hard cases included */
+    struct opr_record rec = {OPR_REC_SAMPLE_RUN, 0, (const char *)body, h.size - sizeof h, 0};
+    struct opr_sample_run_cursor c;
+    opr_sample_run_begin(&c, &rec);
+    struct opr_sample out;
+    uint32_t out_py;
+    for (unsigned i = 0; i < 5; i++) {
+        CU_ASSERT_EQUAL_FATAL(opr_sample_run_next(&c, &out, &out_py), 1);
+        CU_ASSERT_EQUAL(memcmp(&out, &in[i], sizeof out), 0);
+        CU_ASSERT_EQUAL(out_py, py[i]);
+    }
+    CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), 0);
+    /* Damage: a body cut inside the last entry; a tid of 0 in the first. */
+    rec.len = (size_t)(c.at - (const unsigned char *)body) - 1;
+    opr_sample_run_begin(&c, &rec);
+    for (unsigned i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), 1);
+    CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), -1);
+    CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), 0);
+    unsigned char bad[sizeof(struct opr_sample_run) + 8] = {0};
+    bad[8] = 1;                       /* count 1 */
+    memcpy(bad + 16, "\0\0\0\0\0", 5); /* dt 0, tid 0 in a first entry */
+    struct opr_record bad_rec = {OPR_REC_SAMPLE_RUN, 0, (const char *)bad, sizeof bad, 0};
+    opr_sample_run_begin(&c, &bad_rec);
+    CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), -1);
+    memcpy(bad + 16, "\0\x80\x80\x80\x80\x10", 6); /* a tid of 2^32 */
+    opr_sample_run_begin(&c, &bad_rec);
+    CU_ASSERT_EQUAL(opr_sample_run_next(&c, &out, &out_py), -1);
+    opr_writer_free(w);
+    free(k.data);
+
+    /* A disk full from the start: every entry of the run is an unwritten sample. */
+    struct opr_writer_config config = {.ops = {.write = refuse_write}};
+    w = opr_writer_new(&config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    opr_writer_begin(w, 5, 1, 0, 1000000);
+    for (unsigned i = 0; i < 1000; i++)
+        opr_writer_sample(w, &in[i % 5], 0, 0);
+    CU_ASSERT_TRUE(opr_writer_pending(w) > 1000 * 5);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(opr_writer_unwritten_samples(w), 1000);
+    opr_writer_free(w);
+}
+
 static void test_ids_written_once(void)
 {
     struct sink k;
@@ -357,6 +458,7 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "framing: padding, no record split across writes", test_framing);
     CU_add_test(s, "stacks, Python code and stacks written once", test_ids_written_once);
     CU_add_test(s, "Python chain cache: same ids, nothing read again", test_python_chain_cache);
+    CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
 }
