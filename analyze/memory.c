@@ -103,6 +103,18 @@ static struct prof_memory_stream *stream_entry(struct stream_load *sl, struct me
     return &m->streams[st->stream_plus1 - 1];
 }
 
+void memory_tick_without_agent(struct opr_mem_tick *t)
+{
+    if (t->agent_bytes > t->rss_bytes)
+        t->agent_bytes = t->rss_bytes;
+    if (t->agent_file_bytes > t->agent_bytes)
+        t->agent_file_bytes = t->agent_bytes;
+    uint64_t agent_anon = t->agent_bytes - t->agent_file_bytes;
+    t->rss_bytes -= t->agent_bytes;
+    t->anon_bytes -= agent_anon < t->anon_bytes ? agent_anon : t->anon_bytes;
+    t->file_bytes -= t->agent_file_bytes < t->file_bytes ? t->agent_file_bytes : t->file_bytes;
+}
+
 static int on_tick(void *ctx, void *arg, const struct opr_record *rec)
 {
     struct prof_memory_stream *ms = stream_entry(ctx, arg);
@@ -110,18 +122,7 @@ static int on_tick(void *ctx, void *arg, const struct opr_record *rec)
         return -1;
     struct opr_mem_tick t = {0};
     memcpy(&t, rec->body, rec->len < sizeof t ? rec->len : sizeof t);
-    /* The workload's memory: the agent's own resident bytes (its sample ring
-     * and unwind tables) out of the RSS and out of its anonymous part, or its
-     * file part for tables mapped from the cache, so that they are neither
-     * its peak nor growth charged to its code. */
-    if (t.agent_bytes > t.rss_bytes)
-        t.agent_bytes = t.rss_bytes;
-    if (t.agent_file_bytes > t.agent_bytes)
-        t.agent_file_bytes = t.agent_bytes;
-    uint64_t agent_anon = t.agent_bytes - t.agent_file_bytes;
-    t.rss_bytes -= t.agent_bytes;
-    t.anon_bytes -= agent_anon < t.anon_bytes ? agent_anon : t.anon_bytes;
-    t.file_bytes -= t.agent_file_bytes < t.file_bytes ? t.agent_file_bytes : t.file_bytes;
+    memory_tick_without_agent(&t);
     if (ms->nticks && t.time_ns < ms->ticks[ms->nticks - 1].time_ns) {
         stream_warn(ctx, "MEM_TICK at byte %zu goes back in time: ignored", rec->off);
         return 0;

@@ -42,6 +42,14 @@ struct prof_memory {
 };
 void prof_memory_free(struct prof_memory *m);
 
+/* A reading as the workload's memory, pure (unit-tested): the agent's own
+ * resident bytes (its sample ring and unwind tables) taken out of the RSS,
+ * their anonymous part out of anon_bytes and their file-backed part (tables
+ * mapped from the cache) out of file_bytes, so that they are neither the
+ * workload's peak nor growth charged to its code. Never below 0, whatever
+ * a damaged record says. */
+void memory_tick_without_agent(struct opr_mem_tick *t);
+
 /* The charging rule, pure (unit-tested). ticks: one stream's readings in time
  * order; samples: that process's samples sorted by time (time and weight).
  * For each pair of consecutive readings, the RSS change happened in

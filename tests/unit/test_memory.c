@@ -145,6 +145,33 @@ static void test_analyze_tables(void)
     profile_free(p);
 }
 
+/* The agent's resident bytes come out of the workload's: the anonymous part
+ * (sample ring, tables compiled in memory) out of anon, the file-backed part
+ * (tables mapped from the cache) out of file; damaged figures (the agent
+ * larger than the RSS, its file part larger than itself or than file) end
+ * at 0, never wrap. */
+static void test_tick_without_agent(void)
+{
+    const uint64_t M = 1048576;
+    struct opr_mem_tick t = {.rss_bytes = 300 * M, .anon_bytes = 200 * M, .file_bytes = 100 * M,
+                             .agent_bytes = 50 * M, .agent_file_bytes = 30 * M};
+    memory_tick_without_agent(&t);
+    CU_ASSERT_EQUAL(t.rss_bytes, 250 * M);
+    CU_ASSERT_EQUAL(t.anon_bytes, 180 * M);
+    CU_ASSERT_EQUAL(t.file_bytes, 70 * M);
+    struct opr_mem_tick old = {.rss_bytes = 300 * M, .anon_bytes = 200 * M, .file_bytes = 100 * M,
+                               .agent_bytes = 50 * M}; /* a 72-byte record: no file part */
+    memory_tick_without_agent(&old);
+    CU_ASSERT_EQUAL(old.anon_bytes, 150 * M);
+    CU_ASSERT_EQUAL(old.file_bytes, 100 * M);
+    struct opr_mem_tick bad = {.rss_bytes = 10 * M, .anon_bytes = 4 * M, .file_bytes = 6 * M,
+                               .agent_bytes = 40 * M, .agent_file_bytes = 90 * M};
+    memory_tick_without_agent(&bad); /* agent -> 10 MiB, all of it file-backed: file 6 -> 0 */
+    CU_ASSERT_EQUAL(bad.rss_bytes, 0);
+    CU_ASSERT_EQUAL(bad.anon_bytes, 4 * M);
+    CU_ASSERT_EQUAL(bad.file_bytes, 0);
+}
+
 /* statm's line as the agent parses it at every writer period (pread of a
  * kept-open /proc/self/statm), and text that is not statm's. */
 static void test_parse_statm(void)
@@ -179,4 +206,5 @@ void register_memory_tests(void)
     CU_add_test(s, "released and unattributed changes", test_release_and_unattributed);
     CU_add_test(s, "peak, faults, growth tables, major-fault and cgroup findings", test_analyze_tables);
     CU_add_test(s, "statm parsed from its text; other text refused", test_parse_statm);
+    CU_add_test(s, "the agent's own memory out of anon and file", test_tick_without_agent);
 }
