@@ -613,7 +613,7 @@ struct opr_writer_config {
      * exited) and had none before. NULL: no THREAD record for it. */
     const char *unreadable_thread_name;
     /* true: the records readers before STACK_TAIL, PYSTACK_TAIL and
-     * SAMPLE_SHORT know: every chain whole, every sample a SAMPLE (to
+     * SAMPLE_SHORT and SAMPLE_RUN know: every chain whole, every sample a SAMPLE (to
      * compare the two, or for such a reader). */
     bool classic_records;
     struct opr_writer_ops ops;
@@ -633,12 +633,14 @@ void opr_writer_reset(struct opr_writer *w);
 void opr_writer_begin(struct opr_writer *w, uint32_t pid, uint32_t ppid, uint64_t start_ns, uint64_t period_ns);
 /* Appends one record: header, body, tail, zero padding to 8 bytes. Flushes
  * first when the buffer would overflow; a record larger than the buffer
- * (none of opprof's) is not written. */
+ * (none of opprof's) is not written. A record other than STACK, PYSTACK,
+ * PYCODE, MAP and their tails writes out the SAMPLE_RUN being gathered
+ * first, so samples keep their place among all other records. */
 void opr_writer_emit(struct opr_writer *w, uint32_t type, const void *body, size_t body_len, const void *tail,
                      size_t tail_len);
 void opr_writer_note(struct opr_writer *w, const char *text); /* NOTE record, now */
 void opr_writer_flush(struct opr_writer *w);
-size_t opr_writer_pending(const struct opr_writer *w); /* bytes emitted, not flushed yet */
+size_t opr_writer_pending(const struct opr_writer *w); /* bytes emitted, not flushed yet (a run being gathered too) */
 uint64_t opr_writer_bytes(const struct opr_writer *w);  /* bytes flushed that reached ops.write's target */
 /* SAMPLE records emitted that did not reach ops.write's target in full (a
  * short write: disk full). After the first short write nothing more is
@@ -651,9 +653,11 @@ size_t opr_writer_thread_count(const struct opr_writer *w); /* threads noted (op
  * time; -1 when out of memory. A chain with a PC outside the known mappings
  * re-reads the maps first (at most every 50 ms). */
 int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n);
-/* A sample: SAMPLE_SHORT when it fits (no OpenMP region, weight and flags
- * small), else SAMPLE with its Python tail and, when omp_region != 0, its
- * OpenMP tail. */
+/* A sample: an entry of the SAMPLE_RUN being gathered when it fits (no
+ * OpenMP region, weight and flags small; written out before the next record
+ * that is not a definition, or at a flush; a COUNTER_SAMPLE emitted next
+ * takes it out of the run as a SAMPLE_SHORT), else SAMPLE with its Python
+ * tail and, when omp_region != 0, its OpenMP tail. */
 void opr_writer_sample(struct opr_writer *w, const struct opr_sample *s, uint32_t py_stack_id_plus1,
                        uint64_t omp_region);
 /* PYSTACK id + 1 of a Python chain (leaf first, n clamped to
