@@ -5,13 +5,16 @@
  *   main -> spin_first  -> spin_kernel   ~S/2 s of arithmetic, no memory
  *   main -> touch_pages                  maps PAGES fresh anonymous pages and
  *                                        writes one byte in each: PAGES minor
- *                                        faults, with some arithmetic per page
- *                                        so the function also has user time
+ *                                        faults, with WORK xorshift steps per
+ *                                        page so the function also has user time
  *   main -> spin_last   -> spin_kernel   ~S/2 s of arithmetic again
  * Transparent huge pages are refused for the mapping (MADV_NOHUGEPAGE) so each
  * 4 KiB page is one fault. The spinning functions touch no new memory.
  *
- * Usage: fault_split [--pages N] [--seconds S]   (defaults 40000 pages, 1 s)
+ * Usage: fault_split [--pages N] [--work K] [--seconds S]
+ *        (defaults 40000 pages, 3000 steps a page, 1 s). More pages with less
+ *        work a page give the function a larger kernel share at the same CPU
+ *        time (test_kernel_time.sh).
  * Prints "fault_split: pages=N page_size=B" to stderr, and the CPU time of
  * touch_pages and of the whole run, user and kernel mode (getrusage of the
  * thread): "fault_split: touch_pages user U sys S; run user U sys S" (seconds).
@@ -33,7 +36,7 @@
 uint64_t spin_kernel(uint64_t n);
 void spin_first(double seconds);
 void spin_last(double seconds);
-void touch_pages(long pages, long page_size);
+void touch_pages(long pages, long page_size, long work);
 
 static volatile uint64_t sink;
 
@@ -83,7 +86,7 @@ NOINLINE void spin_last(double seconds)
 /* One write per page: exactly one minor fault per page. The arithmetic per
  * page gives the function user-mode time, which is what the user-mode timer
  * samples (fault handling itself runs in the kernel). */
-NOINLINE void touch_pages(long pages, long page_size)
+NOINLINE void touch_pages(long pages, long page_size, long work)
 {
     size_t len = (size_t)pages * (size_t)page_size;
     char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -95,7 +98,7 @@ NOINLINE void touch_pages(long pages, long page_size)
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (long i = 0; i < pages; i++) {
         mem[(size_t)i * (size_t)page_size] = (char)i;
-        for (int k = 0; k < 3000; k++) { /* inline: this function's own time */
+        for (long k = 0; k < work; k++) { /* inline: this function's own time */
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -124,14 +127,17 @@ NOINLINE void touch_pages(long pages, long page_size)
 int main(int argc, char **argv)
 {
     long pages = 40000;
+    long work = 3000;
     double seconds = 1.0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--pages") == 0 && i + 1 < argc)
             pages = atol(argv[++i]);
+        else if (strcmp(argv[i], "--work") == 0 && i + 1 < argc)
+            work = atol(argv[++i]);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: fault_split [--pages N] [--seconds S]\n");
+            fprintf(stderr, "usage: fault_split [--pages N] [--work K] [--seconds S]\n");
             return 2;
         }
     }
@@ -140,7 +146,7 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_THREAD, &r0);
     spin_first(seconds / 2);
     getrusage(RUSAGE_THREAD, &r1);
-    touch_pages(pages, page_size);
+    touch_pages(pages, page_size, work);
     getrusage(RUSAGE_THREAD, &r2);
     spin_last(seconds / 2);
     struct rusage r3;
