@@ -28,15 +28,19 @@ def spin_c(n):
 
 
 def run_work(seconds):
-    # Iterations per tenth of a round. The round length varies (a cycle of
-    # unit sizes, 1.7k..2.4k) so that it cannot phase-lock with the 1 ms
-    # sampling period: a round of exactly 0.5 ms put every other sample at
-    # the same point of a round and moved shares by 3 pp.
-    units = (2000, 2311, 1777, 2203, 1901, 2399, 1703)
+    # Iterations per tenth of a round: a pseudo-random 1700..2400 for each
+    # round, so that rounds cannot phase-lock with the sampling period. A
+    # round of exactly 0.5 ms put every other sample at the same point of a
+    # round and moved shares by 3 pp; a fixed cycle of seven sizes did the
+    # same at -F 4000 under Python 3.14, whose 7-round cycle took 3.51 ms,
+    # 14.04 periods of 0.25 ms (spin_b 28.3 to 33.7 % across CI runs). With
+    # random lengths each round starts at a random phase of the period.
     start = time.process_time()
     rounds = 0
+    x = 12345
     while time.process_time() - start < seconds:
-        unit = units[rounds % len(units)]
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        unit = 1700 + (x >> 8) % 701
         spin_a(5 * unit)
         spin_b(3 * unit)
         spin_c(2 * unit)
