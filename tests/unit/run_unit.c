@@ -14,6 +14,7 @@ int main(void)
     register_perf_map_tests();
     register_hotspots_tests();
     register_profile_load_tests();
+    register_compact_records_tests(); /* STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN */
     register_stream_writer_tests(); /* format/'s stream writer */
     register_report_tests();
     register_pmu_tests();

@@ -1,13 +1,9 @@
 /*
  * tests/unit/test_profile_load.c — the raw-format reader on hand-built result
  * directories: a good stream, a truncated one, a corrupt one, unknown record
- * types, missing info, Python frames spliced into native stacks.
- *
- * Streams are built record by record here (not by the agent or attach mode),
- * so that each field's meaning in docs/format.md is exercised on its own, but
- * through format/'s stream writer, the one both samplers write through: the
- * framing, padding and id assignment the loader is tested on are the
- * samplers' by construction.
+ * types, missing info, Python frames spliced into native stacks, the
+ * aggregated load. The streams are built through format/'s writer by
+ * tests/unit/test_stream.c; the compact records have test_compact_records.c.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -21,168 +17,40 @@
 #include "format/format.h"
 #include "tests/unit/unit.h"
 
-struct buf {
-    unsigned char *data;
-    size_t len, cap;
-};
-
-static void put(struct buf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 256;
-        b->data = realloc(b->data, b->cap);
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-/* The writer's byte sink: the stream stays in memory. */
-static size_t put_bytes(void *ctx, const void *bytes, size_t len)
-{
-    put(ctx, bytes, len);
-    return len;
-}
-
-/* A Python frame of a test stream; filename NULL: its code object is gone
- * (the writer then writes OPR_PYCODE_UNKNOWN). */
-struct test_pyframe {
-    const char *filename, *qualname;
-    int32_t first_line, line;
-};
-
-static bool resolve_test_pyframe(void *ctx, const void *frames, unsigned i, struct opr_pycode_names *out,
-                                 bool need_names)
-{
-    const struct test_pyframe *f = (const struct test_pyframe *)frames + i;
-    if (!f->filename)
-        return false;
-    snprintf(out->filename, sizeof out->filename, "%s", f->filename);
-    snprintf(out->qualname, sizeof out->qualname, "%s", f->qualname);
-    out->first_line = f->first_line;
-    out->line = f->line;
-    return true;
-}
-
-/* A stream being built in memory (no process behind it: no PROCESS, MAP or
- * THREAD records unless a test writes them). */
-struct test_stream {
-    struct opr_writer *w;
-    struct buf out;
-};
-
-/* Set by a test: the next header()'s writer writes every chain whole. */
-static bool next_classic_records;
-
-/* Starts a stream of pid: the file header (ppid 1, 1 ms period). */
-static void header(struct test_stream *s, uint32_t pid)
-{
-    memset(s, 0, sizeof *s);
-    struct opr_writer_config config = {
-        .classic_records = next_classic_records,
-        .ops = {.ctx = &s->out, .write = put_bytes, .resolve_pyframe = resolve_test_pyframe},
-    };
-    s->w = opr_writer_new(&config);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s->w);
-    opr_writer_begin(s->w, pid, 1, 0, 1000000);
-}
-
-/* The stream's bytes (the caller frees data). */
-static struct buf finish(struct test_stream *s)
-{
-    opr_writer_flush(s->w);
-    opr_writer_free(s->w);
-    return s->out;
-}
-
-static void record(struct test_stream *s, uint32_t type, const void *body, size_t body_len, const void *tail,
-                   size_t tail_len)
-{
-    opr_writer_emit(s->w, type, body, body_len, tail, tail_len);
-}
-
-static void sample(struct test_stream *s, uint64_t t, uint32_t tid, uint32_t stack, uint32_t py_plus1)
-{
-    struct opr_sample smp = {t, tid, stack, 0, 1};
-    struct opr_sample_python py = {py_plus1, 0};
-    record(s, OPR_REC_SAMPLE, &smp, sizeof smp, &py, sizeof py);
-}
-
-/* A STACK record through the writer's id table; id is the one the test's
- * samples refer to, so the writer must give the same. */
-static void stack(struct test_stream *s, uint32_t id, const uint64_t *pcs, uint32_t n)
-{
-    CU_ASSERT_EQUAL(opr_writer_stack_id(s->w, pcs, n), id);
-}
-
-static char tmpdir[256];
-
-static void write_file(const char *name, const void *data, size_t len)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fwrite(data, 1, len, f);
-    fclose(f);
-}
-
-static void write_info(const char *extra)
-{
-    char text[512];
-    snprintf(text, sizeof text,
-             "format=opprof-raw 1\ncommand=./app 'a b'\nevent=task-clock\nperiod_ns=1000000\n"
-             "frequency_hz=1000\nstart_ns=100\nend_ns=5000100\nexit_status=0\ncomplete=1\n%s",
-             extra);
-    write_file("info", text, strlen(text));
-}
-
-static void fresh_dir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/opprof-unit-XXXXXX");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
-}
-
 /* A stream with two stacks (addresses outside any mapping: they become
  * "[unknown] 0x..." frames), three samples on two threads, a LOST and END. */
-static struct buf good_stream(void)
+static struct test_buf good_stream(void)
 {
     struct test_stream s;
-    header(&s, 42);
+    test_stream_begin(&s, 42, false);
     struct opr_thread t = {42, OPR_THREAD_MAIN, 0, "main"};
-    record(&s, OPR_REC_THREAD, &t, sizeof t, NULL, 0);
+    test_stream_record(&s, OPR_REC_THREAD, &t, sizeof t, NULL, 0);
     uint64_t s0[] = {0x1000, 0x2000, 0x3000};
     uint64_t s1[] = {0x1100, 0x2000, 0x3000};
-    stack(&s, 0, s0, 3);
-    stack(&s, 1, s1, 3);
-    sample(&s, 10, 42, 0, 0);
-    sample(&s, 20, 43, 1, 0);
-    sample(&s, 30, 42, 0, 0);
+    test_stream_stack(&s, 0, s0, 3);
+    test_stream_stack(&s, 1, s1, 3);
+    test_stream_sample(&s, 10, 42, 0, 0);
+    test_stream_sample(&s, 20, 43, 1, 0);
+    test_stream_sample(&s, 30, 42, 0, 0);
     struct opr_lost l = {40, 5, 8};
-    record(&s, OPR_REC_LOST, &l, sizeof l, NULL, 0);
+    test_stream_record(&s, OPR_REC_LOST, &l, sizeof l, NULL, 0);
     struct opr_end e = {50, 8, 5};
-    record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
-    return finish(&s);
+    test_stream_record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
+    return test_stream_finish(&s);
 }
 
 /* A fresh dir with info (plus extra lines) and the good stream, loaded;
  * NULL (after a failed assertion) when it does not load. */
 static struct profile *load_good_stream(const char *extra_info)
 {
-    fresh_dir();
-    write_info(extra_info);
-    struct buf b = good_stream();
-    write_file("proc-42-0.raw", b.data, b.len);
+    unit_dir_new();
+    unit_dir_write_info(extra_info);
+    struct test_buf b = good_stream();
+    unit_dir_write("proc-42-0.raw", b.data, b.len);
     free(b.data);
     struct profile *p = NULL;
     char err[512] = "";
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     return p;
 }
 
@@ -212,7 +80,7 @@ static void test_good_stream(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(leaf->name, "0x1000"));
     CU_ASSERT_STRING_EQUAL(p->threads[0].name, "main");
     profile_free(p);
-    remove_dir();
+    unit_dir_remove();
 }
 
 /* record -c: info says which event led and how many events a sample is;
@@ -228,20 +96,20 @@ static void test_event_leader_info(void)
     CU_ASSERT_EQUAL(p->frequency_hz, 0);
     CU_ASSERT_EQUAL(p->total_weight, 3);
     profile_free(p);
-    remove_dir();
+    unit_dir_remove();
 }
 
 static void test_truncated_stream_keeps_earlier_samples(void)
 {
-    fresh_dir();
-    write_info("");
-    struct buf b = good_stream();
+    unit_dir_new();
+    unit_dir_write_info("");
+    struct test_buf b = good_stream();
     /* Cut inside the third SAMPLE record: the first two survive. */
     size_t cut = b.len - 32 - 16 - 40 - 12;
-    write_file("proc-42-0.raw", b.data, cut);
+    unit_dir_write("proc-42-0.raw", b.data, cut);
     struct profile *p;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     CU_ASSERT_EQUAL(p->nsamples, 2);
     CU_ASSERT_TRUE(p->processes[0].stream_truncated);
     CU_ASSERT_FALSE(p->processes[0].ended_cleanly);
@@ -250,20 +118,20 @@ static void test_truncated_stream_keeps_earlier_samples(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "2 samples read"));
     profile_free(p);
     free(b.data);
-    remove_dir();
+    unit_dir_remove();
 }
 
 static void test_corrupt_magic_and_all_corrupt(void)
 {
-    fresh_dir();
-    write_info("");
-    struct buf good = good_stream(), bad = good_stream();
+    unit_dir_new();
+    unit_dir_write_info("");
+    struct test_buf good = good_stream(), bad = good_stream();
     memcpy(bad.data, "GARBAGE!", 8);
-    write_file("proc-42-0.raw", good.data, good.len);
-    write_file("proc-43-0.raw", bad.data, bad.len);
+    unit_dir_write("proc-42-0.raw", good.data, good.len);
+    unit_dir_write("proc-43-0.raw", bad.data, bad.len);
     struct profile *p;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     CU_ASSERT_EQUAL(p->nsamples, 3);
     CU_ASSERT_EQUAL_FATAL(p->nwarnings, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(p->warnings[0], "bad magic"));
@@ -271,14 +139,14 @@ static void test_corrupt_magic_and_all_corrupt(void)
 
     /* Only corrupt streams: an error sentence, not an empty report. */
     char path[512];
-    snprintf(path, sizeof path, "%s/proc-42-0.raw", tmpdir);
+    snprintf(path, sizeof path, "%s/proc-42-0.raw", unit_dir);
     unlink(path);
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(profile_load(unit_dir, &p, err, sizeof err), -1);
     CU_ASSERT_PTR_NULL(p);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "none of its 1 sample stream"));
     free(good.data);
     free(bad.data);
-    remove_dir();
+    unit_dir_remove();
 }
 
 static void test_missing_info_and_missing_dir(void)
@@ -287,31 +155,31 @@ static void test_missing_info_and_missing_dir(void)
     char err[512] = "";
     CU_ASSERT_EQUAL(profile_load("/nonexistent/opprof.000", &p, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "No such file"));
-    fresh_dir();
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    unit_dir_new();
+    CU_ASSERT_EQUAL(profile_load(unit_dir, &p, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "not an opprof result directory"));
-    write_file("info", "format=opprof-raw 99\n", 21);
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), -1);
+    unit_dir_write("info", "format=opprof-raw 99\n", 21);
+    CU_ASSERT_EQUAL(profile_load(unit_dir, &p, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "version 99"));
-    remove_dir();
+    unit_dir_remove();
 }
 
 static void test_unknown_records_skipped_and_incomplete_run(void)
 {
-    fresh_dir();
-    write_info("complete=0\n");
+    unit_dir_new();
+    unit_dir_write_info("complete=0\n");
     struct test_stream s;
-    header(&s, 7);
+    test_stream_begin(&s, 7, false);
     uint64_t s0[] = {0x10};
-    stack(&s, 0, s0, 1);
+    test_stream_stack(&s, 0, s0, 1);
     uint64_t future[3] = {1, 2, 3};
-    record(&s, 999, future, sizeof future, NULL, 0); /* a newer writer's record */
-    sample(&s, 5, 7, 0, 0);
-    struct buf b = finish(&s);
-    write_file("proc-7-0.raw", b.data, b.len);
+    test_stream_record(&s, 999, future, sizeof future, NULL, 0); /* a newer writer's record */
+    test_stream_sample(&s, 5, 7, 0, 0);
+    struct test_buf b = test_stream_finish(&s);
+    unit_dir_write("proc-7-0.raw", b.data, b.len);
     struct profile *p;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     CU_ASSERT_EQUAL(p->nsamples, 1);
     CU_ASSERT_FALSE(p->complete);
     /* One warning: the recording did not finish. No END: not clean. */
@@ -320,7 +188,7 @@ static void test_unknown_records_skipped_and_incomplete_run(void)
     CU_ASSERT_FALSE(p->processes[0].ended_cleanly);
     profile_free(p);
     free(b.data);
-    remove_dir();
+    unit_dir_remove();
 }
 
 /* Python frames arrive as PYCODE + PYSTACK; the loader splices them where the
@@ -328,24 +196,24 @@ static void test_unknown_records_skipped_and_incomplete_run(void)
  * eval frame is recognized): the Python frames go at the root end. */
 static void test_python_frames_attached(void)
 {
-    fresh_dir();
-    write_info("");
+    unit_dir_new();
+    unit_dir_write_info("");
     struct test_stream s;
-    header(&s, 9);
+    test_stream_begin(&s, 9, false);
     uint64_t s0[] = {0x10, 0x20};
-    stack(&s, 0, s0, 2);
+    test_stream_stack(&s, 0, s0, 2);
     /* PYCODE 0 (step, def at 40, line 42 executing), then PYSTACK 0: that
      * frame, and below it an entry frame whose code object is gone. */
     struct test_pyframe frames[2] = {{"/w/train.py", "step", 40, 42}, {NULL, NULL, 0, 0}};
     struct opr_pyframe_key keys[2] = {{0x7000, 1, 10, 0, 0}, {0x7100, 2, 4, 1, 0}};
     CU_ASSERT_EQUAL(opr_writer_python_stack(s.w, keys, 2, frames), 1);
-    sample(&s, 1, 9, 0, 1);
-    sample(&s, 2, 9, 0, 0);
-    struct buf b = finish(&s);
-    write_file("proc-9-0.raw", b.data, b.len);
+    test_stream_sample(&s, 1, 9, 0, 1);
+    test_stream_sample(&s, 2, 9, 0, 0);
+    struct test_buf b = test_stream_finish(&s);
+    unit_dir_write("proc-9-0.raw", b.data, b.len);
     struct profile *p;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(p->nsamples, 2);
     const struct prof_stack *mixed = &p->stacks[p->samples[0].stack];
     const struct prof_stack *native = &p->stacks[p->samples[1].stack];
@@ -360,7 +228,7 @@ static void test_python_frames_attached(void)
     CU_ASSERT_STRING_EQUAL(p->frames[mixed->frames[3]].name, "[unknown Python frame]");
     profile_free(p);
     free(b.data);
-    remove_dir();
+    unit_dir_remove();
 }
 
 /* splice_stacks on its own: eval-loop frames are replaced by Python frames up
@@ -402,30 +270,30 @@ static void test_splice_rules(void)
  * process's /tmp/perf-PID.map can be read by mistake. */
 static struct profile *load_anonymous_stacks(bool with_perf_map)
 {
-    fresh_dir();
-    write_info("");
+    unit_dir_new();
+    unit_dir_write_info("");
     struct test_stream s;
-    header(&s, 4190002);
+    test_stream_begin(&s, 4190002, false);
     struct opr_map m = {.start = 0x7f0000000000, .end = 0x7f0000010000, .path_len = 0};
-    record(&s, OPR_REC_MAP, &m, sizeof m, NULL, 0);
+    test_stream_record(&s, OPR_REC_MAP, &m, sizeof m, NULL, 0);
     uint64_t ends_anon[] = {0x1000, 0x7f0000000104};
     uint64_t anon_inside[] = {0x7f0000000104, 0x3000};
-    stack(&s, 0, ends_anon, 2);
-    stack(&s, 1, anon_inside, 2);
-    sample(&s, 10, 4190002, 0, 0);
-    sample(&s, 20, 4190002, 1, 0);
+    test_stream_stack(&s, 0, ends_anon, 2);
+    test_stream_stack(&s, 1, anon_inside, 2);
+    test_stream_sample(&s, 10, 4190002, 0, 0);
+    test_stream_sample(&s, 20, 4190002, 1, 0);
     struct opr_end e = {50, 2, 0};
-    record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
-    struct buf b = finish(&s);
-    write_file("proc-4190002-0.raw", b.data, b.len);
+    test_stream_record(&s, OPR_REC_END, &e, sizeof e, NULL, 0);
+    struct test_buf b = test_stream_finish(&s);
+    unit_dir_write("proc-4190002-0.raw", b.data, b.len);
     free(b.data);
     if (with_perf_map) {
         const char map[] = "7f0000000100 10 py::step:train.py\n";
-        write_file("perf-4190002.map", map, sizeof map - 1);
+        unit_dir_write("perf-4190002.map", map, sizeof map - 1);
     }
     struct profile *p = NULL;
     char err[512] = "";
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(profile_load(unit_dir, &p, err, sizeof err), 0);
     return p;
 }
 
@@ -435,7 +303,7 @@ static void test_anonymous_end_is_truncated(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(p->truncated_samples, 1);
     profile_free(p);
-    remove_dir();
+    unit_dir_remove();
     p = load_anonymous_stacks(true);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(p->truncated_samples, 0);
@@ -444,7 +312,7 @@ static void test_anonymous_end_is_truncated(void)
         named = named || (p->frames[i].name && strcmp(p->frames[i].name, "py::step:train.py") == 0);
     CU_ASSERT_TRUE(named);
     profile_free(p);
-    remove_dir();
+    unit_dir_remove();
 }
 
 static void test_builders_dedup(void)
@@ -470,15 +338,15 @@ static void test_builders_dedup(void)
 /* The good stream loaded either way (PROFILE_LOAD_AGGREGATED or not). */
 static struct profile *load_good_stream_as(enum profile_load_mode mode)
 {
-    fresh_dir();
-    write_info("");
-    struct buf b = good_stream();
-    write_file("proc-42-0.raw", b.data, b.len);
+    unit_dir_new();
+    unit_dir_write_info("");
+    struct test_buf b = good_stream();
+    unit_dir_write("proc-42-0.raw", b.data, b.len);
     free(b.data);
     struct profile *p = NULL;
     char err[512] = "";
-    CU_ASSERT_EQUAL(profile_load_as(tmpdir, mode, &p, err, sizeof err), 0);
-    remove_dir();
+    CU_ASSERT_EQUAL(profile_load_as(unit_dir, mode, &p, err, sizeof err), 0);
+    unit_dir_remove();
     return p;
 }
 
@@ -534,31 +402,31 @@ static void test_aggregated_rows(void)
  * even when aggregated: worker grafting matches samples by time. */
 static void test_openmp_stream_stays_per_sample(void)
 {
-    fresh_dir();
-    write_info("");
+    unit_dir_new();
+    unit_dir_write_info("");
     struct test_stream st;
-    header(&st, 42);
+    test_stream_begin(&st, 42, false);
     uint64_t pcs[] = {0x1000, 0x2000};
-    stack(&st, 0, pcs, 2);
+    test_stream_stack(&st, 0, pcs, 2);
     for (int i = 0; i < 3; i++) {
         struct opr_sample smp = {10 + (uint64_t)i, 42, 0, 0, 1};
         unsigned char tail[sizeof(struct opr_sample_python) + sizeof(struct opr_sample_openmp)] = {0};
         uint64_t region = i == 1 ? (1ull << 63) | 1 : 0; /* a team thread in the runtime */
         memcpy(tail + sizeof(struct opr_sample_python), &region, sizeof region);
-        record(&st, OPR_REC_SAMPLE, &smp, sizeof smp, tail, sizeof tail);
+        test_stream_record(&st, OPR_REC_SAMPLE, &smp, sizeof smp, tail, sizeof tail);
     }
-    struct buf b = finish(&st);
-    write_file("proc-42-0.raw", b.data, b.len);
+    struct test_buf b = test_stream_finish(&st);
+    unit_dir_write("proc-42-0.raw", b.data, b.len);
     free(b.data);
     struct profile *p = NULL;
     char err[512] = "";
-    CU_ASSERT_EQUAL_FATAL(profile_load_as(tmpdir, PROFILE_LOAD_AGGREGATED, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(profile_load_as(unit_dir, PROFILE_LOAD_AGGREGATED, &p, err, sizeof err), 0);
     CU_ASSERT_EQUAL(p->nsamples, 3);
     CU_ASSERT_EQUAL(p->sample_count, 3);
     CU_ASSERT_TRUE(p->timeline);
     CU_ASSERT_EQUAL(p->samples[1].omp_region, THREADING_OUTSIDE_BODY);
     profile_free(p);
-    remove_dir();
+    unit_dir_remove();
 }
 
 /* A row's 32-bit sums never wrap: a row that would is left full and a new
@@ -587,214 +455,6 @@ static void test_sample_row_overflow(void)
     profile_free(p);
 }
 
-/* ---- prefix-shared chains (STACK_TAIL, PYSTACK_TAIL) ---- */
-
-static unsigned next_random(uint64_t *x)
-{
-    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
-    return (unsigned)(*x >> 33);
-}
-
-static size_t count_type(const struct buf *b, uint32_t type)
-{
-    size_t n = 0;
-    for (size_t off = sizeof(struct opr_file_header); off + 8 <= b->len;) {
-        uint32_t t, size;
-        memcpy(&t, b->data + off, 4);
-        memcpy(&size, b->data + off + 4, 4);
-        n += t == type;
-        off += size ? size : b->len;
-    }
-    return n;
-}
-
-/* Samples in SAMPLE_RUN records (their count fields). */
-static size_t run_entries(const struct buf *b)
-{
-    size_t n = 0;
-    for (size_t off = sizeof(struct opr_file_header); off + 8 <= b->len;) {
-        struct opr_record_header h;
-        memcpy(&h, b->data + off, sizeof h);
-        if (h.type == OPR_REC_SAMPLE_RUN) {
-            struct opr_sample_run run;
-            memcpy(&run, b->data + off + sizeof h, sizeof run);
-            n += run.count;
-        }
-        off += h.size ? h.size : b->len;
-    }
-    return n;
-}
-
-/* 600 samples on chains that each drop a few leaf frames of the one before
- * and add a few more from a small pool, as real stacks do;
- * native chains reach OPR_MAX_FRAMES, Python ones OPR_MAX_PYFRAMES. */
-static struct buf chain_stream(bool whole)
-{
-    static const char *const files[] = {"/w/a.py", "/w/b.py", "/w/c.py", "/w/d.py"};
-    static const char *const names[] = {"fa", "fb", "fc", "fd", "fe", "ff", "fg", "fh"};
-    struct test_stream s;
-    next_classic_records = whole;
-    header(&s, 7);
-    next_classic_records = false;
-    uint64_t x = 42, root[OPR_MAX_FRAMES], pcs[OPR_MAX_FRAMES];
-    unsigned pyroot[OPR_MAX_PYFRAMES], n = 0, npy = 0;
-    struct test_pyframe frames[OPR_MAX_PYFRAMES];
-    struct opr_pyframe_key keys[OPR_MAX_PYFRAMES];
-    for (int i = 0; i < 600; i++) {
-        n -= next_random(&x) % (n < 8 ? n + 1 : 8); /* drop up to 7 leaf frames */
-        for (unsigned k = 1 + next_random(&x) % 12; k > 0 && n < OPR_MAX_FRAMES; k--)
-            root[n++] = 0x1000 + 16 * (next_random(&x) % 48);
-        for (unsigned k = 0; k < n; k++)
-            pcs[k] = root[n - 1 - k];
-        int64_t id = opr_writer_stack_id(s.w, pcs, n);
-        npy -= next_random(&x) % (npy < 5 ? npy + 1 : 5);
-        for (unsigned k = 1 + next_random(&x) % 6; k > 0 && npy < OPR_MAX_PYFRAMES; k--)
-            pyroot[npy++] = next_random(&x) % 32; /* code object c % 8, instruction c / 8 */
-        for (unsigned k = 0; k < npy; k++) {
-            unsigned c = pyroot[npy - 1 - k];
-            frames[k] = (struct test_pyframe){files[c % 4], names[c % 8], 10 * (int32_t)(c % 8),
-                                              10 * (int32_t)(c % 8) + (int32_t)(c / 8)};
-            keys[k] = (struct opr_pyframe_key){0x7000 + 0x100 * (c % 8), 1, c / 8, c % 3 == 0, 0};
-        }
-        uint32_t py = i % 5 ? opr_writer_python_stack(s.w, keys, npy, frames) : 0;
-        CU_ASSERT_TRUE_FATAL(id >= 0);
-        struct opr_sample smp = {(uint64_t)i, 7, (uint32_t)id, i % 7 ? 0 : OPR_SAMPLE_TRUNCATED, 1 + i % 3};
-        opr_writer_sample(s.w, &smp, py, 0);
-    }
-    return finish(&s);
-}
-
-static struct profile *load_buf(const struct buf *b)
-{
-    fresh_dir();
-    write_info("");
-    write_file("proc-7-0.raw", b->data, b->len);
-    struct profile *p = NULL;
-    char err[512] = "";
-    CU_ASSERT_EQUAL(profile_load(tmpdir, &p, err, sizeof err), 0);
-    remove_dir();
-    return p;
-}
-
-/* The same chains and samples written in the classic records and in the
- * compact ones (STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN) load as the same
- * stacks, frame by frame, with the same weights and flags; the compact
- * stream is the smaller. */
-static void test_shared_chains_load_whole(void)
-{
-    struct buf whole = chain_stream(true), shared = chain_stream(false);
-    CU_ASSERT_EQUAL(count_type(&whole, OPR_REC_STACK_TAIL) + count_type(&whole, OPR_REC_PYSTACK_TAIL) +
-                        count_type(&whole, OPR_REC_SAMPLE_SHORT) + count_type(&whole, OPR_REC_SAMPLE_RUN), 0);
-    /* nothing between the samples but definitions: runs of ~400 (4 KB of entries) */
-    CU_ASSERT_EQUAL(count_type(&shared, OPR_REC_SAMPLE_SHORT), 0);
-    CU_ASSERT_EQUAL(run_entries(&shared), 600);
-    CU_ASSERT_TRUE(count_type(&shared, OPR_REC_SAMPLE_RUN) >= 1 && count_type(&shared, OPR_REC_SAMPLE_RUN) <= 3);
-    CU_ASSERT_TRUE(count_type(&shared, OPR_REC_STACK_TAIL) > 100);
-    CU_ASSERT_TRUE(count_type(&shared, OPR_REC_PYSTACK_TAIL) > 50);
-    CU_ASSERT_TRUE(shared.len * 3 < whole.len);
-    struct profile *a = load_buf(&whole), *b = load_buf(&shared);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-    CU_ASSERT_EQUAL_FATAL(a->nsamples, b->nsamples);
-    CU_ASSERT_EQUAL(a->sample_count, 600);
-    CU_ASSERT_EQUAL(a->total_weight, 1200); /* 1 + i % 3 */
-    size_t differ = 0, deepest = 0;
-    for (size_t i = 0; i < a->nsamples; i++) {
-        const struct prof_stack *sa = &a->stacks[a->samples[i].stack], *sb = &b->stacks[b->samples[i].stack];
-        bool same = sa->nframes == sb->nframes && a->samples[i].weight == b->samples[i].weight &&
-                    a->samples[i].flags == b->samples[i].flags;
-        for (uint32_t k = 0; same && k < sa->nframes; k++)
-            same = strcmp(a->frames[sa->frames[k]].name, b->frames[sb->frames[k]].name) == 0 &&
-                   a->frames[sa->frames[k]].line == b->frames[sb->frames[k]].line;
-        differ += !same;
-        deepest = sa->nframes > deepest ? sa->nframes : deepest;
-    }
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_TRUE(deepest >= 200);
-    profile_free(a);
-    profile_free(b);
-    free(whole.data);
-    free(shared.data);
-}
-
-/* A SAMPLE_RUN damaged inside: the entries before the damage load, the
- * rest of the run is skipped with one warning, and the records after it
- * still load. */
-static void test_damaged_sample_run(void)
-{
-    struct test_stream s;
-    header(&s, 7);
-    uint64_t pcs[] = {0x1000};
-    stack(&s, 0, pcs, 1);
-    for (int i = 0; i < 5; i++) {
-        struct opr_sample smp = {1000000 * (uint64_t)i, 7, 0, 0, 1};
-        opr_writer_sample(s.w, &smp, 0, 0);
-    }
-    opr_writer_note(s.w, "after the run"); /* closes the run */
-    struct opr_sample last = {9000000, 7, 0, 0, 1};
-    opr_writer_sample(s.w, &last, 0, 0);
-    struct buf b = finish(&s);
-    CU_ASSERT_EQUAL_FATAL(count_type(&b, OPR_REC_SAMPLE_RUN), 2);
-    /* 0xff from the fourth entry to the body's end: a number that never ends */
-    size_t off = sizeof(struct opr_file_header);
-    struct opr_record_header h = {0, 0};
-    while (off < b.len) {
-        memcpy(&h, b.data + off, sizeof h);
-        if (h.type == OPR_REC_SAMPLE_RUN)
-            break;
-        off += h.size;
-    }
-    unsigned char *e = b.data + off + sizeof h + sizeof(struct opr_sample_run);
-    size_t entry[5] = {0}, at = 0;
-    for (int i = 0; i < 5; i++) { /* five numbers an entry, each ending at a byte < 0x80 */
-        entry[i] = at;
-        for (int k = 0; k < 5; k++)
-            while (e[at++] & 0x80)
-                ;
-    }
-    memset(e + entry[3], 0xff, h.size - sizeof h - sizeof(struct opr_sample_run) - entry[3]);
-    struct profile *p = load_buf(&b);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    CU_ASSERT_EQUAL(p->sample_count, 4); /* 3 of the run, the one after the note */
-    bool warned = false;
-    for (size_t i = 0; i < p->nwarnings; i++)
-        warned |= strstr(p->warnings[i], "damaged after 3 of its samples") != NULL;
-    CU_ASSERT_TRUE(warned);
-    profile_free(p);
-    free(b.data);
-}
-
-/* Hostile tails: an unknown parent, a skip past the parent's end, a chain
- * deeper than OPR_MAX_FRAMES, a truncated body are skipped (their samples
- * with them); an empty tail (a root-side run of its parent) is valid. */
-static void test_bad_tails_skipped(void)
-{
-    struct test_stream s;
-    header(&s, 7);
-    uint64_t pcs[OPR_MAX_FRAMES] = {0x10, 0x20, 0x30};
-    CU_ASSERT_EQUAL(opr_writer_stack_id(s.w, pcs, 3), 0);
-    struct opr_chain_tail bad_skip = {1, 1, 0, 3}, no_parent = {2, 1, 9, 0}, empty = {3, 0, 0, 1},
-                          too_deep = {4, OPR_MAX_FRAMES - 2, 0, 0}, short_body = {5, 4, 0, 0};
-    record(&s, OPR_REC_STACK_TAIL, &bad_skip, sizeof bad_skip, pcs, 8);
-    record(&s, OPR_REC_STACK_TAIL, &no_parent, sizeof no_parent, pcs, 8);
-    record(&s, OPR_REC_STACK_TAIL, &empty, sizeof empty, NULL, 0);
-    record(&s, OPR_REC_STACK_TAIL, &too_deep, sizeof too_deep, pcs, (OPR_MAX_FRAMES - 2) * 8);
-    record(&s, OPR_REC_STACK_TAIL, &short_body, sizeof short_body, pcs, 16);
-    struct opr_chain_tail py_no_parent = {0, 1, 0, 0};
-    struct opr_pyframe pf = {0, 1, 0, 0};
-    record(&s, OPR_REC_PYSTACK_TAIL, &py_no_parent, sizeof py_no_parent, &pf, sizeof pf);
-    for (uint32_t id = 1; id <= 5; id++)
-        sample(&s, id, 7, id, id == 3 ? 1 : 0);
-    struct buf b = finish(&s);
-    struct profile *p = load_buf(&b);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    CU_ASSERT_EQUAL_FATAL(p->nsamples, 1);
-    const struct prof_stack *st = &p->stacks[p->samples[0].stack];
-    CU_ASSERT_EQUAL(st->nframes, 2); /* 0x20, 0x30: no Python frames (PYSTACK 0 was refused) */
-    profile_free(p);
-    free(b.data);
-}
-
 void register_profile_load_tests(void)
 {
     CU_pSuite s = CU_add_suite("profile_load", NULL, NULL);
@@ -811,7 +471,4 @@ void register_profile_load_tests(void)
     CU_add_test(s, "aggregated load: rows per thread and stack", test_aggregated_rows);
     CU_add_test(s, "aggregated load: OpenMP streams stay per sample", test_openmp_stream_stays_per_sample);
     CU_add_test(s, "sample rows never wrap", test_sample_row_overflow);
-    CU_add_test(s, "prefix-shared chains load as whole ones", test_shared_chains_load_whole);
-    CU_add_test(s, "bad chain tails skipped", test_bad_tails_skipped);
-    CU_add_test(s, "a damaged sample run keeps the samples before the damage", test_damaged_sample_run);
 }

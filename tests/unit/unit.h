@@ -6,12 +6,16 @@
 #define OPPROF_UNIT_H
 
 #include <CUnit/CUnit.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 void register_symbolize_tests(void);
 void register_symbolize_cfi_tests(void);
 void register_perf_map_tests(void); /* symbolize/perf_map.c */
 void register_hotspots_tests(void);
 void register_profile_load_tests(void);
+void register_compact_records_tests(void); /* the loader on STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN */
 void register_stream_writer_tests(void); /* format/'s stream writer */
 void register_report_tests(void);
 void register_pmu_tests(void);
@@ -26,6 +30,53 @@ void register_python_walk_tests(void); /* sampler/common: the CPython frame walk
 void register_hashmap_tests(void); /* util/hashmap.c */
 void register_python_lines_tests(void); /* sampler/common: CPython 3.9-3.13 line tables */
 void register_memory_tests(void); /* memory over time: charging and tables */
+
+/* ---- hand-built streams and result directories (test_stream.c) ---- */
+
+struct opr_writer;
+
+/* Bytes in memory, grown by realloc; the owner frees data. */
+struct test_buf {
+    unsigned char *data;
+    size_t len, cap;
+};
+
+/* A Python frame of a test stream; filename NULL: its code object is gone
+ * (the writer then writes OPR_PYCODE_UNKNOWN). */
+struct test_pyframe {
+    const char *filename, *qualname;
+    int32_t first_line, line;
+};
+
+/* A stream being built in memory through format/'s writer (no process
+ * behind it: no PROCESS, MAP or THREAD records unless a test writes them). */
+struct test_stream {
+    struct opr_writer *w;
+    struct test_buf out;
+};
+
+/* Starts a stream of pid: the file header (ppid 1, 1 ms period);
+ * classic_records: every chain written whole (no STACK_TAIL, SAMPLE_RUN). */
+void test_stream_begin(struct test_stream *s, uint32_t pid, bool classic_records);
+/* Flushes and frees the writer; the stream's bytes (the caller frees data). */
+struct test_buf test_stream_finish(struct test_stream *s);
+void test_stream_record(struct test_stream *s, uint32_t type, const void *body, size_t body_len, const void *tail,
+                        size_t tail_len);
+/* A SAMPLE of weight 1 on stack, Python stack py_plus1 - 1 (0: none). */
+void test_stream_sample(struct test_stream *s, uint64_t t, uint32_t tid, uint32_t stack, uint32_t py_plus1);
+/* A STACK record through the writer's id table; id is the one the test's
+ * samples refer to, so the writer must give the same. */
+void test_stream_stack(struct test_stream *s, uint32_t id, const uint64_t *pcs, uint32_t n);
+
+/* One result directory at a time: unit_dir_new() makes a fresh one under
+ * /tmp (its path in unit_dir), unit_dir_write() puts a file in it,
+ * unit_dir_write_info() an info file (a complete 5 ms task-clock run, plus
+ * the extra lines), unit_dir_remove() deletes it. */
+extern char unit_dir[256];
+void unit_dir_new(void);
+void unit_dir_write(const char *name, const void *data, size_t len);
+void unit_dir_write_info(const char *extra);
+void unit_dir_remove(void);
 
 /* Absolute paths of the build and source trees (set by Makefile.am). */
 #ifndef OPPROF_TEST_BUILDDIR
