@@ -3,8 +3,9 @@
  * in another (test_memory.sh: RSS growth charged to what ran).
  *
  *   main -> spin_before             ~S s of arithmetic, no new memory
- *   main -> grow_here               maps MB MiB of anonymous memory and writes
- *                                   every page, one MiB at a time with ~D ms of
+ *   main -> grow_here               ~50 ms of arithmetic first, then maps MB
+ *                                   MiB of anonymous memory and writes every
+ *                                   page, one MiB at a time with ~D ms of
  *                                   arithmetic after each, then holds it while
  *                                   spinning ~S s: the RSS grows by MB MiB,
  *                                   all of it while grow_here runs
@@ -68,6 +69,12 @@ __attribute__((noinline)) char *grow_here(size_t mb, double ms_per_mb, double ho
         exit(2);
     }
     (void)madvise(p, len, MADV_NOHUGEPAGE);
+    /* Growth is charged per reading interval (~10 ms) to the samples in it.
+     * Without this lead-in, the interval where spin_before ends and the
+     * writes start shared its growth (up to 3 MiB a 10 ms, more when a busy
+     * machine delays a reading) with spin_before, which allocates nothing
+     * (test_memory.sh: 1.0-2.0 MiB). With it, that interval has no growth. */
+    spin_for(0.05);
     long page = sysconf(_SC_PAGESIZE);
     for (size_t m = 0; m < mb; m++) {
         for (size_t off = 0; off < (1u << 20); off += (size_t)page)
