@@ -15,6 +15,11 @@
 . "$(dirname "$0")/lib.sh"
 require_all
 
+# The known change is measured twice at most: on a busy machine a share can
+# move by more than the sampling error (the note below); everything else the
+# Python check tests is exact and fails on the first attempt.
+for try in 1 2; do
+rm -rf "$WORK/a" "$WORK/b"
 record "$WORK/a" -F "$SPLIT_FREQ" -- "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK"
 [ "$RECORD_STATUS" -eq 0 ] || die "record of A failed"
 record "$WORK/b" -F "$SPLIT_FREQ" -- "$KNOWN_SPLIT" --seconds "$SECONDS_OF_WORK" --weights 2:3:5
@@ -31,8 +36,8 @@ fi
 # Shares by call path: the spin_X's sampling error at ~2,750 samples each is
 # below 1 pp (lib.sh's SPLIT_FREQ note); the known change is a difference of
 # two such shares, so 3 pp is about 2.5 sigma of the difference plus the
-# rounding of the calibration.
-python3 - "$WORK/a.folded" "$WORK/b.folded" "$WORK/d.svg" <<'PY' || fail "differential flame graph checks"
+# rounding of the calibration. Exit status 2: only the known change was off.
+python3 - "$WORK/a.folded" "$WORK/b.folded" "$WORK/d.svg" <<'PY'
 import re, sys, xml.etree.ElementTree as ET
 
 def shares(path):
@@ -114,13 +119,15 @@ def leaf(name):
         return None
     return hits[0][1]
 TOL = 3.0
+off = 0
 for name, want in (("spin_a", -30.0), ("spin_b", 0.0), ("spin_c", 30.0)):
     v = leaf(name)
     if v is None:
         continue
     print("%s: base %.2f%% -> %.2f%% (%+.2f pp, known %+.0f pp), fill rgb%s" % (name, v[1], v[0], v[2], want, v[3]))
     if abs(v[2] - want) > TOL:
-        fail("%s changed %+.2f pp, known %+.0f pp (tolerance %.0f pp)" % (name, v[2], want, TOL))
+        off += 1
+        print("off: %s changed %+.2f pp, known %+.0f pp (tolerance %.0f pp)" % (name, v[2], want, TOL))
 # The biggest mover has the strongest colour (210 of 255 taken away).
 mover = max(paths.values(), key=lambda v: abs(v[2]))
 if min(mover[3]) != 45:
@@ -134,8 +141,16 @@ if not m:
     fail("the legend does not say how much of A is not drawn")
 elif abs(float(m.group(1)) - 100 * only_a) > 0.06:
     fail("legend: %s%% of A not drawn, folded stacks say %.2f%%" % (m.group(1), 100 * only_a))
-sys.exit(1 if bad else 0)
+sys.exit(1 if bad else 2 if off else 0)
 PY
+st=$?
+if [ "$st" -eq 2 ] && [ "$try" = 1 ]; then
+    log "note: the known change is outside the tolerance on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); measuring again"
+    continue
+fi
+[ "$st" -eq 0 ] || fail "differential flame graph checks (status $st: 2 = the known change was off on both attempts)"
+break
+done
 [ "$FAILURES" -eq 0 ] && pass "differential flame graph: boxes = folded shares of A and B, known -30/0/+30 pp change, red/blue"
 grep -q "spin_a" "$WORK/diff.txt" || fail "opprof diff's table lacks spin_a"
 # `opprof export A B --flamegraph` draws the same graph (the title aside).

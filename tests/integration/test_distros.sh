@@ -260,22 +260,24 @@ PY
 # trampolines named from the perf map it writes in the root's /tmp, no
 # frame left "[anon]", and the split still right.
 check_perf_map() {
-    local label=$1 root=$2 opprof=$3 py=$4 res="$RW/xperf"
-    log "+ [$label] opprof record -o $res -F $SPLIT_FREQ -- $py -X perf py_split.py $SECONDS_OF_WORK"
-    in_root "$root" "$opprof" record -o "$res" -F "$SPLIT_FREQ" -- "$py" -X perf "$WORKLOADS/py_split.py" \
-        "$SECONDS_OF_WORK" >"$WORK/$label-xperf.out" 2>&1
-    local st=$? pid
-    pid=$(ls "$root$res" 2>/dev/null | sed -n 's/^proc-\([0-9]*\)-[0-9]*\.raw$/\1/p' | head -n 1)
-    if [ "$st" -ne 0 ] || [ -z "$pid" ] ||
-        ! in_root "$root" "$opprof" export "$res" --folded "$res.folded" >/dev/null 2>&1 ||
-        ! in_root "$root" "$opprof" report "$res" --format json --limit 100000 --group-by python \
-            >"$WORK/$label-xperf.json" 2>&1; then
-        show stderr "$WORK/$label-xperf.out" 4
-        fail "$label: record (exit $st), export or report of py_split.py under -X perf failed"
-        return
-    fi
-    rm -f "$root/tmp/perf-$pid.map"
-    if python3 - "$label" "$root$res.folded" "$WORK/$label-xperf.json" "$TOL_PP" <<'PY'
+    local label=$1 root=$2 opprof=$3 py=$4 res try
+    for try in 1 2; do
+        res="$RW/xperf-$try"
+        log "+ [$label] opprof record -o $res -F $SPLIT_FREQ -- $py -X perf py_split.py $SECONDS_OF_WORK"
+        in_root "$root" "$opprof" record -o "$res" -F "$SPLIT_FREQ" -- "$py" -X perf "$WORKLOADS/py_split.py" \
+            "$SECONDS_OF_WORK" >"$WORK/$label-xperf.out" 2>&1
+        local st=$? pid
+        pid=$(ls "$root$res" 2>/dev/null | sed -n 's/^proc-\([0-9]*\)-[0-9]*\.raw$/\1/p' | head -n 1)
+        if [ "$st" -ne 0 ] || [ -z "$pid" ] ||
+            ! in_root "$root" "$opprof" export "$res" --folded "$res.folded" >/dev/null 2>&1 ||
+            ! in_root "$root" "$opprof" report "$res" --format json --limit 100000 --group-by python \
+                >"$WORK/$label-xperf.json" 2>&1; then
+            show stderr "$WORK/$label-xperf.out" 4
+            fail "$label: record (exit $st), export or report of py_split.py under -X perf failed"
+            return
+        fi
+        rm -f "$root/tmp/perf-$pid.map"
+        if python3 - "$label" "$root$res.folded" "$WORK/$label-xperf.json" "$TOL_PP" <<'PY'
 import json, sys
 label, tol = sys.argv[1], float(sys.argv[4])
 named = anon = 0
@@ -292,11 +294,13 @@ print("%s: -X perf: %d frames named py::... from the perf map, %d [anon]; split 
 bad = anon > 0 or named == 0 or any(abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
 sys.exit(1 if bad else 0)
 PY
-    then
-        pass "$label: -X perf trampolines named from the perf map, split within ${TOL_PP} pp"
-    else
-        fail "$label: -X perf: trampolines left [anon] or the split is off (see above)"
-    fi
+        then
+            pass "$label: -X perf trampolines named from the perf map, split within ${TOL_PP} pp"
+            return
+        fi
+        log "note: $label: -X perf: outside the tolerance on attempt $try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+    done
+    fail "$label: -X perf: trampolines left [anon] or the split is off on both attempts (see above)"
 }
 
 # check_torch LABEL ROOT OPPROF PYTHON OP...: torch_train.py inside ROOT; each
