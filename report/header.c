@@ -97,30 +97,46 @@ const char *report_sampled_modes(const struct profile *p)
  * from before AGENT_CPU only have the wall time, and say so. Not counted by
  * either: the kernel's signal delivery and return (the bench's outside ratio
  * includes them). */
+bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!p->agent_handler_calls || !p->process_cpu_ns)
+        return false;
+    const struct profile_agent_cpu *a = &p->agent_cpu;
+    c->cpu_clock = a->handler_timed > 0;
+    c->handler_ns = (double)(c->cpu_clock ? a->handler_cpu_est_ns : p->agent_handler_ns);
+    uint64_t calls = c->cpu_clock ? a->handler_calls : p->agent_handler_calls;
+    c->per_sample_ns = c->handler_ns / (double)(calls ? calls : 1);
+    if (c->cpu_clock) {
+        c->median_ns = profile_handler_quantile_ns(a, 0.5);
+        c->p99_ns = profile_handler_quantile_ns(a, 0.99);
+    }
+    c->writer_cpu_ns = p->agent_writer_cpu_ns;
+    c->startup_cpu_ns = p->acct.startup_cpu_ns;
+    /* start-up/shutdown: paid once per process, so 500 quick forks show it */
+    c->share_pct = 100.0 * (c->handler_ns + (double)c->writer_cpu_ns + (double)c->startup_cpu_ns) /
+                   (double)p->process_cpu_ns;
+    return true;
+}
+
 static void print_overhead(FILE *out, const struct profile *p)
 {
-    if (!p->agent_handler_calls || !p->process_cpu_ns)
+    struct report_agent_cost c;
+    if (!report_agent_cost(p, &c))
         return;
     const struct profile_agent_cpu *a = &p->agent_cpu;
-    bool cpu_clock = a->handler_timed > 0;
-    uint64_t handler_ns = cpu_clock ? a->handler_cpu_est_ns : p->agent_handler_ns;
-    /* start-up/shutdown: paid once per process, so 500 quick forks show it */
-    double share = 100.0 * (double)(handler_ns + p->agent_writer_cpu_ns + p->acct.startup_cpu_ns) /
-                   (double)p->process_cpu_ns;
-    if (cpu_clock)
+    if (c.cpu_clock)
         fprintf(out,
                 "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f; CPU time of 1 in %u samples)"
                 " + %.3f s writer thread CPU (%" PRIu64 " maps reads)",
-                (double)a->handler_cpu_est_ns / (double)(a->handler_calls ? a->handler_calls : 1) / 1e3,
-                profile_handler_quantile_ns(a, 0.5) / 1e3, profile_handler_quantile_ns(a, 0.99) / 1e3,
-                a->timed_every, (double)p->agent_writer_cpu_ns / 1e9, a->maps_rereads);
+                c.per_sample_ns / 1e3, c.median_ns / 1e3, c.p99_ns / 1e3, a->timed_every,
+                (double)c.writer_cpu_ns / 1e9, a->maps_rereads);
     else
         fprintf(out, "  overhead    %.1f us per sample in the signal handler (wall time) + %.3f s writer thread CPU",
-                (double)p->agent_handler_ns / (double)p->agent_handler_calls / 1e3,
-                (double)p->agent_writer_cpu_ns / 1e9);
+                c.per_sample_ns / 1e3, (double)c.writer_cpu_ns / 1e9);
     if (p->acct.streams)
-        fprintf(out, " + %.3f s start-up in %zu processes", (double)p->acct.startup_cpu_ns / 1e9, p->acct.streams);
-    fprintf(out, " = %.2f %% of the processes' CPU time\n", share);
+        fprintf(out, " + %.3f s start-up in %zu processes", (double)c.startup_cpu_ns / 1e9, p->acct.streams);
+    fprintf(out, " = %.2f %% of the processes' CPU time\n", c.share_pct);
 }
 
 /* CPU time no sample stands for (ACCOUNTING records), from 5 % of the CPU

@@ -6,6 +6,7 @@
 #ifndef OPPROF_REPORT_INTERNAL_H
 #define OPPROF_REPORT_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -23,6 +24,20 @@ void report_format_duration(char *buf, size_t len, double ns, double resolution_
 void report_print_wrapped(FILE *out, const char *first, const char *rest, const char *text, unsigned columns);
 /* Characters (UTF-8 sequences) of s, for column widths. */
 size_t report_text_width(const char *s);
+
+/* header.c: the agent's own cost, as the overhead line prints it and the
+ * JSON report's "agent" object carries it. False: the recording has no
+ * handler figures (no AGENT_COST records, or no process CPU time). */
+struct profile;
+struct report_agent_cost {
+    bool cpu_clock;          /* handler time on the thread CPU clock (AGENT_CPU); else wall time */
+    double handler_ns;       /* handler time, all calls (timed calls' mean x calls on the CPU clock) */
+    double per_sample_ns;    /* handler_ns per handler call */
+    double median_ns, p99_ns; /* of the timed calls (cpu_clock only; 0 otherwise) */
+    uint64_t writer_cpu_ns, startup_cpu_ns;
+    double share_pct; /* handler + writer + start-up, % of the processes' CPU time */
+};
+bool report_agent_cost(const struct profile *p, struct report_agent_cost *c);
 
 /* sweep_table.c: the short word a sweep table's CPI/BW cell shows for the
  * reason a row has no counter values ("no PMU", "not asked", "n/a"). */

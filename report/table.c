@@ -506,6 +506,19 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
                 p->process_cpu_ns, p->acct.unsampled_ns, p->acct.trap_blocked_threads, p->acct.threads_started,
                 p->acct.threads_sampled, p->acct.startup_cpu_ns,
                 p->acct.info_unwritten > p->acct.unwritten_samples ? p->acct.info_unwritten : p->acct.unwritten_samples);
+    struct report_agent_cost c;
+    if (p && report_agent_cost(p, &c)) { /* the overhead line's figures, and the writer's counters */
+        const struct profile_agent_cpu *a = &p->agent_cpu;
+        fprintf(out,
+                ",\"agent\":{\"handler_clock\":\"%s\",\"handler_ns_per_sample\":%.0f,\"handler_median_ns\":%.0f"
+                ",\"handler_p99_ns\":%.0f,\"handler_timed_every\":%u,\"writer_cpu_ns\":%" PRIu64
+                ",\"startup_cpu_ns\":%" PRIu64 ",\"share_pct\":%.3f,\"maps_rereads\":%" PRIu64
+                ",\"maps_probes\":%" PRIu64 ",\"phdr_refreshes\":%" PRIu64 ",\"schedstat_reads\":%" PRIu64
+                ",\"pystack_hits\":%" PRIu64 ",\"pystack_misses\":%" PRIu64 "}",
+                c.cpu_clock ? "thread_cpu" : "wall", c.per_sample_ns, c.median_ns, c.p99_ns, a->timed_every,
+                c.writer_cpu_ns, c.startup_cpu_ns, c.share_pct, a->maps_rereads, a->maps_probes, a->phdr_refreshes,
+                a->schedstat_reads, a->pystack_hits, a->pystack_misses);
+    }
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));
     fputs(",\"sort\":", out);

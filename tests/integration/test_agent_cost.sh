@@ -53,6 +53,44 @@ check_figures() {
     fi
 }
 
+# check_json NAME DIR FIELDS...: the JSON report's "agent" object carries the
+# overhead line's figures (to the line's precision) and the writer's
+# counters: a Python chain for every sample with Python frames, each either
+# found in the writer's cache or built (so hits + misses is between the
+# number of samples under the script's <module> and the samples' total
+# weight), none in
+# a native program.
+check_json() {
+    _n=$1 _d=$2
+    shift 2
+    report_json "$_d" "$WORK/$_n.json" --group-by python || { fail "$_n: opprof report --format json failed"; return; }
+    pycheck '
+doc = load(sys.argv[1]); name = sys.argv[2]
+mean, med, p99, writer_s, reads, share = map(float, sys.argv[3:9])
+a = doc.get("agent")
+if not a:
+    fail("%s: the JSON report has no agent object" % name)
+    sys.exit(1)
+got = (a["handler_ns_per_sample"] / 1e3, a["handler_median_ns"] / 1e3, a["handler_p99_ns"] / 1e3,
+       a["writer_cpu_ns"] / 1e9, a["maps_rereads"], a["share_pct"])
+want = (mean, med, p99, writer_s, reads, share)
+prec = (0.05, 0.05, 0.05, 0.0005, 0, 0.005)
+off = [i for i in range(6) if abs(got[i] - want[i]) > prec[i] + 1e-9]
+(fail if off else ok)("%s: JSON agent %s = the overhead line %s" % (name, ["%g" % g for g in got], list(want)))
+chains = a["pystack_hits"] + a["pystack_misses"]
+samples = doc["total_weight"]  # >= the sample count (a sample may weigh more than one period)
+# a count, not a weight; the largest <module> row (the <module> of an import
+# under the script one would count a sample twice in a sum)
+under = max([r["samples"] for r in doc["rows"] if r["name"] == "<module>"] or [0])
+if name == "native":
+    (ok if chains == 0 else fail)("native: %d Python chains looked up (none expected)" % chains)
+else:
+    (ok if under <= chains <= samples and under > 0 else fail)(
+        "%s: %d Python chains looked up (%d from the cache), between the %d samples under <module> and all %d"
+        % (name, chains, a["pystack_hits"], under, samples))
+' "$WORK/$_n.json" "$_n" "$@"
+}
+
 # 1. native
 record "$WORK/native" -- "$KNOWN_SPLIT" --threads 2 --seconds 2
 [ "$RECORD_STATUS" -eq 0 ] || die "opprof record of known_split failed"
@@ -60,6 +98,7 @@ set -- $(overhead_fields "$WORK/native")
 log "native: $*"
 if [ "$#" -ge 6 ]; then
     check_figures native "$@"
+    check_json native "$WORK/native" "$@"
     bound=$(awk -v w="$7" 'BEGIN { printf "%d", 3 + w / 5 }')
     [ "$5" -ge 1 ] && [ "$5" -le "$bound" ] && pass "native: /proc/self/maps read $5 times in $7 s (at most $bound)" ||
         fail "native: /proc/self/maps read $5 times in $7 s, expected 1 to $bound (start, 2 thread stacks, 1 per 5 s)"
@@ -77,6 +116,7 @@ if [ -n "$PY" ]; then
     log "python: $*"
     if [ "$#" -ge 7 ]; then
         check_figures python "$@"
+        check_json python "$WORK/py" "$@"
         bound=$(awk -v w="$7" 'BEGIN { printf "%d", 4 + w / 5 }')
         [ "$5" -le "$bound" ] && pass "python: /proc/self/maps read $5 times in $7 s (at most $bound)" ||
             fail "python: /proc/self/maps read $5 times in $7 s (at most $bound; once a second was the old cost)"
