@@ -33,7 +33,7 @@ struct report_agent_cost {
     bool cpu_clock;          /* handler time on the thread CPU clock (AGENT_CPU); else wall time */
     double handler_ns;       /* handler time, all calls (timed calls' mean x calls on the CPU clock) */
     double per_sample_ns;    /* handler_ns per handler call */
-    double median_ns, p99_ns; /* of the timed calls (cpu_clock only; 0 otherwise) */
+    double median_ns, p99_ns; /* of the timed calls (cpu_clock only; 0 otherwise, null in JSON) */
     uint64_t writer_cpu_ns, startup_cpu_ns;
     double share_pct; /* handler + writer + start-up, % of the processes' CPU time */
 };

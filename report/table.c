@@ -509,13 +509,17 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     struct report_agent_cost c;
     if (p && report_agent_cost(p, &c)) { /* the overhead line's figures, and the writer's counters */
         const struct profile_agent_cpu *a = &p->agent_cpu;
+        fprintf(out, ",\"agent\":{\"handler_clock\":\"%s\",\"handler_ns_per_sample\":%.0f",
+                c.cpu_clock ? "thread_cpu" : "wall", c.per_sample_ns);
+        if (c.cpu_clock) /* quantiles of the timed calls; a wall-time recording has none */
+            fprintf(out, ",\"handler_median_ns\":%.0f,\"handler_p99_ns\":%.0f,\"handler_timed_every\":%u",
+                    c.median_ns, c.p99_ns, a->timed_every);
+        else
+            fputs(",\"handler_median_ns\":null,\"handler_p99_ns\":null,\"handler_timed_every\":null", out);
         fprintf(out,
-                ",\"agent\":{\"handler_clock\":\"%s\",\"handler_ns_per_sample\":%.0f,\"handler_median_ns\":%.0f"
-                ",\"handler_p99_ns\":%.0f,\"handler_timed_every\":%u,\"writer_cpu_ns\":%" PRIu64
-                ",\"startup_cpu_ns\":%" PRIu64 ",\"share_pct\":%.3f,\"maps_rereads\":%" PRIu64
-                ",\"maps_probes\":%" PRIu64 ",\"phdr_refreshes\":%" PRIu64 ",\"schedstat_reads\":%" PRIu64
-                ",\"pystack_hits\":%" PRIu64 ",\"pystack_misses\":%" PRIu64 "}",
-                c.cpu_clock ? "thread_cpu" : "wall", c.per_sample_ns, c.median_ns, c.p99_ns, a->timed_every,
+                ",\"writer_cpu_ns\":%" PRIu64 ",\"startup_cpu_ns\":%" PRIu64 ",\"share_pct\":%.3f"
+                ",\"maps_rereads\":%" PRIu64 ",\"maps_probes\":%" PRIu64 ",\"phdr_refreshes\":%" PRIu64
+                ",\"schedstat_reads\":%" PRIu64 ",\"pystack_hits\":%" PRIu64 ",\"pystack_misses\":%" PRIu64 "}",
                 c.writer_cpu_ns, c.startup_cpu_ns, c.share_pct, a->maps_rereads, a->maps_probes, a->phdr_refreshes,
                 a->schedstat_reads, a->pystack_hits, a->pystack_misses);
     }
