@@ -310,6 +310,10 @@ struct opr_unwind {
      * rule came from the thread's rule cache (unwind_table.h) instead of
      * the module's table. Absent (0) in streams written before them. */
     uint64_t rule_lookups, rule_cache_hits;
+    /* Cache files the writer removed to keep the cache directory within
+     * $OPPROF_UNWIND_CACHE_MAX, least recently used first. Absent (0) in
+     * streams written before it. */
+    uint64_t cache_evicted;
 };
 
 struct opr_end {

@@ -353,7 +353,7 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,
     };
-    unwind_cache_counts(&u.cache_loaded, &u.cache_stored, &u.cache_rejected);
+    unwind_cache_counts(&u.cache_loaded, &u.cache_stored, &u.cache_rejected, &u.cache_evicted);
     /* Not compared below: they move with the clock calibration. */
     struct opr_unwind timed = u;
     uint64_t now = agent_now_ns(), timed_total = 0;

@@ -34,6 +34,15 @@
  *
  * File: struct cache_header, zeros up to sizeof(struct unwind_table), then
  * the block after its struct, so that file offsets are block offsets.
+ *
+ * Size: one file per object any run sampled, so the directory only grows
+ * (77 MB on this project's VM after a few hundred test runs, PyTorch's
+ * tables ~30 MB of it). After each store the writer trims it to
+ * $OPPROF_UNWIND_CACHE_MAX (bytes, K/M/G suffixes; default 512M; 0: no
+ * limit), least recently used first: a load sets the file's access time
+ * (futimens, so noatime mounts keep the order too), and the files with the
+ * oldest one go. The file just stored stays, and a file another process
+ * has mapped stays valid for it (removing unlinks a name, not the pages).
  */
 #include <elf.h>
 #include <errno.h>
@@ -43,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,7 +90,37 @@ void unwind_table_point(struct unwind_table *t, size_t map_bytes, uint64_t base,
 /* ---- where ------------------------------------------------------------------ */
 
 static char cache_dir[512]; /* "": no cache */
-static uint64_t cache_loaded, cache_stored, cache_rejected;
+static uint64_t cache_loaded, cache_stored, cache_rejected, cache_evicted;
+#define CACHE_DEFAULT_LIMIT (512ull << 20)
+static uint64_t cache_limit = CACHE_DEFAULT_LIMIT; /* bytes the directory's tables may take, 0: no limit */
+/* The directory's table bytes as this process last counted them, plus
+ * what it stored since: the directory is listed again only when that
+ * passes the limit, not at every store (a first PyTorch run stores ~27
+ * tables into a directory of hundreds). Other processes' stores are not in
+ * it; their own trims count them. */
+static uint64_t listed_total;
+static bool listed;
+
+/* "N", "NK", "NM" or "NG" (powers of 1024); false when it is not one. */
+static bool parse_limit(const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno != 0 || text[0] == '-')
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
 
 void unwind_cache_init(void)
 {
@@ -98,18 +138,23 @@ void unwind_cache_init(void)
         n = snprintf(cache_dir, sizeof cache_dir, "%s/.cache/opprof/unwind", home);
     if (n < 0 || (size_t)n >= sizeof cache_dir)
         cache_dir[0] = '\0';
+    const char *max = getenv("OPPROF_UNWIND_CACHE_MAX");
+    if (!max || !parse_limit(max, &cache_limit))
+        cache_limit = CACHE_DEFAULT_LIMIT; /* unset or unreadable: the default, not "no limit" */
 }
 
 void unwind_cache_atfork_child(void)
 {
-    cache_loaded = cache_stored = cache_rejected = 0; /* the child's stream counts its own */
+    cache_loaded = cache_stored = cache_rejected = cache_evicted = 0; /* the child's stream counts its own */
+    listed = false;
 }
 
-void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected)
+void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected, uint64_t *evicted)
 {
     *loaded = cache_loaded;
     *stored = cache_stored;
     *rejected = cache_rejected;
+    *evicted = cache_evicted;
 }
 
 /* The cache directory, opened; -1 when there is none or it is not safe to
@@ -266,6 +311,11 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
             t = NULL;
         }
     }
+    if (ok) {
+        /* last use, for the trimming below: the access time, set explicitly */
+        const struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+        (void)futimens(fd, times);
+    }
     if (fd >= 0)
         close(fd); /* the mapping keeps the file */
     if (!ok && fd >= 0) {
@@ -281,6 +331,83 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     unwind_table_account(bytes, true);
     cache_loaded++;
     return t;
+}
+
+/* ---- keeping the directory bounded (see the top of the file) ------------------ */
+
+struct cache_file {
+    char name[128];
+    uint64_t bytes;
+    struct timespec used; /* the access time: the last load, or the store */
+};
+
+static int least_recently_used(const void *pa, const void *pb)
+{
+    const struct cache_file *a = pa, *b = pb;
+    if (a->used.tv_sec != b->used.tv_sec)
+        return a->used.tv_sec < b->used.tv_sec ? -1 : 1;
+    return (a->used.tv_nsec > b->used.tv_nsec) - (a->used.tv_nsec < b->used.tv_nsec);
+}
+
+/* Removes the least recently used tables until the directory's tables
+ * take at most cache_limit bytes; never `keep` (the one just stored, of
+ * kept_bytes). Only table files (*.t3, regular, ours) are counted or
+ * removed: another process's temporary file and anything else in the
+ * directory are left. */
+static void trim_cache(int dir, const char *keep, uint64_t kept_bytes)
+{
+    if (cache_limit == 0)
+        return;
+    if (listed && listed_total + kept_bytes <= cache_limit) {
+        listed_total += kept_bytes;
+        return;
+    }
+    int listing = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!d) {
+        if (listing >= 0)
+            close(listing);
+        return;
+    }
+    struct cache_file *files = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || len < 4 || len >= sizeof files[0].name || strcmp(e->d_name + len - 3, ".t3") != 0 ||
+            fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        total += (uint64_t)st.st_size;
+        if (strcmp(e->d_name, keep) == 0)
+            continue;
+        if (n == cap) {
+            size_t more = cap ? 2 * cap : 256;
+            struct cache_file *grown = realloc(files, more * sizeof *files);
+            if (!grown)
+                break; /* out of memory: trim what is listed */
+            files = grown;
+            cap = more;
+        }
+        memcpy(files[n].name, e->d_name, len + 1);
+        files[n].bytes = (uint64_t)st.st_size;
+        files[n].used = st.st_atim;
+        n++;
+    }
+    closedir(d);
+    if (total > cache_limit && n > 0) {
+        qsort(files, n, sizeof *files, least_recently_used);
+        for (size_t i = 0; i < n && total > cache_limit; i++) {
+            if (unlinkat(dir, files[i].name, 0) == 0) {
+                total -= files[i].bytes;
+                cache_evicted++;
+            }
+        }
+    }
+    free(files);
+    listed_total = total;
+    listed = true;
 }
 
 void unwind_cache_store(const char *name, const struct unwind_table *t)
@@ -315,9 +442,11 @@ void unwind_cache_store(const char *name, const struct unwind_table *t)
     }
     ok = close(fd) == 0 && ok;
     /* Two processes storing the same table: the last rename wins, both whole. */
-    if (ok && renameat(dir, tmp, dir, name) == 0)
+    if (ok && renameat(dir, tmp, dir, name) == 0) {
         cache_stored++;
-    else
+        trim_cache(dir, name, sizeof head + h.payload_bytes);
+    } else {
         unlinkat(dir, tmp, 0);
+    }
     close(dir);
 }

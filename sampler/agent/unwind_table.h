@@ -315,7 +315,7 @@ AGENT_HIDDEN bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo
  * NULL when missing or rejected (a rejected file is removed). */
 AGENT_HIDDEN struct unwind_table *unwind_cache_load(const char *name, uint64_t base);
 AGENT_HIDDEN void unwind_cache_store(const char *name, const struct unwind_table *t);
-AGENT_HIDDEN void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected);
+AGENT_HIDDEN void unwind_cache_counts(uint64_t *loaded, uint64_t *stored, uint64_t *rejected, uint64_t *evicted);
 AGENT_HIDDEN void unwind_cache_atfork_child(void);
 AGENT_HIDDEN uint64_t unwind_tables_mapped_bytes(void); /* tables mapped now, all modules */
 AGENT_HIDDEN uint64_t unwind_tables_file_bytes(void);   /* of them, mapped from cache files */

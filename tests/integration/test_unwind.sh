@@ -216,13 +216,14 @@ else
 fi
 
 # --- tables kept across runs (the unwind cache) --------------------------------------
-# cache_counts DIR: "loaded stored rejected checked disagree" summed over the
-# streams' last UNWIND records.
+# cache_counts DIR: "loaded stored rejected checked disagree evicted" summed
+# over the streams' last UNWIND records.
 cache_counts() {
     python3 - "$1" <<'PY'
 import glob, os, struct, sys
 FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read check disagree "
-          "disagree_length tables_built table_bytes build_cpu_ns t50 t99 l50 l99 loaded stored rejected").split()
+          "disagree_length tables_built table_bytes build_cpu_ns t50 t99 l50 l99 loaded stored rejected "
+          "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits evicted").split()
 tot = dict.fromkeys(FIELDS, 0)
 for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
     data = open(path, "rb").read()
@@ -231,12 +232,14 @@ for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
         rtype, size = struct.unpack_from("<II", data, off)
         if size < 8:
             break
-        if rtype == 24 and size - 8 >= 8 * len(FIELDS):
-            last = dict(zip(FIELDS, struct.unpack_from("<%dQ" % len(FIELDS), data, off + 8)))
+        if rtype == 24 and size - 8 >= 8 * 22:  # through "rejected"; later fields 0 when absent
+            n = min(len(FIELDS), (size - 8) // 8)
+            last = dict.fromkeys(FIELDS, 0)
+            last.update(zip(FIELDS, struct.unpack_from("<%dQ" % n, data, off + 8)))
         off += size
     for k in FIELDS:
         tot[k] += last[k] if last else 0
-print(tot["loaded"], tot["stored"], tot["rejected"], tot["check"], tot["disagree"])
+print(tot["loaded"], tot["stored"], tot["rejected"], tot["check"], tot["disagree"], tot["evicted"])
 PY
 }
 CACHE="$WORK/own-cache"
@@ -246,9 +249,25 @@ cache_run() { # cache_run NAME: known_split in check mode with the cache at $CAC
     cache_counts "$WORK/$1" >"$WORK/$1.counts"
 }
 cache_run cache1
-read -r c_load c_store c_rej c_chk c_dis <"$WORK/cache1.counts"
+read -r c_load c_store c_rej c_chk c_dis _c_ev <"$WORK/cache1.counts"
+# A load marks the file used (its access time, which the trimming below
+# orders by). The access time is set an hour ahead, after the file's last
+# change and status change, which relatime never updates on a read: only
+# the agent's mark can bring it back to now.
+touch -a -d "1 hour" "$CACHE"/*.t3
+before_loads=$(date +%s)
 cache_run cache2
-read -r w_load w_store w_rej w_chk w_dis <"$WORK/cache2.counts"
+if pycheck '
+import glob, os
+since, files = int(sys.argv[1]), glob.glob(os.path.join(sys.argv[2], "*.t3"))
+marked = [f for f in files if since - 1 <= os.stat(f).st_atime < since + 1800]
+print("cache: %d of %d tables marked used by the second run" % (len(marked), len(files)))
+if len(marked) < 2:
+    fail("the second run loaded tables but marked %d of %d used" % (len(marked), len(files)))
+' "$before_loads" "$CACHE"; then
+    pass "unwind cache: loading a table marks it used"
+fi
+read -r w_load w_store w_rej w_chk w_dis _w_ev <"$WORK/cache2.counts"
 log "cache: first run read $c_load, stored $c_store; second run read $w_load, stored $w_store (checked $w_chk, $w_dis differ)"
 # Not every table of the first run is wanted again: a module sampled once
 # (the loader at start-up) may get no sample the second time (CI: 4 stored,
@@ -271,7 +290,7 @@ for f in "$CACHE"/*.t3; do
     fi
 done
 cache_run cache3
-read -r d_load d_store d_rej d_chk d_dis <"$WORK/cache3.counts"
+read -r d_load d_store d_rej d_chk d_dis _d_ev <"$WORK/cache3.counts"
 log "damaged cache: $d_rej files refused, $d_load read, $d_store stored again; checked $d_chk, $d_dis differ"
 if [ "$d_rej" -ge 2 ] && [ "$d_store" -ge 2 ] && [ "$d_chk" -gt 0 ] && [ "$d_dis" -eq 0 ]; then
     pass "unwind cache: damaged files are refused and the tables compiled again"
@@ -281,12 +300,63 @@ fi
 # A cache directory others can write to is not used at all.
 chmod 0777 "$CACHE"
 cache_run cache4
-read -r o_load o_store o_rej o_chk o_dis <"$WORK/cache4.counts"
+read -r o_load o_store o_rej o_chk o_dis _o_ev <"$WORK/cache4.counts"
 if [ "$o_load" -eq 0 ] && [ "$o_store" -eq 0 ] && [ "$o_dis" -eq 0 ]; then
     pass "unwind cache: a directory writable by others is not used"
 else
     fail "unwind cache in a world-writable dir: read $o_load, stored $o_store"
 fi
 chmod 0700 "$CACHE"
+
+# The cache kept within OPPROF_UNWIND_CACHE_MAX, least recently used first
+# (unwind_cache.c). A directory with 8 stale 64 KB tables last used 1 to 8
+# days ago and a file that is no table; the limit leaves room for
+# known_split's own tables (their size in $CACHE, from the runs above) and
+# about 4 stale ones. After a run that stores its tables: the directory's
+# tables within the limit, the stale ones removed strictly oldest first,
+# every table the run stored there, the other file untouched, and the
+# count in UNWIND equal to the files gone.
+TRIM="$WORK/trim-cache"
+mkdir -m 700 "$TRIM"
+own_bytes=$(cat "$CACHE"/*.t3 | wc -c)
+i=1
+while [ $i -le 8 ]; do
+    f="$TRIM/$(printf '%040x' $i)-1000-2000.t3"
+    head -c 65536 /dev/zero >"$f"
+    touch -a -d "$i days ago" "$f"
+    i=$((i + 1))
+done
+echo "not a table" >"$TRIM/notes.txt"
+limit=$((own_bytes + 4 * 65536 + 32768))
+OPPROF_UNWIND_CACHE="$TRIM" OPPROF_UNWIND_CACHE_MAX=$limit record "$WORK/trim" -- "$KNOWN_SPLIT" --threads 2 --seconds 1
+[ "$RECORD_STATUS" -eq 0 ] || fail "trim: opprof record exited $RECORD_STATUS"
+cache_counts "$WORK/trim" >"$WORK/trim.counts"
+read -r t_load t_store t_rej t_chk t_dis t_ev <"$WORK/trim.counts"
+if pycheck '
+import os
+d, limit, stored, evicted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+stale = ["%040x-1000-2000.t3" % i for i in range(1, 9)]
+tables = [f for f in os.listdir(d) if f.endswith(".t3")]
+kept = [i for i in range(1, 9) if stale[i - 1] in tables]
+gone = [i for i in range(1, 9) if i not in kept]
+total = sum(os.path.getsize(os.path.join(d, f)) for f in tables)
+new = [f for f in tables if f not in stale]
+print("trim: limit %d bytes, tables now %d bytes; stale tables kept (days since use) %s, removed %s; "
+      "%d stored by the run, %d there; UNWIND says %d removed" % (limit, total, kept, gone, stored, len(new), evicted))
+if total > limit:
+    fail("the cache holds %d bytes of tables, over its limit of %d" % (total, limit))
+if not gone or not kept:
+    fail("expected some stale tables removed and some kept, kept %s" % kept)
+elif max(kept) > min(gone):
+    fail("a table used %d days ago was kept while one used %d days ago was removed" % (max(kept), min(gone)))
+if stored < 2 or len(new) != stored:
+    fail("the run stored %d tables, %d of them are there" % (stored, len(new)))
+if evicted != len(gone):
+    fail("UNWIND counts %d removed, %d are gone" % (evicted, len(gone)))
+if open(os.path.join(d, "notes.txt")).read() != "not a table\n":
+    fail("a file that is no table was touched")
+' "$TRIM" "$limit" "$t_store" "$t_ev"; then
+    pass "unwind cache: kept within OPPROF_UNWIND_CACHE_MAX, least recently used tables removed first"
+fi
 
 finish
