@@ -123,6 +123,10 @@ struct profile {
     uint64_t unwind_table_samples, unwind_fallback_samples, unwind_check_samples, unwind_check_disagree;
     uint64_t unwind_context_checked, unwind_context_disagree; /* OpenMP contexts repeated without a walk */
     uint64_t unwind_replay_samples; /* table walks finished from the thread's previous walk (memo) */
+    /* Walks the handler left to the writer on a copy of the stack; of them,
+     * finished and cut; in check mode compared with libunwind, and differing. */
+    uint64_t unwind_deferred_samples, unwind_deferred_finished, unwind_deferred_cut;
+    uint64_t unwind_deferred_checked, unwind_deferred_disagree;
     uint64_t unwind_rule_lookups, unwind_rule_cache_hits; /* frames' rules looked up; of them, from the thread's cache */
     /* Tables the agents put in place (compiled or, unwind_tables_cached of
      * them, read from the cache of earlier runs) and the writers' CPU time

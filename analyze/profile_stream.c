@@ -490,6 +490,19 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
         sl->p->unwind_rule_lookups += u.rule_lookups - sl->unwind.rule_lookups;
         sl->p->unwind_rule_cache_hits += u.rule_cache_hits - sl->unwind.rule_cache_hits;
     }
+    /* deferred walks: each finished or cut once; check mode's compared ones
+     * are of those, and differ at most as often */
+    if (u.deferred_samples >= sl->unwind.deferred_samples && u.deferred_finished >= sl->unwind.deferred_finished &&
+        u.deferred_cut >= sl->unwind.deferred_cut && u.deferred_checked >= sl->unwind.deferred_checked &&
+        u.deferred_disagree >= sl->unwind.deferred_disagree &&
+        u.deferred_finished + u.deferred_cut <= u.deferred_samples && u.deferred_checked <= u.deferred_samples &&
+        u.deferred_disagree <= u.deferred_checked) {
+        sl->p->unwind_deferred_samples += u.deferred_samples - sl->unwind.deferred_samples;
+        sl->p->unwind_deferred_finished += u.deferred_finished - sl->unwind.deferred_finished;
+        sl->p->unwind_deferred_cut += u.deferred_cut - sl->unwind.deferred_cut;
+        sl->p->unwind_deferred_checked += u.deferred_checked - sl->unwind.deferred_checked;
+        sl->p->unwind_deferred_disagree += u.deferred_disagree - sl->unwind.deferred_disagree;
+    }
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
         sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;

@@ -178,6 +178,11 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         m->unwind_context_checked += p->unwind_context_checked;
         m->unwind_context_disagree += p->unwind_context_disagree;
         m->unwind_replay_samples += p->unwind_replay_samples;
+        m->unwind_deferred_samples += p->unwind_deferred_samples;
+        m->unwind_deferred_finished += p->unwind_deferred_finished;
+        m->unwind_deferred_cut += p->unwind_deferred_cut;
+        m->unwind_deferred_checked += p->unwind_deferred_checked;
+        m->unwind_deferred_disagree += p->unwind_deferred_disagree;
         m->unwind_rule_lookups += p->unwind_rule_lookups;
         m->unwind_rule_cache_hits += p->unwind_rule_cache_hits;
         m->unwind_check_disagree += p->unwind_check_disagree;

@@ -314,6 +314,17 @@ struct opr_unwind {
      * $OPPROF_UNWIND_CACHE_MAX, least recently used first. Absent (0) in
      * streams written before it. */
     uint64_t cache_evicted;
+    /* Deferred walks (sampler/agent/unwind_table.h): stacks whose walk
+     * stopped at a module without a table yet (or a PC in no module), left
+     * by the handler to the writer with a copy of the stack instead of
+     * going to libunwind; of them, those the writer finished and those it
+     * had to cut (the copy ended, or a frame the tables cannot do); samples
+     * that went to libunwind because every copy buffer was in use (they
+     * are in fallback_samples too). Check mode: finished walks compared
+     * with libunwind's stack, and those that differed. Absent (0) in
+     * streams written before them. */
+    uint64_t deferred_samples, deferred_finished, deferred_cut, deferred_pool_full;
+    uint64_t deferred_checked, deferred_disagree;
 };
 
 struct opr_end {

@@ -169,11 +169,18 @@ static void print_unsampled(FILE *out, const struct profile *p)
 /* The agent's unwinder (UNWIND records): how many stacks took the fast path. */
 static void print_unwinding(FILE *out, const struct profile *p)
 {
-    uint64_t unwound = p->unwind_table_samples + p->unwind_fallback_samples;
+    /* Deferred walks are the tables' too; in check mode the samples keep
+     * libunwind's stack and are counted there. */
+    uint64_t deferred = p->unwind_deferred_samples - p->unwind_deferred_checked;
+    uint64_t tables = p->unwind_table_samples + deferred;
+    uint64_t unwound = tables + p->unwind_fallback_samples;
     if (!unwound)
         return;
     fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
-            100.0 * (double)p->unwind_table_samples / (double)unwound, p->unwind_fallback_samples);
+            100.0 * (double)tables / (double)unwound, p->unwind_fallback_samples);
+    if (p->unwind_deferred_samples)
+        fprintf(out, "; %" PRIu64 " walks finished by the writer on a copy of the stack (%" PRIu64 " cut short)",
+                p->unwind_deferred_finished, p->unwind_deferred_cut);
     if (p->unwind_replay_samples)
         fprintf(out, " (%.1f %% of them finished from the thread's previous walk)",
                 100.0 * (double)p->unwind_replay_samples / (double)p->unwind_table_samples);
@@ -184,6 +191,9 @@ static void print_unwinding(FILE *out, const struct profile *p)
     if (p->unwind_check_samples)
         fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                 p->unwind_check_disagree);
+    if (p->unwind_deferred_checked)
+        fprintf(out, "; writer's walks checked: %" PRIu64 ", %" PRIu64 " differ", p->unwind_deferred_checked,
+                p->unwind_deferred_disagree);
     if (p->unwind_context_checked)
         fprintf(out, "; OpenMP contexts repeated without a walk, walked to check: %" PRIu64 ", %" PRIu64 " differ",
                 p->unwind_context_checked, p->unwind_context_disagree);

@@ -238,10 +238,12 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->tid = (uint32_t)current_tid();
     slot->flags = 0;
     slot->weight = weight;
+    slot->defer = 0;
     switch (agent_config.call_graph) {
     case CALL_GRAPH_DWARF:
         /* The writer's tables, libunwind where they cannot (unwind_table.c). */
-        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags, (int32_t)slot->tid);
+        slot->nframes = (uint16_t)agent_unwind_sample(uc, slot->pcs, OPR_MAX_FRAMES, &slot->flags, (int32_t)slot->tid,
+                                                     &slot->defer);
         break;
     case CALL_GRAPH_FP:
         slot->nframes = (uint16_t)fp_walk(uc, slot->pcs, OPR_MAX_FRAMES);

@@ -58,6 +58,7 @@ struct agent_slot {
      * previous sample, {value, enabled, running}; nctr 0: none --- */
     uint32_t nctr;
     uint32_t bytes;       /* the entry's length in the queue (agent_queue.c) */
+    uint32_t defer;       /* a deferred walk's stack copy (unwind_table.h), 0: none */
     uint64_t ctr[OPR_MAX_COUNTERS][3];
     uint64_t pcs[OPR_MAX_FRAMES];
     struct py_frame_ref py_room[OPR_MAX_PYFRAMES]; /* room only: the frames start at agent_slot_py */

@@ -204,6 +204,7 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     slot->time_ns = now;
     slot->tid = s->tid;
     slot->omp_region = id;
+    slot->defer = 0; /* walked here in full or by libunwind, never deferred */
     if (same && agent_unwind_check_on()) /* OPPROF_UNWIND_CHECK=1: walk anyway, compare */
         check_repeat(s, pc, sp, fp, slot->pcs);
     if (same) {

@@ -293,6 +293,13 @@ static void drain_locked(void)
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)
             n = OPR_MAX_FRAMES;
+        const uint64_t *pcs = slot->pcs;
+        uint16_t flags = slot->flags;
+        if (slot->defer) { /* a walk the handler left to us (unwind_defer.c) */
+            static uint64_t finished[OPR_MAX_FRAMES]; /* writer lock held */
+            n = unwind_defer_finish(slot->defer, slot->pcs, n, finished, OPR_MAX_FRAMES, &flags);
+            pcs = finished;
+        }
         if (size_cap_reached_with(sample_bytes_bound(slot, n))) {
             if (slot->flags & AGENT_SLOT_OMP_CONTEXT) { /* not a sample; its repeats must not name an older one */
                 struct context_last *c = context_last_at(slot->tid, false);
@@ -304,7 +311,7 @@ static void drain_locked(void)
             agent_queue_release();
             continue;
         }
-        int64_t id = opr_writer_stack_id(writer, slot->pcs, n);
+        int64_t id = opr_writer_stack_id(writer, pcs, n);
         if (slot->flags & AGENT_SLOT_OMP_CONTEXT) {
             /* threading/OpenMP: an opener's stack at region begin, not a sample */
             struct context_last *c = context_last_at(slot->tid, true);
@@ -321,7 +328,7 @@ static void drain_locked(void)
                 if (live)
                     __atomic_fetch_add(&live->threads, 1, __ATOMIC_RELAXED);
             }
-            struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, slot->flags,
+            struct opr_sample s = {slot->time_ns, slot->tid, (uint32_t)id, flags,
                                    slot->weight ? slot->weight : 1};
             uint32_t py = python_stack_for(slot);
             /* threading/OpenMP: the region tail only when the thread was in one */

@@ -58,6 +58,7 @@ void agent_unwind_init(void)
     const char *rule_cache = getenv("OPPROF_UNWIND_RULE_CACHE");
     rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
     unwind_cache_init();
+    agent_unwind_defer_init();
     unwind_tsc0 = __rdtsc();
     unwind_ns0 = agent_now_ns();
 }
@@ -142,12 +143,19 @@ static inline unsigned rule_cache_slot(uint64_t at)
 struct stack_reader {
     int memmap;              /* agent_memmap table, -1: none */
     uint64_t ok_lo, ok_hi;   /* a readable range, empty: none yet */
+    const struct unwind_stack_copy *copy; /* non-NULL: only this copy is read (a deferred walk) */
 };
 
 static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
 {
     if (addr & 7)
         return false; /* the stack slots we read are 8-aligned; anything else is a wrong rule */
+    if (r->copy) {
+        if (addr < r->copy->sp || addr - r->copy->sp + 8 > r->copy->len)
+            return false;
+        memcpy(out, r->copy->bytes + (addr - r->copy->sp), 8);
+        return true;
+    }
     if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
         if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi))
             return false;
@@ -335,13 +343,22 @@ static inline void trace_keep_needed(struct unwind_trace *tr)
  * notes every input the result depends on besides the tables: the leaf's
  * PC and SP, the leaf's FP when a rule used it, and each stack word read.
  * The handler's copy is inlined with tr == NULL, so it pays nothing. */
+/* A deferred walk (copy non-NULL) starts at a resume point: its first frame
+ * is a caller unless the handler stopped at the leaf, and it reads the copy
+ * only. rs (non-NULL) gets where a walk that did not finish stopped. */
 static inline __attribute__((always_inline)) enum unwind_result
 walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigned *nframes, bool *truncated,
-     struct unwind_trace *tr, struct unwind_memo_slot *ms, unsigned *replayed)
+     struct unwind_trace *tr, struct unwind_memo_slot *ms, unsigned *replayed, const struct unwind_resume *from,
+     const struct unwind_stack_copy *copy, struct unwind_resume *rs)
 {
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
     bool fp_known = true;
+    bool leaf_is_caller = false;
+    if (from) {
+        fp_known = from->fp_known;
+        leaf_is_caller = from->nframes > 1;
+    }
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
      * word of the trace. A saved FP is mostly a general register's data, so
      * it is kept in the trace only when a rule bases a CFA on it. */
@@ -360,8 +377,10 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         tr->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
     }
     int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
-    struct stack_reader rd = {agent_memmap_begin(), 0, 0};
-    if (ix_id < 0) {
+    struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy};
+    if (ix_id < 0) { /* before the writer's first module scan: ask for it now */
+        if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
+            call_writer();
         res = UNWIND_FAIL_NO_MODULE;
         goto out;
     }
@@ -380,7 +399,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         /* A return address points after the call; the call itself (pc - 1)
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
-        uint64_t at = n == 1 ? pc : pc - 1;
+        uint64_t at = n == 1 && !leaf_is_caller ? pc : pc - 1;
         struct unwind_rule_cache_entry *ce = rc ? &rc[rule_cache_slot(at)] : NULL;
         const struct unwind_rule *r;
         lookups++;
@@ -463,6 +482,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         fp = caller_fp;
     }
 out:
+    if (rs && res != UNWIND_OK)
+        *rs = (struct unwind_resume){pc, sp, fp, fp_known, n};
     memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
     if (ms && lookups) { /* the handler's walks (the traced ones have no slot) */
         atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
@@ -481,7 +502,7 @@ out:
 enum unwind_result unwind_table_walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
                                      unsigned *nframes, bool *truncated)
 {
-    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, NULL, NULL);
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, NULL, NULL, NULL, NULL, NULL);
 }
 
 enum unwind_result unwind_table_walk_memo(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
@@ -489,13 +510,27 @@ enum unwind_result unwind_table_walk_memo(uint64_t pc, uint64_t sp, uint64_t fp,
                                           unsigned *replayed)
 {
     *replayed = 0;
-    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, memo, replayed);
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, memo, replayed, NULL, NULL, NULL);
+}
+
+enum unwind_result unwind_table_walk_resumable(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
+                                               unsigned *nframes, bool *truncated, struct unwind_memo_slot *memo,
+                                               unsigned *replayed, struct unwind_resume *rs)
+{
+    *replayed = 0;
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, NULL, memo, replayed, NULL, NULL, rs);
+}
+
+enum unwind_result unwind_table_walk_copy(const struct unwind_resume *rs, const struct unwind_stack_copy *copy,
+                                          uint64_t *pcs, unsigned max, unsigned *nframes, bool *truncated)
+{
+    return walk(rs->pc, rs->sp, rs->fp, pcs, max, nframes, truncated, NULL, NULL, NULL, rs, copy, NULL);
 }
 
 enum unwind_result unwind_table_walk_traced(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max,
                                             unsigned *nframes, bool *truncated, struct unwind_trace *tr)
 {
-    return walk(pc, sp, fp, pcs, max, nframes, truncated, tr, NULL, NULL);
+    return walk(pc, sp, fp, pcs, max, nframes, truncated, tr, NULL, NULL, NULL, NULL, NULL);
 }
 
 /* The walk is a function of its inputs and the tables: same leaf PC and SP
@@ -511,7 +546,7 @@ bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t s
         (tr->leaf_fp_used && tr->leaf_fp != fp) ||
         tr->generation != atomic_load_explicit(&unwind_index_generation, memory_order_acquire))
         return false;
-    struct stack_reader rd = {agent_memmap_begin(), 0, 0};
+    struct stack_reader rd = {agent_memmap_begin(), 0, 0, NULL};
     bool same = true;
     for (unsigned i = 0; i < tr->nwords && same; i++) {
         uint64_t v;
@@ -582,7 +617,7 @@ static void count_fallback(enum unwind_result res)
 
 /* --unwind-check: keeps the first few disagreements for the writer's NOTE,
  * from a few frames before the first difference (at frame diff). */
-static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
+void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
 {
     unsigned from = diff > 4 ? diff - 4 : 0;
     for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
@@ -616,8 +651,9 @@ static void count_replay(unsigned replayed)
 }
 
 static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
-                                struct unwind_memo_slot *memo)
+                                struct unwind_memo_slot *memo, uint32_t *defer)
 {
+    struct unwind_resume rs;
     unsigned replayed = 0;
     uint64_t other[OPR_MAX_FRAMES];
     uint16_t other_flags = 0;
@@ -630,10 +666,10 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         uint64_t t0 = __rdtsc();
         if ((pass == 0) == tables_first) {
             /* with the memo, as the handler walks: its copies are compared too */
-            res = unwind_table_walk_memo((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
-                                         (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
-                                         (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated, memo,
-                                         &replayed);
+            res = unwind_table_walk_resumable((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
+                                              (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                              (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated,
+                                              memo, &replayed, &rs);
             table_ticks = __rdtsc() - t0;
         } else {
             m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
@@ -648,6 +684,14 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
     if (res != UNWIND_OK) {
         atomic_fetch_add_explicit(&unwind_counts.check_table_failed, 1, memory_order_relaxed);
         count_fallback(res);
+        /* The writer finishes the walk and compares it with libunwind's
+         * (the part walked here first: a prefix that differs already is
+         * kept as the buffer's verdict). */
+        if (res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE) {
+            unsigned walked = rs.nframes > 1 ? rs.nframes - 1 : 0;
+            bool same = walked <= m && memcmp(pcs, other, walked * sizeof pcs[0]) == 0;
+            *defer = unwind_defer_keep(&rs, same ? UNWIND_DEFER_CHECK : UNWIND_DEFER_CHECK_DIFFERS);
+        }
         memcpy(pcs, other, m * sizeof other[0]);
         *flags |= other_flags;
         return m;
@@ -662,7 +706,7 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
         if (i == common)
             atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
-        keep_example(pcs, n, other, m, i);
+        unwind_check_keep_example(pcs, n, other, m, i);
     }
     atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
@@ -700,8 +744,10 @@ void unwind_memo_reap(void)
     }
 }
 
-unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags, int32_t tid)
+unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags, int32_t tid,
+                             uint32_t *defer)
 {
+    *defer = 0;
     if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
         uint64_t t0 = __rdtsc();
         unsigned n = unwind_libunwind_walk(uc, pcs, max, flags);
@@ -715,10 +761,11 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
     bool truncated;
     struct unwind_memo_slot *memo = unwind_memo_for(tid);
     if (check_on)
-        return check_both_ways(uc, pcs, max, flags, memo);
+        return check_both_ways(uc, pcs, max, flags, memo, defer);
     uint64_t t0 = __rdtsc();
     unsigned replayed;
-    enum unwind_result res = unwind_table_walk_memo(pc, sp, fp, pcs, max, &n, &truncated, memo, &replayed);
+    struct unwind_resume rs;
+    enum unwind_result res = unwind_table_walk_resumable(pc, sp, fp, pcs, max, &n, &truncated, memo, &replayed, &rs);
     if (res == UNWIND_OK) {
         time_into(0, __rdtsc() - t0);
         atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
@@ -727,6 +774,16 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
         if (truncated)
             *flags |= OPR_SAMPLE_TRUNCATED;
         return n;
+    }
+    if (res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE) {
+        /* the writer finishes it once the table is there (unwind_defer.c) */
+        *defer = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
+        if (*defer) {
+            if (n == 0) /* stopped before the leaf: the slot keeps its PC */
+                pcs[n++] = pc;
+            time_into(0, __rdtsc() - t0);
+            return n;
+        }
     }
     count_fallback(res);
     n = unwind_libunwind_walk(uc, pcs, max, flags);
@@ -747,6 +804,7 @@ void agent_unwind_atfork_child(void)
     my_memo = NULL;
     my_memo_none = false;
     unwind_build_atfork_child();
+    unwind_defer_atfork_child();
     atomic_store(&unwind_index_readers[0], 0);
     atomic_store(&unwind_index_readers[1], 0);
     memset(&unwind_counts, 0, sizeof unwind_counts);

@@ -30,7 +30,9 @@ min_contexts = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read "
           "check disagree disagree_length tables_built table_bytes build_cpu_ns "
           "table_p50 table_p99 lib_p50 lib_p99 cache_loaded cache_stored cache_rejected "
-          "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits").split()
+          "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits "
+          "cache_evicted deferred deferred_finished deferred_cut deferred_pool_full deferred_checked "
+          "deferred_disagree").split()
 TIMES = "table_p50 table_p99 lib_p50 lib_p99".split()
 tot = dict.fromkeys(FIELDS, 0)
 samples = 0
@@ -80,8 +82,24 @@ print("  finished from the previous walk of the thread (memo): %d stacks, %.1f f
       % (tot["replay_samples"], tot["replay_frames"] / max(tot["replay_samples"], 1)))
 print("  frame rules from the rule cache of each thread: %d of %d lookups (%.1f %%), all in the comparison"
       % (tot["rule_cache_hits"], tot["rule_lookups"], 100.0 * tot["rule_cache_hits"] / max(tot["rule_lookups"], 1)))
+print("  walks stopped at a module without a table, finished by the writer on a copy of the stack: %d kept, "
+      "%d finished, %d cut short, %d compared with libunwind, %d differ; %d to libunwind (every copy buffer in use)"
+      % (tot["deferred"], tot["deferred_finished"], tot["deferred_cut"], tot["deferred_checked"],
+         tot["deferred_disagree"], tot["deferred_pool_full"]))
 for t in notes[:4]:
     print("  " + t[:2000])
+if tot["deferred_disagree"] != 0:
+    fail("%s: %d stacks finished by the writer on a copy differ from libunwind" % (name, tot["deferred_disagree"]))
+# Each sample that stopped at a module not built yet, or at a PC in no
+# module, is kept for the writer unless every buffer is in use or its stack
+# is not in the readable-mappings snapshot yet; and a kept walk is cut only
+# at a row the tables cannot express (a leaf in a DWARF expression: the
+# ~0.1 % of samples that take "rule") or past 64 KB of stack: most finish.
+waiting = tot["not_built"] + tot["no_module"]
+if waiting >= 4 and tot["deferred_checked"] == 0:
+    fail("%s: %d walks stopped at a module without a table, none finished by the writer" % (name, waiting))
+if tot["deferred"] >= 4 and tot["deferred_finished"] * 2 < tot["deferred"]:
+    fail("%s: of %d walks left to the writer only %d finished" % (name, tot["deferred"], tot["deferred_finished"]))
 if tot["context_disagree"] != 0:
     fail("%s: %d OpenMP contexts sent as unchanged whose walk gives another stack" % (name, tot["context_disagree"]))
 if tot["context_checked"] < min_contexts:

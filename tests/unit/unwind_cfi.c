@@ -39,6 +39,7 @@ void agent_memmap_maybe_refresh(void) {}
 void agent_phdr_enter_handler(void) {}
 void agent_phdr_leave_handler(void) {}
 uint64_t agent_now_ns(void) { return 0; }
+bool agent_is_writer_thread(void) { return false; } /* a deferred walk builds nothing here */
 uint64_t agent_thread_cpu_ns(void)
 {
     struct timespec ts;
@@ -386,6 +387,91 @@ static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t
     rmdir(dir);
 }
 
+/* Deferred walks (unwind_defer.c): the handler stops at a module whose
+ * table is not built and keeps a copy of the stack; the walk finished on
+ * the copy gives the live stack's frames even after the stack changed,
+ * resumes at a caller frame as a caller (PC - 1), stops where the copy
+ * ends, is cut (flagged) when the table is still missing, and check mode
+ * counts a finished walk that differs from libunwind's stack. The "rbp
+ * frame" stack: leaf at 0x10, caller at 0x06 (CFA s + 80), then outer. */
+static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint64_t outer)
+{
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[8] = s + 16 * 8, fake_stack[9] = c + 0x06;
+    fake_stack[17] = outer;
+    const uint64_t whole[] = {c + 0x10, c + 0x06, outer};
+    struct unwind_table *t = atomic_load(&m->table);
+    atomic_store(&m->table, NULL);
+    atomic_store(&m->state, UNWIND_MOD_NEW);
+    uint64_t pcs[16];
+    unsigned n = 0, replayed;
+    bool truncated;
+    struct unwind_resume rs;
+    enum unwind_result r = unwind_table_walk_resumable(c + 0x10, s, s + 8 * 8, pcs, 16, &n, &truncated, NULL,
+                                                       &replayed, &rs);
+    CHECK(r == UNWIND_FAIL_NOT_BUILT && n == 1 && rs.nframes == 1 && rs.pc == c + 0x10 && rs.sp == s,
+          "deferred: walk without the table: result %d, %u frames, resume at frame %u", r, n, rs.nframes);
+    CHECK(atomic_load(&m->state) == UNWIND_MOD_WANTED, "deferred: the stopped walk did not ask for the table");
+    /* kept while the table is missing, finished after it is built, with
+     * the live stack overwritten in between */
+    uint32_t id = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
+    uint32_t cut_id = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
+    CHECK(id != 0 && cut_id != 0 && id != cut_id, "deferred: buffers %u and %u", id, cut_id);
+    uint64_t finished_before = atomic_load(&unwind_counts.deferred_finished);
+    uint64_t cut_before = atomic_load(&unwind_counts.deferred_cut);
+    uint64_t out[16];
+    uint16_t flags = 0;
+    n = unwind_defer_finish(cut_id, pcs, 1, out, 16, &flags); /* the table is still missing */
+    CHECK(n == 1 && out[0] == c + 0x10 && (flags & OPR_SAMPLE_TRUNCATED) &&
+          atomic_load(&unwind_counts.deferred_cut) == cut_before + 1,
+          "deferred: finished without the table: %u frames, flags %u", n, flags);
+    atomic_store(&m->table, t);
+    atomic_store(&m->state, UNWIND_MOD_BUILT);
+    uint64_t live[64];
+    memcpy(live, fake_stack, sizeof live);
+    memset(fake_stack, 0, sizeof fake_stack);
+    flags = 0;
+    n = unwind_defer_finish(id, pcs, 1, out, 16, &flags);
+    check_frames("deferred: finished on the copy", out, n, 3, whole);
+    CHECK(flags == 0 && atomic_load(&unwind_counts.deferred_finished) == finished_before + 1,
+          "deferred: flags %u, finished count", flags);
+    /* a resume point at the caller frame: looked up as a caller */
+    struct unwind_stack_copy copy = {s, sizeof live, (const uint8_t *)live};
+    struct unwind_resume caller = {c + 0x06, s + 80, s + 16 * 8, true, 2};
+    r = unwind_table_walk_copy(&caller, &copy, out, 16, &n, &truncated);
+    CHECK(r == UNWIND_OK, "deferred: from the caller frame: result %d", r);
+    check_frames("deferred: from the caller frame", out, n, 2, whole + 1);
+    /* at a row's first byte (0x01, CFA = RSP + 16) a caller is looked up
+     * one byte before (0x00, CFA = RSP + 8): the return address it reads
+     * ends the walk at outer, the leaf's reading (0) at once */
+    uint64_t row_edge[2] = {outer, 0};
+    struct unwind_stack_copy edge = {s, sizeof row_edge, (const uint8_t *)row_edge};
+    struct unwind_resume at_edge = {c + 0x01, s, 0, true, 2};
+    r = unwind_table_walk_copy(&at_edge, &edge, out, 16, &n, &truncated);
+    CHECK(r == UNWIND_OK && n == 2 && out[1] == outer, "deferred: caller at a row's start: result %d, %u frames",
+          r, n);
+    at_edge.nframes = 1; /* the leaf itself */
+    r = unwind_table_walk_copy(&at_edge, &edge, out, 16, &n, &truncated);
+    CHECK(r == UNWIND_OK && n == 1, "deferred: leaf at a row's start: result %d, %u frames", r, n);
+    /* a copy that ends below the caller's saved words */
+    copy.len = 80;
+    r = unwind_table_walk_copy(&rs, &copy, out, 16, &n, &truncated);
+    CHECK(r == UNWIND_FAIL_READ && n == 2, "deferred: short copy: result %d, %u frames", r, n);
+    /* check mode: libunwind's stack in the slot, another outermost frame */
+    memcpy(fake_stack, live, sizeof live);
+    const uint64_t other[] = {c + 0x10, c + 0x06, outer + 1};
+    uint64_t disagree_before = atomic_load(&unwind_counts.deferred_disagree);
+    uint32_t check_id = unwind_defer_keep(&rs, UNWIND_DEFER_CHECK);
+    n = unwind_defer_finish(check_id, other, 3, out, 16, &flags);
+    check_frames("deferred, check mode: libunwind's stack kept", out, n, 3, other);
+    CHECK(atomic_load(&unwind_counts.deferred_disagree) == disagree_before + 1,
+          "deferred, check mode: a differing stack not counted");
+    check_id = unwind_defer_keep(&rs, UNWIND_DEFER_CHECK);
+    n = unwind_defer_finish(check_id, whole, 3, out, 16, &flags);
+    CHECK(atomic_load(&unwind_counts.deferred_disagree) == disagree_before + 1,
+          "deferred, check mode: an equal stack counted as differing");
+}
+
 int main(void)
 {
     build_fixture();
@@ -426,6 +512,7 @@ int main(void)
     check_replay(c, s, outer);
     check_memo(c, s, outer);
     check_rule_cache(c, s, outer);
+    check_deferred(m, c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     /* (its row still says where the caller's RBP was saved, CFA - 16: one
      * word below the return address, so SP starts one word up the stack) */

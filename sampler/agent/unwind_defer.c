@@ -1,0 +1,161 @@
+/*
+ * sampler/agent/unwind_defer.c — deferred walks (why: unwind_table.h): the
+ * handler copies the stack of a walk that stopped at a module without a
+ * table, the writer finishes the walk on the copy once the table is there.
+ *
+ * SIGNAL-HANDLER CODE: unwind_defer_keep() runs in the SIGTRAP handler:
+ * atomics, the readable-mappings snapshot (agent_memmap.c) and memcpy, no
+ * malloc, no locks, no stdio. The rest runs in the writer.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler/agent/unwind_table.h"
+
+/* state: 0 free, 1 a handler is filling it, 2 a queue slot owns it. */
+struct defer_buf {
+    _Atomic int state;
+    uint8_t kind; /* enum unwind_defer_kind */
+    struct unwind_resume at;
+    uint64_t sp;
+    size_t len;
+    uint8_t bytes[UNWIND_DEFER_BYTES];
+};
+/* 4 MB of bss, touched only where a walk is deferred, and then only as
+ * deep as the stack is: the first free buffer is taken, so a run that
+ * defers a few walks at a time reuses the same few. 64: a table compiled
+ * while samples wait for it (libtorch_cpu, ~150 ms without the cache)
+ * holds one buffer per sample until the writer drains again. */
+static struct defer_buf pool[UNWIND_DEFER_BUFS];
+static bool defer_on = true;
+
+void agent_unwind_defer_init(void)
+{
+    const char *e = getenv("OPPROF_UNWIND_DEFER");
+    defer_on = !(e && strcmp(e, "0") == 0);
+}
+
+uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kind kind)
+{
+    if (!defer_on)
+        return 0;
+    for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) {
+        struct defer_buf *b = &pool[i];
+        int expected = 0;
+        if (atomic_load_explicit(&b->state, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&b->state, &expected, 1, memory_order_acquire,
+                                                     memory_order_relaxed))
+            continue;
+        /* From SP to the end of its readable mapping (the top of the thread's
+         * stack), at most the buffer: the walk reads nothing below SP. */
+        int t = agent_memmap_begin();
+        uint64_t lo, hi;
+        bool readable = agent_memmap_readable_range(t, rs->sp, 8, &lo, &hi);
+        size_t len = 0;
+        if (readable) {
+            len = hi - rs->sp < UNWIND_DEFER_BYTES ? (size_t)(hi - rs->sp) : UNWIND_DEFER_BYTES;
+            memcpy(b->bytes, (const void *)(uintptr_t)rs->sp, len);
+        }
+        agent_memmap_end(t);
+        if (!readable) { /* a stack the snapshot does not know yet: libunwind */
+            atomic_store_explicit(&b->state, 0, memory_order_release);
+            return 0;
+        }
+        b->kind = (uint8_t)kind;
+        b->at = *rs;
+        b->sp = rs->sp;
+        b->len = len;
+        atomic_store_explicit(&b->state, 2, memory_order_release);
+        atomic_fetch_add_explicit(&unwind_counts.deferred_samples, 1, memory_order_relaxed);
+        return i + 1;
+    }
+    atomic_fetch_add_explicit(&unwind_counts.deferred_pool_full, 1, memory_order_relaxed);
+    return 0;
+}
+
+static struct defer_buf *owned(uint32_t id)
+{
+    if (id < 1 || id > UNWIND_DEFER_BUFS)
+        return NULL;
+    struct defer_buf *b = &pool[id - 1];
+    return atomic_load_explicit(&b->state, memory_order_acquire) == 2 ? b : NULL;
+}
+
+/* The walk from where the handler stopped, on the copy. The table it
+ * stopped at is wanted already (or the PC's module missed): the writer
+ * builds or rescans first. Elsewhere (the final drain from an exiting
+ * thread, a fork) only the tables built so far are used. */
+static enum unwind_result walk_rest(const struct defer_buf *b, uint64_t *pcs, unsigned max, unsigned *n,
+                                    bool *truncated)
+{
+    struct unwind_stack_copy copy = {b->sp, b->len, b->bytes};
+    enum unwind_result r = UNWIND_OK;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        r = unwind_table_walk_copy(&b->at, &copy, pcs, max, n, truncated);
+        if ((r != UNWIND_FAIL_NOT_BUILT && r != UNWIND_FAIL_NO_MODULE) || !agent_is_writer_thread())
+            break;
+        agent_unwind_serve();
+    }
+    return r;
+}
+
+unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint64_t *out, unsigned max,
+                             uint16_t *flags)
+{
+    if (n > max)
+        n = max;
+    struct defer_buf *b = owned(id);
+    if (!b) { /* cannot happen: the handler set the id with the buffer owned */
+        memcpy(out, pcs, n * sizeof pcs[0]);
+        return n;
+    }
+    /* The slot's frames before the stopped one are the walk's so far (in
+     * check mode libunwind's, which agreed with them). */
+    unsigned keep = b->at.nframes > 1 ? b->at.nframes - 1 : 0;
+    if (keep > n)
+        keep = n;
+    memcpy(out, pcs, keep * sizeof pcs[0]);
+    unsigned m = 0;
+    bool truncated = false;
+    enum unwind_result r = walk_rest(b, out + keep, max - keep, &m, &truncated);
+    unsigned total = keep + m;
+    if (total == 0) /* no module index yet even here: the slot's PC */
+        out[total++] = pcs[0];
+    enum unwind_defer_kind kind = (enum unwind_defer_kind)b->kind;
+    atomic_store_explicit(&b->state, 0, memory_order_release);
+    if (r == UNWIND_OK)
+        atomic_fetch_add_explicit(&unwind_counts.deferred_finished, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&unwind_counts.deferred_cut, 1, memory_order_relaxed);
+    if (kind == UNWIND_DEFER_PLAIN) {
+        if (r != UNWIND_OK || truncated)
+            *flags |= OPR_SAMPLE_TRUNCATED;
+        return total;
+    }
+    /* Check mode: the sample keeps libunwind's stack (pcs); a finished walk
+     * is compared with it as check_both_ways compares a handler's walk. */
+    atomic_fetch_add_explicit(&unwind_counts.deferred_checked, 1, memory_order_relaxed);
+    bool differs = kind == UNWIND_DEFER_CHECK_DIFFERS;
+    if (!differs && r == UNWIND_OK) {
+        unsigned common = total < n ? total : n, i = 0;
+        while (i < common && out[i] == pcs[i])
+            i++;
+        bool both_cut = truncated && (*flags & OPR_SAMPLE_TRUNCATED);
+        differs = i < common || (total != n && !both_cut);
+        if (differs)
+            unwind_check_keep_example(out, total, pcs, n, i);
+    }
+    if (differs)
+        atomic_fetch_add_explicit(&unwind_counts.deferred_disagree, 1, memory_order_relaxed);
+    memcpy(out, pcs, n * sizeof pcs[0]);
+    return n;
+}
+
+void unwind_defer_atfork_child(void)
+{
+    /* The child's queue starts empty: no slot owns a buffer, and a buffer a
+     * thread of the parent was filling has no thread here. */
+    for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) /* written only where set: the other pages stay shared */
+        if (atomic_load_explicit(&pool[i].state, memory_order_relaxed) != 0)
+            atomic_store_explicit(&pool[i].state, 0, memory_order_relaxed);
+}
