@@ -2,12 +2,14 @@
  * sampler/agent/unwind_build.c — which unwind tables exist, and when they are
  * compiled (unwind_compile.c), for the handler (unwind_table.c). Writer
  * thread only: it mallocs, calls dl_iterate_phdr and dladdr, and may take
- * milliseconds per module.
+ * milliseconds per module (except unwind_check_keep_example, which handlers
+ * call: atomics only).
  *
  * Modules are found with dl_iterate_phdr (PT_LOAD with PF_X: the text range;
  * PT_GNU_EH_FRAME: .eh_frame_hdr, which points at .eh_frame), in memory: no
  * file is opened. Tables are compiled lazily, when a sample first lands in a
- * module (the handler marks it wanted; that sample goes to libunwind). The
+ * module (the handler marks it wanted; the writer finishes that sample's
+ * walk once the table is there, unwind_defer.c). The
  * module index is rescanned when glibc's counts of loaded and unloaded
  * objects change. The writer also reports the counters (UNWIND record).
  */
@@ -282,6 +284,29 @@ static void emit_note(agent_emit_fn emit, const char *text)
 {
     struct opr_note n = {agent_now_ns(), (uint32_t)strlen(text), 0};
     emit(OPR_REC_NOTE, &n, sizeof n, text, n.text_len);
+}
+
+/* --unwind-check: a handler (or the writer, for a deferred walk) keeps the
+ * first few disagreements for the NOTE below, from a few frames before the
+ * first difference (at frame diff). Atomics only: handler-safe. */
+void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
+{
+    unsigned from = diff > 4 ? diff - 4 : 0;
+    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
+        struct unwind_check_example *e = &unwind_examples[i];
+        int expected = 0;
+        if (!atomic_compare_exchange_strong(&e->state, &expected, 1))
+            continue;
+        e->from = from;
+        e->ntable_all = na;
+        e->nlib_all = nb;
+        e->ntable = na - from < UNWIND_EXAMPLE_FRAMES ? na - from : UNWIND_EXAMPLE_FRAMES;
+        e->nlib = nb - from < UNWIND_EXAMPLE_FRAMES ? nb - from : UNWIND_EXAMPLE_FRAMES;
+        memcpy(e->table, a + from, e->ntable * sizeof a[0]);
+        memcpy(e->lib, b + from, e->nlib * sizeof b[0]);
+        atomic_store_explicit(&e->state, 2, memory_order_release);
+        return;
+    }
 }
 
 /* OPPROF_UNWIND_CHECK=1: each disagreement kept by a handler, as a NOTE. */

@@ -12,7 +12,8 @@
  * read from CFA + offsets. Nothing is called on that path. When a frame is
  * one the tables cannot do, the whole sample goes to libunwind (the
  * interrupted context is still there to start from), and the reason is
- * counted.
+ * counted; when its module's table is only not built yet, the walk is
+ * left to the writer with a copy of the stack (unwind_defer.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -353,12 +354,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
 {
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
-    bool fp_known = true;
-    bool leaf_is_caller = false;
-    if (from) {
-        fp_known = from->fp_known;
-        leaf_is_caller = from->nframes > 1;
-    }
+    bool fp_known = from ? from->fp_known : true;
+    bool leaf_is_caller = from && from->nframes > 1;
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
      * word of the trace. A saved FP is mostly a general register's data, so
      * it is kept in the trace only when a rule bases a CFA on it. */
@@ -613,28 +610,6 @@ static void count_fallback(enum unwind_result res)
     }
     if (c)
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-/* --unwind-check: keeps the first few disagreements for the writer's NOTE,
- * from a few frames before the first difference (at frame diff). */
-void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
-{
-    unsigned from = diff > 4 ? diff - 4 : 0;
-    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
-        struct unwind_check_example *e = &unwind_examples[i];
-        int expected = 0;
-        if (!atomic_compare_exchange_strong(&e->state, &expected, 1))
-            continue;
-        e->from = from;
-        e->ntable_all = na;
-        e->nlib_all = nb;
-        e->ntable = na - from < UNWIND_EXAMPLE_FRAMES ? na - from : UNWIND_EXAMPLE_FRAMES;
-        e->nlib = nb - from < UNWIND_EXAMPLE_FRAMES ? nb - from : UNWIND_EXAMPLE_FRAMES;
-        memcpy(e->table, a + from, e->ntable * sizeof a[0]);
-        memcpy(e->lib, b + from, e->nlib * sizeof b[0]);
-        atomic_store_explicit(&e->state, 2, memory_order_release);
-        return;
-    }
 }
 
 /* Both ways; the table's stack is the one recorded when it had one. Each

@@ -8,7 +8,8 @@
  * unwind_build.c), and the handler
  * walks a stack with two binary searches and two stack reads per frame
  * (unwind_table.c). What a table cannot express (DWARF expressions, signal
- * frames, a module whose table is not built yet) goes to libunwind, counted.
+ * frames) goes to libunwind, counted; a walk that reaches a module whose
+ * table is not built yet is finished by the writer (unwind_defer.c).
  *
  * The table format (one mmap'ed block per module):
  *   pc_off[nrows]   u32, sorted: row i covers [base + pc_off[i], base + pc_off[i+1])
