@@ -178,9 +178,6 @@ static void print_unwinding(FILE *out, const struct profile *p)
         return;
     fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
             100.0 * (double)tables / (double)unwound, p->unwind_fallback_samples);
-    if (p->unwind_deferred_samples)
-        fprintf(out, "; %" PRIu64 " walks finished by the writer on a copy of the stack (%" PRIu64 " cut short)",
-                p->unwind_deferred_finished, p->unwind_deferred_cut);
     if (p->unwind_replay_samples)
         fprintf(out, " (%.1f %% of them finished from the thread's previous walk)",
                 100.0 * (double)p->unwind_replay_samples / (double)p->unwind_table_samples);
@@ -188,6 +185,10 @@ static void print_unwinding(FILE *out, const struct profile *p)
         fprintf(out, ", %.1f %% of %" PRIu64 " frame rules from the thread's rule cache",
                 100.0 * (double)p->unwind_rule_cache_hits / (double)p->unwind_rule_lookups,
                 p->unwind_rule_lookups);
+    if (p->unwind_deferred_samples)
+        fprintf(out, "; stopped at a module without a table yet and finished by the writer on a copy of the "
+                     "stack: %" PRIu64 " (%" PRIu64 " cut short)",
+                p->unwind_deferred_finished, p->unwind_deferred_cut);
     if (p->unwind_check_samples)
         fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                 p->unwind_check_disagree);
