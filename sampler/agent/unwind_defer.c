@@ -28,6 +28,13 @@ struct defer_buf {
  * holds one buffer per sample until the writer drains again. */
 static struct defer_buf pool[UNWIND_DEFER_BUFS];
 static bool defer_on = true;
+/* Walks the writer could not finish because their module was gone by then
+ * (unloaded before its table was built: dlopen_hammer loads and unloads a
+ * library 4,000 times a second, and 59 of its 82 deferred walks a run were
+ * cut so, where libunwind in the handler had the live module). A process
+ * that unloads code that fast unwinds in the handler again after a few. */
+#define VANISHED_MAX 4
+static _Atomic unsigned vanished;
 
 void agent_unwind_defer_init(void)
 {
@@ -37,7 +44,7 @@ void agent_unwind_defer_init(void)
 
 uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kind kind)
 {
-    if (!defer_on)
+    if (!defer_on || atomic_load_explicit(&vanished, memory_order_relaxed) >= VANISHED_MAX)
         return 0;
     for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) {
         struct defer_buf *b = &pool[i];
@@ -93,9 +100,10 @@ static enum unwind_result walk_rest(const struct defer_buf *b, uint64_t *pcs, un
     for (int attempt = 0; attempt < 4; attempt++) {
         r = unwind_table_walk_copy(&b->at, &copy, pcs, max, n, truncated);
         if ((r != UNWIND_FAIL_NOT_BUILT && r != UNWIND_FAIL_NO_MODULE) || !agent_is_writer_thread())
-            break;
+            return r;
         agent_unwind_serve();
     }
+    atomic_fetch_add_explicit(&vanished, 1, memory_order_relaxed); /* built and rescanned, still no table */
     return r;
 }
 
@@ -155,6 +163,7 @@ void unwind_defer_atfork_child(void)
 {
     /* The child's queue starts empty: no slot owns a buffer, and a buffer a
      * thread of the parent was filling has no thread here. */
+    atomic_store_explicit(&vanished, 0, memory_order_relaxed);
     for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) /* written only where set: the other pages stay shared */
         if (atomic_load_explicit(&pool[i].state, memory_order_relaxed) != 0)
             atomic_store_explicit(&pool[i].state, 0, memory_order_relaxed);
