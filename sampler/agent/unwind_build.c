@@ -2,8 +2,8 @@
  * sampler/agent/unwind_build.c — which unwind tables exist, and when they are
  * compiled (unwind_compile.c), for the handler (unwind_table.c). Writer
  * thread only: it mallocs, calls dl_iterate_phdr and dladdr, and may take
- * milliseconds per module (except unwind_check_keep_example, which handlers
- * call: atomics only).
+ * milliseconds per module (except unwind_check_differs, which handlers call:
+ * atomics only).
  *
  * Modules are found with dl_iterate_phdr (PT_LOAD with PF_X: the text range;
  * PT_GNU_EH_FRAME: .eh_frame_hdr, which points at .eh_frame), in memory: no
@@ -289,7 +289,7 @@ static void emit_note(agent_emit_fn emit, const char *text)
 /* --unwind-check: a handler (or the writer, for a deferred walk) keeps the
  * first few disagreements for the NOTE below, from a few frames before the
  * first difference (at frame diff). Atomics only: handler-safe. */
-void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
+static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb, unsigned diff)
 {
     unsigned from = diff > 4 ? diff - 4 : 0;
     for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++) {
@@ -307,6 +307,21 @@ void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b
         atomic_store_explicit(&e->state, 2, memory_order_release);
         return;
     }
+}
+
+bool unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut, const uint64_t *lib, unsigned nl,
+                          bool lib_cut, bool *length_only)
+{
+    unsigned common = nt < nl ? nt : nl, i = 0;
+    while (i < common && table[i] == lib[i])
+        i++;
+    /* Both cut at the frame limit (a 256-frame import in PyTorch): only
+     * the common part can be compared. */
+    bool differs = i < common || (nt != nl && !(table_cut && lib_cut));
+    *length_only = differs && i == common;
+    if (differs)
+        keep_example(table, nt, lib, nl, i);
+    return differs;
 }
 
 /* OPPROF_UNWIND_CHECK=1: each disagreement kept by a handler, as a NOTE. */

@@ -144,15 +144,9 @@ unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint6
      * is compared with it as check_both_ways compares a handler's walk. */
     atomic_fetch_add_explicit(&unwind_counts.deferred_checked, 1, memory_order_relaxed);
     bool differs = kind == UNWIND_DEFER_CHECK_DIFFERS;
-    if (!differs && r == UNWIND_OK) {
-        unsigned common = total < n ? total : n, i = 0;
-        while (i < common && out[i] == pcs[i])
-            i++;
-        bool both_cut = truncated && (*flags & OPR_SAMPLE_TRUNCATED);
-        differs = i < common || (total != n && !both_cut);
-        if (differs)
-            unwind_check_keep_example(out, total, pcs, n, i);
-    }
+    bool length_only;
+    if (!differs && r == UNWIND_OK)
+        differs = unwind_check_differs(out, total, truncated, pcs, n, *flags & OPR_SAMPLE_TRUNCATED, &length_only);
     if (differs)
         atomic_fetch_add_explicit(&unwind_counts.deferred_disagree, 1, memory_order_relaxed);
     memcpy(out, pcs, n * sizeof pcs[0]);

@@ -671,17 +671,11 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         *flags |= other_flags;
         return m;
     }
-    unsigned common = n < m ? n : m, i = 0;
-    while (i < common && pcs[i] == other[i])
-        i++;
-    /* Both cut at the frame limit (a 256-frame import in PyTorch): only
-     * the common part can be compared. */
-    bool both_cut = truncated && (other_flags & OPR_SAMPLE_TRUNCATED);
-    if (i < common || (n != m && !both_cut)) {
+    bool length_only;
+    if (unwind_check_differs(pcs, n, truncated, other, m, other_flags & OPR_SAMPLE_TRUNCATED, &length_only)) {
         atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
-        if (i == common)
+        if (length_only)
             atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
-        unwind_check_keep_example(pcs, n, other, m, i);
     }
     atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);

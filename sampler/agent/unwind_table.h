@@ -171,10 +171,12 @@ struct unwind_check_example {
     uint64_t table[UNWIND_EXAMPLE_FRAMES], lib[UNWIND_EXAMPLE_FRAMES];
 };
 AGENT_HIDDEN extern struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
-/* Keeps one (the table's stack a, libunwind's b, first difference at diff)
- * in a free example, if any (handler-safe: atomics only). */
-AGENT_HIDDEN void unwind_check_keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb,
-                                            unsigned diff);
+/* Do the table's stack and libunwind's of one sample differ (each with
+ * whether it was cut at the frame limit)? *length_only: one is a prefix of
+ * the other. A difference is kept in a free example, if any. Handler-safe:
+ * atomics only (unwind_build.c). */
+AGENT_HIDDEN bool unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut, const uint64_t *lib,
+                                       unsigned nl, bool lib_cut, bool *length_only);
 
 /* Outcome of the table walk. */
 enum unwind_result {
