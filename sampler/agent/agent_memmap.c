@@ -135,28 +135,30 @@ static int unpublished_table(void)
     return atomic_load(&readers[next]) != 0 ? -1 : next;
 }
 
-/* One line of /proc/self/maps, "start-end perms ...": its range and
- * whether it is readable. Parsed by hand: fgets and sscanf were half the
- * cost of a full read (~0.4 of ~0.8 ms for the 1,687 lines of a process
- * that imported torch; the kernel's formatting is the other half). */
-static bool parse_maps_line(const char *p, const char *eol, uint64_t *start, uint64_t *end, bool *readable)
+struct memmap_fill {
+    struct memmap_table *m;
+    size_t n;
+};
+
+/* One line of /proc/self/maps (opr_maps_read: read(2) and parsed by hand;
+ * fgets and sscanf were half the cost of a full read, ~0.4 of ~0.8 ms for
+ * the 1,687 lines of a process that imported torch, the kernel's
+ * formatting the other half). */
+static bool memmap_line(const struct opr_maps_line *line, void *ctx)
 {
-    uint64_t v[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
-        const char *digits = p;
-        for (; p < eol; p++) {
-            int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-            if (d < 0 || p - digits >= 16)
-                break;
-            v[k] = v[k] << 4 | (uint64_t)d;
-        }
-        if (p == digits || p >= eol || *p != (k == 0 ? '-' : ' '))
-            return false;
-        p++;
+    struct memmap_fill *f = ctx;
+    if (line->perms[0] != 'r')
+        return true;
+    if (f->n == MEMMAP_MAX_RANGES)
+        return false;
+    /* /proc/self/maps is sorted; merge adjacent readable ranges. */
+    if (f->n > 0 && f->m->end[f->n - 1] == line->start) {
+        f->m->end[f->n - 1] = line->end;
+        return true;
     }
-    *start = v[0];
-    *end = v[1];
-    *readable = p < eol && *p == 'r';
+    f->m->start[f->n] = line->start;
+    f->m->end[f->n] = line->end;
+    f->n++;
     return true;
 }
 
@@ -170,42 +172,12 @@ void agent_memmap_refresh(void)
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    struct memmap_table *m = &tables[next];
-    size_t n = 0, have = 0;
     static char buf[64 << 10]; /* lines are at most ~4.2 KB (a path is at most 4,096 bytes) */
-    bool skipping = false;     /* inside a line longer than buf: dropped */
-    for (;;) {
-        ssize_t r = read(fd, buf + have, sizeof buf - have);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        char *p = buf, *limit = buf + have + (size_t)r, *eol;
-        for (; (eol = memchr(p, '\n', (size_t)(limit - p))) != NULL; p = eol + 1) {
-            uint64_t start, end;
-            bool readable, line_ok = !skipping && parse_maps_line(p, eol, &start, &end, &readable);
-            skipping = false;
-            if (!line_ok || !readable || n == MEMMAP_MAX_RANGES)
-                continue;
-            /* /proc/self/maps is sorted; merge adjacent readable ranges. */
-            if (n > 0 && m->end[n - 1] == start) {
-                m->end[n - 1] = end;
-                continue;
-            }
-            m->start[n] = start;
-            m->end[n] = end;
-            n++;
-        }
-        have = (size_t)(limit - p);
-        if (have == sizeof buf) {
-            have = 0, skipping = true;
-        } else {
-            memmove(buf, p, have);
-        }
-    }
+    struct memmap_fill fill = {&tables[next], 0};
+    opr_maps_read(fd, buf, sizeof buf, memmap_line, &fill);
     close(fd);
     agent_writer_counts.maps_rereads++;
-    m->count = n;
+    tables[next].count = fill.n;
     atomic_store_explicit(&current, next, memory_order_release);
     atomic_store(&miss_seen, 0);
     last_refresh_ns = agent_now_ns();

@@ -377,6 +377,99 @@ static void test_build_id_matches_libelf(void)
     CU_ASSERT_EQUAL(opr_read_build_id("/nonexistent/file", none), 0);
 }
 
+/* The hand parser gives what sscanf gives, on every line of this process's
+ * maps and on lines made to be awkward. */
+static void test_maps_parse(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[PATH_MAX + 128];
+    unsigned lines = 0, same = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long start, end, pgoff;
+        char perms[8];
+        int path_at = 0;
+        int got = sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &pgoff, &path_at);
+        CU_ASSERT_TRUE_FATAL(got >= 4);
+        line[strcspn(line, "\n")] = '\0';
+        struct opr_maps_line m;
+        lines++;
+        if (opr_maps_parse_line(line, line + strlen(line), &m) && m.start == start && m.end == end &&
+            m.pgoff == pgoff && memcmp(m.perms, perms, 4) == 0 && m.path_len == strlen(line + path_at) &&
+            memcmp(m.path, line + path_at, m.path_len) == 0)
+            same++;
+    }
+    fclose(f);
+    CU_ASSERT_TRUE(lines > 5);
+    CU_ASSERT_EQUAL(same, lines);
+
+    struct {
+        const char *text;
+        bool ok;
+        uint64_t start, end, pgoff;
+        const char *path;
+    } cases[] = {
+        {"7f0000001000-7f0000002000 r-xp 00001000 fe:01 1234   /usr/lib/a b.so (deleted)", true, 0x7f0000001000,
+         0x7f0000002000, 0x1000, "/usr/lib/a b.so (deleted)"},
+        {"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]", true,
+         0xffffffffff600000, 0xffffffffff601000, 0, "[vsyscall]"},
+        {"00400000-00401000 rw-p 00000000 00:00 0", true, 0x400000, 0x401000, 0, ""},
+        {"00400000-00401000 rw-p 00000000 00:00 18446744073709551615 /x", true, 0x400000, 0x401000, 0, "/x"},
+        {"00400000-00401000 rw-p", false, 0, 0, 0, NULL},
+        {"00400000 00401000 rw-p 00000000 00:00 0", false, 0, 0, 0, NULL},
+        {"00400000-00401000 rw-p 0000000g 00:00 0", false, 0, 0, 0, NULL},
+        {"10000000000000000-1 r-xp 00000000 00:00 0", false, 0, 0, 0, NULL}, /* 17 hex digits */
+        {"", false, 0, 0, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct opr_maps_line m;
+        const char *t = cases[i].text;
+        bool ok = opr_maps_parse_line(t, t + strlen(t), &m);
+        CU_ASSERT_EQUAL(ok, cases[i].ok);
+        if (!ok || !cases[i].ok)
+            continue;
+        CU_ASSERT_EQUAL(m.start, cases[i].start);
+        CU_ASSERT_EQUAL(m.end, cases[i].end);
+        CU_ASSERT_EQUAL(m.pgoff, cases[i].pgoff);
+        CU_ASSERT_TRUE(m.path_len == strlen(cases[i].path) && memcmp(m.path, cases[i].path, m.path_len) == 0);
+    }
+}
+
+static bool count_maps_line(const struct opr_maps_line *line, void *ctx)
+{
+    unsigned *seen = ctx;
+    seen[seen[0] + 1 < 8 ? seen[0] + 1 : 7] = (unsigned)line->start;
+    seen[0]++;
+    return seen[0] < 3; /* stop after the third */
+}
+
+/* opr_maps_read: lines split across reads, a line longer than the buffer
+ * skipped (the next one kept), a bad line left out, and each() stopping it. */
+static void test_maps_read(void)
+{
+    char path[] = "/tmp/opprof-unit-maps-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    unlink(path);
+    char longpath[300];
+    memset(longpath, 'x', sizeof longpath - 1);
+    longpath[sizeof longpath - 1] = '\0';
+    dprintf(fd, "1000-2000 r-xp 00000000 00:00 0 /a\n3000-4000 r-xp 00000000 00:00 0 /%s\n"
+                "garbage\n5000-6000 r-xp 00000000 00:00 0 /b\n7000-8000 r-xp 00000000 00:00 0 /c\n"
+                "9000-a000 r-xp 00000000 00:00 0 /d\n", longpath);
+    lseek(fd, 0, SEEK_SET);
+    char buf[128]; /* holds the short lines, not the long one */
+    unsigned seen[8] = {0};
+    long n = opr_maps_read(fd, buf, sizeof buf, count_maps_line, seen);
+    CU_ASSERT_EQUAL(n, 3);
+    CU_ASSERT_EQUAL(seen[0], 3);
+    CU_ASSERT_EQUAL(seen[1], 0x1000);
+    CU_ASSERT_EQUAL(seen[2], 0x5000);
+    CU_ASSERT_EQUAL(seen[3], 0x7000);
+    close(fd);
+    CU_ASSERT_EQUAL(opr_maps_read(-1, buf, sizeof buf, count_maps_line, seen), -1);
+}
+
 /* PROCESS, THREAD and MAP read from /proc/self, and the vDSO saved. */
 static void test_process_records(void)
 {
@@ -461,4 +554,6 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
+    CU_add_test(s, "maps lines parsed by hand as sscanf reads them", test_maps_parse);
+    CU_add_test(s, "maps read in chunks: split lines, a long one skipped", test_maps_read);
 }
