@@ -199,7 +199,7 @@ overhead_case() {
     echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
-OMP_REGIONS=${BENCH_OMP_REGIONS:-2000}
+OMP_REGIONS=${BENCH_OMP_REGIONS:-20000} # ~0.6 s: 2,000 took 37 ms, where the agent's start-up (its first maps read, the tables) set the ratio
 if [ "${BENCH_ONLY_OPENMP:-0}" != 1 ]; then # BENCH_ONLY_OPENMP: straight to the OpenMP section
 echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
 have_timer_perf=0
