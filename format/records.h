@@ -325,6 +325,11 @@ struct opr_unwind {
      * streams written before them. */
     uint64_t deferred_samples, deferred_finished, deferred_cut, deferred_pool_full;
     uint64_t deferred_checked, deferred_disagree;
+    /* Of deferred_samples, those whose stack the readable-mappings snapshot
+     * did not know yet (a new thread's, a grown main stack), copied through
+     * the kernel; before, each went to libunwind as a "read" fallback.
+     * Absent (0) in streams written before it. */
+    uint64_t deferred_unknown_stack;
 };
 
 struct opr_end {

@@ -185,10 +185,15 @@ static void print_unwinding(FILE *out, const struct profile *p)
         fprintf(out, ", %.1f %% of %" PRIu64 " frame rules from the thread's rule cache",
                 100.0 * (double)p->unwind_rule_cache_hits / (double)p->unwind_rule_lookups,
                 p->unwind_rule_lookups);
-    if (p->unwind_deferred_samples)
+    if (p->unwind_deferred_samples) {
         fprintf(out, "; stopped at a module without a table yet and finished by the writer on a copy of the "
-                     "stack: %" PRIu64 " (%" PRIu64 " cut short)",
+                     "stack: %" PRIu64 " (%" PRIu64 " cut short",
                 p->unwind_deferred_finished, p->unwind_deferred_cut);
+        if (p->unwind_deferred_unknown_stack)
+            fprintf(out, "; %" PRIu64 " on stacks not in the agent's map yet, such as a new thread's, copied by the kernel",
+                    p->unwind_deferred_unknown_stack);
+        fputc(')', out);
+    }
     if (p->unwind_check_samples)
         fprintf(out, "; checked both ways: %" PRIu64 " samples, %" PRIu64 " differ", p->unwind_check_samples,
                 p->unwind_check_disagree);

@@ -395,6 +395,7 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .deferred_pool_full = atomic_load(&unwind_counts.deferred_pool_full),
         .deferred_checked = atomic_load(&unwind_counts.deferred_checked),
         .deferred_disagree = atomic_load(&unwind_counts.deferred_disagree),
+        .deferred_unknown_stack = atomic_load(&unwind_counts.deferred_unknown_stack),
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,

@@ -4,11 +4,14 @@
  * table, the writer finishes the walk on the copy once the table is there.
  *
  * SIGNAL-HANDLER CODE: unwind_defer_keep() runs in the SIGTRAP handler:
- * atomics, the readable-mappings snapshot (agent_memmap.c) and memcpy, no
- * malloc, no locks, no stdio. The rest runs in the writer.
+ * atomics, the readable-mappings snapshot (agent_memmap.c), memcpy and
+ * process_vm_readv on its own process, no malloc, no locks, no stdio. The rest runs in the writer.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
 
@@ -42,6 +45,31 @@ void agent_unwind_defer_init(void)
     defer_on = !(e && strcmp(e, "0") == 0);
 }
 
+/* [sp, sp + UNWIND_DEFER_BYTES) into to, one page-sized piece of the
+ * remote vector each: the kernel does not split a piece, so the copy ends
+ * at the first page that cannot be read (the top of a thread's stack, the
+ * guard page of the next) and the bytes before it are what it returns.
+ * One system call, no fault on unmapped memory: handler-safe. */
+static size_t copy_unknown_stack(uint8_t *to, uint64_t sp)
+{
+    enum { PIECE = 4096 };
+    struct iovec local = {to, UNWIND_DEFER_BYTES};
+    struct iovec remote[UNWIND_DEFER_BYTES / PIECE + 1];
+    unsigned n = 0;
+    uint64_t at = sp;
+    size_t left = UNWIND_DEFER_BYTES;
+    while (left > 0 && n < sizeof remote / sizeof remote[0]) {
+        size_t piece = PIECE - (size_t)(at % PIECE);
+        if (piece > left)
+            piece = left;
+        remote[n++] = (struct iovec){(void *)(uintptr_t)at, piece};
+        at += piece;
+        left -= piece;
+    }
+    long got = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, remote, (unsigned long)n, 0UL);
+    return got > 0 ? (size_t)got : 0;
+}
+
 uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kind kind)
 {
     if (!defer_on || atomic_load_explicit(&vanished, memory_order_relaxed) >= VANISHED_MAX)
@@ -57,16 +85,22 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
          * stack), at most the buffer: the walk reads nothing below SP. */
         int t = agent_memmap_begin();
         uint64_t lo, hi;
-        bool readable = agent_memmap_readable_range(t, rs->sp, 8, &lo, &hi);
+        bool readable = agent_memmap_readable_range(t, rs->sp, 8, &lo, &hi) && !rs->unknown_stack;
         size_t len = 0;
         if (readable) {
             len = hi - rs->sp < UNWIND_DEFER_BYTES ? (size_t)(hi - rs->sp) : UNWIND_DEFER_BYTES;
             memcpy(b->bytes, (const void *)(uintptr_t)rs->sp, len);
         }
         agent_memmap_end(t);
-        if (!readable) { /* a stack the snapshot does not know yet: libunwind */
-            atomic_store_explicit(&b->state, 0, memory_order_release);
-            return 0;
+        if (!readable) {
+            /* a stack the snapshot does not know yet: through the kernel,
+             * kept when the copy holds all of it; else libunwind */
+            len = copy_unknown_stack(b->bytes, rs->sp);
+            if (len == 0 || len == UNWIND_DEFER_BYTES) {
+                atomic_store_explicit(&b->state, 0, memory_order_release);
+                return 0;
+            }
+            atomic_fetch_add_explicit(&unwind_counts.deferred_unknown_stack, 1, memory_order_relaxed);
         }
         b->kind = (uint8_t)kind;
         b->at = *rs;

@@ -145,6 +145,7 @@ struct stack_reader {
     int memmap;              /* agent_memmap table, -1: none */
     uint64_t ok_lo, ok_hi;   /* a readable range, empty: none yet */
     const struct unwind_stack_copy *copy; /* non-NULL: only this copy is read (a deferred walk) */
+    bool unknown;            /* a read failed because the snapshot did not know the address */
 };
 
 static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
@@ -158,8 +159,10 @@ static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out
         return true;
     }
     if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
-        if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi))
+        if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi)) {
+            r->unknown = true;
             return false;
+        }
     }
     *out = *(const uint64_t *)addr;
     return true;
@@ -374,7 +377,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         tr->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
     }
     int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
-    struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy};
+    struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy, false};
     if (ix_id < 0) { /* before the writer's first module scan: ask for it now */
         if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
             call_writer();
@@ -480,7 +483,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     }
 out:
     if (rs && res != UNWIND_OK)
-        *rs = (struct unwind_resume){pc, sp, fp, fp_known, n};
+        *rs = (struct unwind_resume){pc, sp, fp, fp_known, n, res == UNWIND_FAIL_READ && rd.unknown};
     memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
     if (ms && lookups) { /* the handler's walks (the traced ones have no slot) */
         atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
@@ -543,7 +546,7 @@ bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t s
         (tr->leaf_fp_used && tr->leaf_fp != fp) ||
         tr->generation != atomic_load_explicit(&unwind_index_generation, memory_order_acquire))
         return false;
-    struct stack_reader rd = {agent_memmap_begin(), 0, 0, NULL};
+    struct stack_reader rd = {agent_memmap_begin(), 0, 0, NULL, false};
     bool same = true;
     for (unsigned i = 0; i < tr->nwords && same; i++) {
         uint64_t v;
@@ -662,7 +665,7 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         /* The writer finishes the walk and compares it with libunwind's
          * (the part walked here first: a prefix that differs already is
          * kept as the buffer's verdict). */
-        if (res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE) {
+        if (unwind_defer_wanted(res, &rs)) {
             unsigned walked = rs.nframes > 1 ? rs.nframes - 1 : 0;
             bool same = walked <= m && memcmp(pcs, other, walked * sizeof pcs[0]) == 0;
             *defer = unwind_defer_keep(&rs, same ? UNWIND_DEFER_CHECK : UNWIND_DEFER_CHECK_DIFFERS);
@@ -744,8 +747,9 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
             *flags |= OPR_SAMPLE_TRUNCATED;
         return n;
     }
-    if (res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE) {
-        /* the writer finishes it once the table is there (unwind_defer.c) */
+    if (unwind_defer_wanted(res, &rs)) {
+        /* the writer finishes it once the table is there, or on the copy
+         * of a stack the snapshot did not know (unwind_defer.c) */
         *defer = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
         if (*defer) {
             if (n == 0) /* stopped before the leaf: the slot keeps its PC */

@@ -143,6 +143,7 @@ struct unwind_counters {
     _Atomic uint64_t rule_lookups, rule_cache_hits;     /* frames' rules looked up; of them, from the rule cache */
     _Atomic uint64_t deferred_samples, deferred_finished, deferred_cut, deferred_pool_full; /* unwind_defer.c */
     _Atomic uint64_t deferred_checked, deferred_disagree; /* check mode: finished walks against libunwind's */
+    _Atomic uint64_t deferred_unknown_stack; /* of deferred_samples: a stack the snapshot did not know, copied by the kernel */
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 /* Durations of the unwinding step in TSC ticks, 4 buckets per octave
@@ -295,7 +296,9 @@ AGENT_HIDDEN void unwind_memo_reap(void);
  * addresses and saved FPs are all the walk reads, and they lie above SP.
  * A copy too short for the rest of the stack, or a frame the tables cannot
  * do, leaves the stack cut there (OPR_SAMPLE_TRUNCATED), counted. When the
- * pool is full the sample goes to libunwind as before. Check mode keeps
+ * pool is full the sample goes to libunwind as before. A stack the
+ * readable-mappings snapshot does not know yet is copied through the kernel
+ * instead (see unwind_defer_wanted). Check mode keeps
  * libunwind's stack and compares the writer's finished walk with it.
  */
 #define UNWIND_DEFER_BUFS 64
@@ -304,6 +307,7 @@ struct unwind_resume { /* where a walk stopped: frame nframes - 1, in this state
     uint64_t pc, sp, fp;
     bool fp_known;
     unsigned nframes; /* frames walked, the stopped one included (0: none, the leaf) */
+    bool unknown_stack; /* UNWIND_FAIL_READ at an address the readable-mappings snapshot did not know */
 };
 struct unwind_stack_copy { /* stack bytes [sp, sp + len) as the handler saw them */
     uint64_t sp;
@@ -320,6 +324,19 @@ AGENT_HIDDEN enum unwind_result unwind_table_walk_resumable(uint64_t pc, uint64_
                                                             struct unwind_memo_slot *memo, unsigned *replayed,
                                                             struct unwind_resume *rs);
 AGENT_HIDDEN void agent_unwind_defer_init(void); /* constructor: OPPROF_UNWIND_DEFER=0 turns it off */
+/* Which failed walks the writer can finish: a module without a table yet,
+ * a PC in no module, and a stack read the readable-mappings snapshot
+ * refused because it does not know that memory yet: a thread started since
+ * the writer last read /proc/self/maps (its first ~20 ms of samples:
+ * known_split's two threads sent 42 of 3,767 samples to libunwind so), or a
+ * main stack grown below its last known start. Such a stack is copied
+ * through the kernel (process_vm_readv), which stops at the first page it
+ * cannot read instead of faulting, and kept only when the copy reached that
+ * end (the whole rest of the stack is in it). */
+static inline bool unwind_defer_wanted(enum unwind_result res, const struct unwind_resume *rs)
+{
+    return res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE || (res == UNWIND_FAIL_READ && rs->unknown_stack);
+}
 /* Handler: copies the stack for a walk stopped at rs; returns the buffer's
  * id (> 0) for the slot, 0 when off or the pool is full. */
 enum unwind_defer_kind {

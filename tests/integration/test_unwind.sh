@@ -32,7 +32,7 @@ FIELDS = ("time table_samples table_frames fallback not_built no_module no_table
           "table_p50 table_p99 lib_p50 lib_p99 cache_loaded cache_stored cache_rejected "
           "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits "
           "cache_evicted deferred deferred_finished deferred_cut deferred_pool_full deferred_checked "
-          "deferred_disagree").split()
+          "deferred_disagree deferred_unknown_stack").split()
 TIMES = "table_p50 table_p99 lib_p50 lib_p99".split()
 tot = dict.fromkeys(FIELDS, 0)
 samples = 0
@@ -82,10 +82,11 @@ print("  finished from the previous walk of the thread (memo): %d stacks, %.1f f
       % (tot["replay_samples"], tot["replay_frames"] / max(tot["replay_samples"], 1)))
 print("  frame rules from the rule cache of each thread: %d of %d lookups (%.1f %%), all in the comparison"
       % (tot["rule_cache_hits"], tot["rule_lookups"], 100.0 * tot["rule_cache_hits"] / max(tot["rule_lookups"], 1)))
-print("  walks stopped at a module without a table, finished by the writer on a copy of the stack: %d kept, "
+print("  walks stopped at a module without a table, finished by the writer on a copy of the stack: %d kept "
+      "(%d on a stack the snapshot did not know yet), "
       "%d finished, %d cut short, %d compared with libunwind, %d differ; %d to libunwind (every copy buffer in use)"
-      % (tot["deferred"], tot["deferred_finished"], tot["deferred_cut"], tot["deferred_checked"],
-         tot["deferred_disagree"], tot["deferred_pool_full"]))
+      % (tot["deferred"], tot["deferred_unknown_stack"], tot["deferred_finished"], tot["deferred_cut"],
+         tot["deferred_checked"], tot["deferred_disagree"], tot["deferred_pool_full"]))
 for t in notes[:4]:
     print("  " + t[:2000])
 if tot["deferred_disagree"] != 0:
@@ -100,6 +101,14 @@ if waiting >= 4 and tot["deferred_checked"] == 0:
     fail("%s: %d walks stopped at a module without a table, none finished by the writer" % (name, waiting))
 if tot["deferred"] >= 4 and tot["deferred_finished"] * 2 < tot["deferred"]:
     fail("%s: of %d walks left to the writer only %d finished" % (name, tot["deferred"], tot["deferred_finished"]))
+# known_split: its two threads start after the first read of the maps by the agent:
+# their first samples read stacks the snapshot does not know yet, which the
+# handler copies through the kernel for the writer (42 of 3,767 samples went
+# to libunwind so before). Check mode counts those reads as "stack read"
+# too, so most of them must be among the kept walks.
+if name == "known_split" and tot["read"] >= 4 and tot["deferred_unknown_stack"] * 2 < tot["read"]:
+    fail("%s: %d walks stopped at a stack the snapshot did not know, only %d kept for the writer"
+         % (name, tot["read"], tot["deferred_unknown_stack"]))
 if tot["context_disagree"] != 0:
     fail("%s: %d OpenMP contexts sent as unchanged whose walk gives another stack" % (name, tot["context_disagree"]))
 if tot["context_checked"] < min_contexts:

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
@@ -437,7 +438,7 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
           "deferred: flags %u, finished count", flags);
     /* a resume point at the caller frame: looked up as a caller */
     struct unwind_stack_copy copy = {s, sizeof live, (const uint8_t *)live};
-    struct unwind_resume caller = {c + 0x06, s + 80, s + 16 * 8, true, 2};
+    struct unwind_resume caller = {c + 0x06, s + 80, s + 16 * 8, true, 2, false};
     r = unwind_table_walk_copy(&caller, &copy, out, 16, &n, &truncated);
     CHECK(r == UNWIND_OK, "deferred: from the caller frame: result %d", r);
     check_frames("deferred: from the caller frame", out, n, 2, whole + 1);
@@ -446,7 +447,7 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
      * ends the walk at outer, the leaf's reading (0) at once */
     uint64_t row_edge[2] = {outer, 0};
     struct unwind_stack_copy edge = {s, sizeof row_edge, (const uint8_t *)row_edge};
-    struct unwind_resume at_edge = {c + 0x01, s, 0, true, 2};
+    struct unwind_resume at_edge = {c + 0x01, s, 0, true, 2, false};
     r = unwind_table_walk_copy(&at_edge, &edge, out, 16, &n, &truncated);
     CHECK(r == UNWIND_OK && n == 2 && out[1] == outer, "deferred: caller at a row's start: result %d, %u frames",
           r, n);
@@ -470,6 +471,53 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
     n = unwind_defer_finish(check_id, whole, 3, out, 16, &flags);
     CHECK(atomic_load(&unwind_counts.deferred_disagree) == disagree_before + 1,
           "deferred, check mode: an equal stack counted as differing");
+}
+
+/* A stack the readable-mappings snapshot does not know (here: anything but
+ * fake_stack; in the agent, a thread started since the last maps read):
+ * the walk stops at its first read and says so, the handler's copy goes
+ * through the kernel and ends at the first unreadable page, and the writer
+ * finishes the walk on it. A stack that goes on past the copy buffer is
+ * not kept (libunwind gets it, as before). */
+static void check_unknown_stack(uint64_t c, uint64_t outer)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *region = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(region != MAP_FAILED && mprotect(region + page, (size_t)page, PROT_NONE) == 0, "unknown stack: mmap");
+    uint64_t *st = (uint64_t *)(void *)region, s = (uint64_t)(uintptr_t)region;
+    st[8] = s + 16 * 8, st[9] = c + 0x06;
+    st[16] = s + 24 * 8, st[17] = outer;
+    const uint64_t whole[] = {c + 0x10, c + 0x06, outer};
+    uint64_t pcs[16], out[16];
+    unsigned n = 0, replayed;
+    bool truncated;
+    struct unwind_resume rs;
+    enum unwind_result r = unwind_table_walk_resumable(c + 0x10, s, s + 8 * 8, pcs, 16, &n, &truncated, NULL,
+                                                       &replayed, &rs);
+    CHECK(r == UNWIND_FAIL_READ && rs.unknown_stack && unwind_defer_wanted(r, &rs) && rs.nframes == 1,
+          "unknown stack: result %d, unknown %d, resume at frame %u", r, rs.unknown_stack, rs.nframes);
+    uint64_t unknown_before = atomic_load(&unwind_counts.deferred_unknown_stack);
+    uint32_t id = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
+    CHECK(id != 0 && atomic_load(&unwind_counts.deferred_unknown_stack) == unknown_before + 1,
+          "unknown stack: not kept (id %u)", id);
+    memset(region, 0, (size_t)page); /* the live stack moves on */
+    uint16_t flags = 0;
+    n = unwind_defer_finish(id, pcs, n, out, 16, &flags);
+    check_frames("unknown stack: finished on the kernel's copy", out, n, 3, whole);
+    CHECK(flags == 0, "unknown stack: flags %u", flags);
+    /* a bad read on a known stack is not such a stop */
+    struct unwind_resume known = rs;
+    known.unknown_stack = false;
+    CHECK(!unwind_defer_wanted(UNWIND_FAIL_READ, &known), "unknown stack: any failed read deferred");
+    munmap(region, (size_t)page * 2);
+    /* readable past the buffer: the copy could not hold the rest */
+    size_t big = UNWIND_DEFER_BYTES + (size_t)page * 4;
+    region = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(region != MAP_FAILED, "unknown stack: mmap");
+    rs.sp = (uint64_t)(uintptr_t)region;
+    rs.unknown_stack = true;
+    CHECK(unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN) == 0, "unknown stack: a copy cut at the buffer kept");
+    munmap(region, big);
 }
 
 int main(void)
@@ -513,6 +561,7 @@ int main(void)
     check_memo(c, s, outer);
     check_rule_cache(c, s, outer);
     check_deferred(m, c, s, outer);
+    check_unknown_stack(c, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     /* (its row still says where the caller's RBP was saved, CFA - 16: one
      * word below the return address, so SP starts one word up the stack) */
