@@ -9,27 +9,35 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
 
-/* state: 0 free, 1 a handler is filling it, 2 a queue slot owns it. */
 struct defer_buf {
-    _Atomic int state;
     uint8_t kind; /* enum unwind_defer_kind */
     struct unwind_resume at;
     uint64_t sp;
     size_t len;
-    uint8_t bytes[UNWIND_DEFER_BYTES];
 };
-/* 4 MB of bss, touched only where a walk is deferred, and then only as
- * deep as the stack is: the first free buffer is taken, so a run that
- * defers a few walks at a time reuses the same few. 64: a table compiled
- * while samples wait for it (libtorch_cpu, ~150 ms without the cache)
- * holds one buffer per sample until the writer drains again. */
+/* Buffer i: its state (0 free, 1 a handler is filling it, 2 a queue slot
+ * owns it), its walk and its stack bytes, in three arrays so that a
+ * handler looking for a free buffer scans 2 KB of states, not one page per
+ * buffer. 32 MB of bss, touched only where a walk is deferred, and then
+ * only as deep as the stack is (~15 KB on Python's main thread): the first
+ * free buffer is taken, so a run that defers a few walks at a time reuses
+ * the same few. 512: samples wait for a table while the writer compiles it,
+ * and a first run of PyTorch (no cache) compiles for ~0.5 s: with 64
+ * buffers 350 of its ~500 waiting samples went to libunwind in the handler
+ * (its slow path, p50 35 us, p99 0.2 ms). Buffers past the first
+ * DEFER_RESIDENT are given back to the kernel when freed (MADV_DONTNEED),
+ * so such a burst does not stay in the workload's RSS. */
+#define DEFER_RESIDENT 64
+static _Atomic int pool_state[UNWIND_DEFER_BUFS];
 static struct defer_buf pool[UNWIND_DEFER_BUFS];
+static uint8_t pool_bytes[UNWIND_DEFER_BUFS][UNWIND_DEFER_BYTES] __attribute__((aligned(4096)));
 static bool defer_on = true;
 /* Walks the writer could not finish because their module was gone by then
  * (unloaded before its table was built: dlopen_hammer loads and unloads a
@@ -76,9 +84,10 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
         return 0;
     for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) {
         struct defer_buf *b = &pool[i];
+        uint8_t *bytes = pool_bytes[i];
         int expected = 0;
-        if (atomic_load_explicit(&b->state, memory_order_relaxed) != 0 ||
-            !atomic_compare_exchange_strong_explicit(&b->state, &expected, 1, memory_order_acquire,
+        if (atomic_load_explicit(&pool_state[i], memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&pool_state[i], &expected, 1, memory_order_acquire,
                                                      memory_order_relaxed))
             continue;
         /* From SP to the end of its readable mapping (the top of the thread's
@@ -89,15 +98,19 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
         size_t len = 0;
         if (readable) {
             len = hi - rs->sp < UNWIND_DEFER_BYTES ? (size_t)(hi - rs->sp) : UNWIND_DEFER_BYTES;
-            memcpy(b->bytes, (const void *)(uintptr_t)rs->sp, len);
+            memcpy(bytes, (const void *)(uintptr_t)rs->sp, len);
         }
         agent_memmap_end(t);
         if (!readable) {
             /* a stack the snapshot does not know yet: through the kernel,
-             * kept when the copy holds all of it; else libunwind */
-            len = copy_unknown_stack(b->bytes, rs->sp);
+             * kept when the copy ended at its first unreadable page (the
+             * whole rest of the stack is in it); a copy that fills the
+             * buffer may cut the walk (unwind_deep's 70 KB frame on a new
+             * thread: 8 of 9 such walks a run), where libunwind, as
+             * before, gives the whole stack */
+            len = copy_unknown_stack(bytes, rs->sp);
             if (len == 0 || len == UNWIND_DEFER_BYTES) {
-                atomic_store_explicit(&b->state, 0, memory_order_release);
+                atomic_store_explicit(&pool_state[i], 0, memory_order_release);
                 return 0;
             }
             atomic_fetch_add_explicit(&unwind_counts.deferred_unknown_stack, 1, memory_order_relaxed);
@@ -106,7 +119,7 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
         b->at = *rs;
         b->sp = rs->sp;
         b->len = len;
-        atomic_store_explicit(&b->state, 2, memory_order_release);
+        atomic_store_explicit(&pool_state[i], 2, memory_order_release);
         atomic_fetch_add_explicit(&unwind_counts.deferred_samples, 1, memory_order_relaxed);
         return i + 1;
     }
@@ -118,8 +131,20 @@ static struct defer_buf *owned(uint32_t id)
 {
     if (id < 1 || id > UNWIND_DEFER_BUFS)
         return NULL;
-    struct defer_buf *b = &pool[id - 1];
-    return atomic_load_explicit(&b->state, memory_order_acquire) == 2 ? b : NULL;
+    return atomic_load_explicit(&pool_state[id - 1], memory_order_acquire) == 2 ? &pool[id - 1] : NULL;
+}
+
+/* Writer: buffer id is free again; past the first DEFER_RESIDENT its
+ * touched pages go back to the kernel first (a burst's, see above). */
+static void release(uint32_t id)
+{
+    const struct defer_buf *b = &pool[id - 1];
+    if (id > DEFER_RESIDENT && b->len > 0) {
+        long page = sysconf(_SC_PAGESIZE);
+        size_t span = page > 0 ? (b->len + (size_t)page - 1) / (size_t)page * (size_t)page : b->len;
+        madvise(pool_bytes[id - 1], span < UNWIND_DEFER_BYTES ? span : UNWIND_DEFER_BYTES, MADV_DONTNEED);
+    }
+    atomic_store_explicit(&pool_state[id - 1], 0, memory_order_release);
 }
 
 /* The walk from where the handler stopped, on the copy. The table it
@@ -129,7 +154,7 @@ static struct defer_buf *owned(uint32_t id)
 static enum unwind_result walk_rest(const struct defer_buf *b, uint64_t *pcs, unsigned max, unsigned *n,
                                     bool *truncated)
 {
-    struct unwind_stack_copy copy = {b->sp, b->len, b->bytes};
+    struct unwind_stack_copy copy = {b->sp, b->len, pool_bytes[b - pool]};
     enum unwind_result r = UNWIND_OK;
     for (int attempt = 0; attempt < 4; attempt++) {
         r = unwind_table_walk_copy(&b->at, &copy, pcs, max, n, truncated);
@@ -164,7 +189,7 @@ unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint6
     if (total == 0) /* no module index yet even here: the slot's PC */
         out[total++] = pcs[0];
     enum unwind_defer_kind kind = (enum unwind_defer_kind)b->kind;
-    atomic_store_explicit(&b->state, 0, memory_order_release);
+    release(id);
     if (r == UNWIND_OK)
         atomic_fetch_add_explicit(&unwind_counts.deferred_finished, 1, memory_order_relaxed);
     else
@@ -193,6 +218,6 @@ void unwind_defer_atfork_child(void)
      * thread of the parent was filling has no thread here. */
     atomic_store_explicit(&vanished, 0, memory_order_relaxed);
     for (unsigned i = 0; i < UNWIND_DEFER_BUFS; i++) /* written only where set: the other pages stay shared */
-        if (atomic_load_explicit(&pool[i].state, memory_order_relaxed) != 0)
-            atomic_store_explicit(&pool[i].state, 0, memory_order_relaxed);
+        if (atomic_load_explicit(&pool_state[i], memory_order_relaxed) != 0)
+            atomic_store_explicit(&pool_state[i], 0, memory_order_relaxed);
 }

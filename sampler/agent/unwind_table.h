@@ -301,7 +301,7 @@ AGENT_HIDDEN void unwind_memo_reap(void);
  * instead (see unwind_defer_wanted). Check mode keeps
  * libunwind's stack and compares the writer's finished walk with it.
  */
-#define UNWIND_DEFER_BUFS 64
+#define UNWIND_DEFER_BUFS 512
 #define UNWIND_DEFER_BYTES (64u * 1024u)
 struct unwind_resume { /* where a walk stopped: frame nframes - 1, in this state */
     uint64_t pc, sp, fp;
@@ -332,7 +332,7 @@ AGENT_HIDDEN void agent_unwind_defer_init(void); /* constructor: OPPROF_UNWIND_D
  * main stack grown below its last known start. Such a stack is copied
  * through the kernel (process_vm_readv), which stops at the first page it
  * cannot read instead of faulting, and kept only when the copy reached that
- * end (the whole rest of the stack is in it). */
+ * end before UNWIND_DEFER_BYTES (the whole rest of the stack is in it). */
 static inline bool unwind_defer_wanted(enum unwind_result res, const struct unwind_resume *rs)
 {
     return res == UNWIND_FAIL_NOT_BUILT || res == UNWIND_FAIL_NO_MODULE || (res == UNWIND_FAIL_READ && rs->unknown_stack);

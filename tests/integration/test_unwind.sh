@@ -96,10 +96,14 @@ if tot["deferred_disagree"] != 0:
 # is not in the readable-mappings snapshot yet; and a kept walk is cut only
 # at a row the tables cannot express (a leaf in a DWARF expression: the
 # ~0.1 % of samples that take "rule") or past 64 KB of stack: most finish.
+# Not unwind_deep: it is built to have both, a 70 KB frame (no copy holds
+# it) and the signal frames of --signals, so its few kept walks (5-11 a run,
+# at the start) are cut 0 to 5 times a run; they are flagged truncated, and
+# the comparison above still covers those it finishes.
 waiting = tot["not_built"] + tot["no_module"]
 if waiting >= 4 and tot["deferred_checked"] == 0:
     fail("%s: %d walks stopped at a module without a table, none finished by the writer" % (name, waiting))
-if tot["deferred"] >= 4 and tot["deferred_finished"] * 2 < tot["deferred"]:
+if name != "unwind_deep" and tot["deferred"] >= 4 and tot["deferred_finished"] * 2 < tot["deferred"]:
     fail("%s: of %d walks left to the writer only %d finished" % (name, tot["deferred"], tot["deferred_finished"]))
 # known_split: its two threads start after the first read of the maps by the agent:
 # their first samples read stacks the snapshot does not know yet, which the

@@ -476,9 +476,10 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
 /* A stack the readable-mappings snapshot does not know (here: anything but
  * fake_stack; in the agent, a thread started since the last maps read):
  * the walk stops at its first read and says so, the handler's copy goes
- * through the kernel and ends at the first unreadable page, and the writer
- * finishes the walk on it. A stack that goes on past the copy buffer is
- * not kept (libunwind gets it, as before). */
+ * through the kernel and ends at the first unreadable page (the region's
+ * guard page: the copy holds one page, less than the buffer), and the
+ * writer finishes the walk on it. Nothing readable at SP, or readable past
+ * the buffer (the copy could not hold the rest): not kept (libunwind). */
 static void check_unknown_stack(uint64_t c, uint64_t outer)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -510,12 +511,15 @@ static void check_unknown_stack(uint64_t c, uint64_t outer)
     known.unknown_stack = false;
     CHECK(!unwind_defer_wanted(UNWIND_FAIL_READ, &known), "unknown stack: any failed read deferred");
     munmap(region, (size_t)page * 2);
+    /* nothing readable at SP: not kept (libunwind) */
+    rs.sp = (uint64_t)(uintptr_t)region; /* unmapped above */
+    rs.unknown_stack = true;
+    CHECK(unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN) == 0, "unknown stack: an unreadable stack kept");
     /* readable past the buffer: the copy could not hold the rest */
     size_t big = UNWIND_DEFER_BYTES + (size_t)page * 4;
     region = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(region != MAP_FAILED, "unknown stack: mmap");
     rs.sp = (uint64_t)(uintptr_t)region;
-    rs.unknown_stack = true;
     CHECK(unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN) == 0, "unknown stack: a copy cut at the buffer kept");
     munmap(region, big);
 }
