@@ -178,8 +178,8 @@ static void print_unwinding(FILE *out, const struct profile *p)
         return;
     fprintf(out, "  unwinding   %.1f %% of stacks by the agent's unwind tables, %" PRIu64 " by libunwind",
             100.0 * (double)tables / (double)unwound, p->unwind_fallback_samples);
-    if (p->unwind_replay_samples)
-        fprintf(out, " (%.1f %% of them finished from the thread's previous walk)",
+    if (p->unwind_replay_samples) /* of the table walks, not of libunwind's */
+        fprintf(out, "; %.1f %% of the table walks finished from the thread's previous walk",
                 100.0 * (double)p->unwind_replay_samples / (double)p->unwind_table_samples);
     if (p->unwind_rule_lookups)
         fprintf(out, ", %.1f %% of %" PRIu64 " frame rules from the thread's rule cache",
