@@ -496,14 +496,16 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
         u.deferred_cut >= sl->unwind.deferred_cut && u.deferred_checked >= sl->unwind.deferred_checked &&
         u.deferred_disagree >= sl->unwind.deferred_disagree &&
         u.deferred_finished + u.deferred_cut <= u.deferred_samples && u.deferred_checked <= u.deferred_samples &&
-        u.deferred_disagree <= u.deferred_checked && u.deferred_unknown_stack >= sl->unwind.deferred_unknown_stack &&
-        u.deferred_unknown_stack <= u.deferred_samples) {
+        u.deferred_disagree <= u.deferred_checked) {
         sl->p->unwind_deferred_samples += u.deferred_samples - sl->unwind.deferred_samples;
         sl->p->unwind_deferred_finished += u.deferred_finished - sl->unwind.deferred_finished;
         sl->p->unwind_deferred_cut += u.deferred_cut - sl->unwind.deferred_cut;
         sl->p->unwind_deferred_checked += u.deferred_checked - sl->unwind.deferred_checked;
         sl->p->unwind_deferred_disagree += u.deferred_disagree - sl->unwind.deferred_disagree;
-        sl->p->unwind_deferred_unknown_stack += u.deferred_unknown_stack - sl->unwind.deferred_unknown_stack;
+        /* of them, on stacks the agent did not know: checked on its own, so
+         * that a damaged share does not drop the other counts */
+        if (u.deferred_unknown_stack >= sl->unwind.deferred_unknown_stack && u.deferred_unknown_stack <= u.deferred_samples)
+            sl->p->unwind_deferred_unknown_stack += u.deferred_unknown_stack - sl->unwind.deferred_unknown_stack;
     }
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {

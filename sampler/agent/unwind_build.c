@@ -371,6 +371,11 @@ static uint64_t quantile_ns(_Atomic uint64_t *h, double q)
 
 static void emit_counts(agent_emit_fn emit, bool final)
 {
+    /* A share before its whole: the handler adds to the whole first
+     * (unwind_defer_keep), so the record never has more of the one than of
+     * the other. (An initializer's loads come in no fixed order.) */
+    uint64_t deferred_unknown_stack = atomic_load(&unwind_counts.deferred_unknown_stack);
+    uint64_t deferred_samples = atomic_load(&unwind_counts.deferred_samples);
     struct opr_unwind u = {
         .table_samples = atomic_load(&unwind_counts.table_samples),
         .table_frames = atomic_load(&unwind_counts.table_frames),
@@ -389,13 +394,13 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .replay_frames = atomic_load(&unwind_counts.replay_frames),
         .rule_lookups = atomic_load(&unwind_counts.rule_lookups),
         .rule_cache_hits = atomic_load(&unwind_counts.rule_cache_hits),
-        .deferred_samples = atomic_load(&unwind_counts.deferred_samples),
+        .deferred_samples = deferred_samples,
         .deferred_finished = atomic_load(&unwind_counts.deferred_finished),
         .deferred_cut = atomic_load(&unwind_counts.deferred_cut),
         .deferred_pool_full = atomic_load(&unwind_counts.deferred_pool_full),
         .deferred_checked = atomic_load(&unwind_counts.deferred_checked),
         .deferred_disagree = atomic_load(&unwind_counts.deferred_disagree),
-        .deferred_unknown_stack = atomic_load(&unwind_counts.deferred_unknown_stack),
+        .deferred_unknown_stack = deferred_unknown_stack,
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,

@@ -21,6 +21,7 @@ struct defer_buf {
     struct unwind_resume at;
     uint64_t sp;
     size_t len;
+    size_t touched; /* bytes of the buffer written since its pages were last given back */
 };
 /* Buffer i: its state (0 free, 1 a handler is filling it, 2 a queue slot
  * owns it), its walk and its stack bytes, in three arrays so that a
@@ -57,7 +58,10 @@ void agent_unwind_defer_init(void)
  * remote vector each: the kernel does not split a piece, so the copy ends
  * at the first page that cannot be read (the top of a thread's stack, the
  * guard page of the next) and the bytes before it are what it returns.
- * One system call, no fault on unmapped memory: handler-safe. */
+ * One system call, no fault on unmapped memory: handler-safe. The target
+ * is the calling thread (any task of a process names its memory), not the
+ * process id: a process whose main thread has exited is a zombie leader
+ * whose pid no longer has memory to read. */
 static size_t copy_unknown_stack(uint8_t *to, uint64_t sp)
 {
     enum { PIECE = 4096 };
@@ -74,7 +78,7 @@ static size_t copy_unknown_stack(uint8_t *to, uint64_t sp)
         at += piece;
         left -= piece;
     }
-    long got = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, remote, (unsigned long)n, 0UL);
+    long got = syscall(SYS_process_vm_readv, syscall(SYS_gettid), &local, 1UL, remote, (unsigned long)n, 0UL);
     return got > 0 ? (size_t)got : 0;
 }
 
@@ -101,26 +105,34 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
             memcpy(bytes, (const void *)(uintptr_t)rs->sp, len);
         }
         agent_memmap_end(t);
-        if (!readable) {
+        bool unknown = !readable;
+        if (unknown) {
             /* a stack the snapshot does not know yet: through the kernel,
-             * kept when the copy ended at its first unreadable page (the
-             * whole rest of the stack is in it); a copy that fills the
-             * buffer may cut the walk (unwind_deep's 70 KB frame on a new
-             * thread: 8 of 9 such walks a run), where libunwind, as
-             * before, gives the whole stack */
+             * kept when the copy ended at its first unreadable page within
+             * the buffer (the whole rest of the stack is in it) and holds
+             * the word whose read stopped the walk; else libunwind, which
+             * gives the whole stack where a cut copy would cut the walk */
             len = copy_unknown_stack(bytes, rs->sp);
-            if (len == 0 || len == UNWIND_DEFER_BYTES) {
+            if (len > b->touched)
+                b->touched = len; /* pages to give back, kept or not (release) */
+            bool holds_stop = !rs->unknown_stack || (rs->fail_addr >= rs->sp && rs->fail_addr - rs->sp + 8 <= len);
+            if (len == 0 || len == UNWIND_DEFER_BYTES || !holds_stop) {
                 atomic_store_explicit(&pool_state[i], 0, memory_order_release);
                 return 0;
             }
-            atomic_fetch_add_explicit(&unwind_counts.deferred_unknown_stack, 1, memory_order_relaxed);
         }
+        if (len > b->touched)
+            b->touched = len;
         b->kind = (uint8_t)kind;
         b->at = *rs;
         b->sp = rs->sp;
         b->len = len;
         atomic_store_explicit(&pool_state[i], 2, memory_order_release);
+        /* in this order: a reader loads the share (unknown) before the
+         * whole (samples), so it never sees more of one than of the other */
         atomic_fetch_add_explicit(&unwind_counts.deferred_samples, 1, memory_order_relaxed);
+        if (unknown)
+            atomic_fetch_add_explicit(&unwind_counts.deferred_unknown_stack, 1, memory_order_release);
         return i + 1;
     }
     atomic_fetch_add_explicit(&unwind_counts.deferred_pool_full, 1, memory_order_relaxed);
@@ -138,11 +150,12 @@ static struct defer_buf *owned(uint32_t id)
  * touched pages go back to the kernel first (a burst's, see above). */
 static void release(uint32_t id)
 {
-    const struct defer_buf *b = &pool[id - 1];
-    if (id > DEFER_RESIDENT && b->len > 0) {
+    struct defer_buf *b = &pool[id - 1];
+    if (id > DEFER_RESIDENT && b->touched > 0) { /* touched: also by copies refused since (keep) */
         long page = sysconf(_SC_PAGESIZE);
-        size_t span = page > 0 ? (b->len + (size_t)page - 1) / (size_t)page * (size_t)page : b->len;
+        size_t span = page > 0 ? (b->touched + (size_t)page - 1) / (size_t)page * (size_t)page : b->touched;
         madvise(pool_bytes[id - 1], span < UNWIND_DEFER_BYTES ? span : UNWIND_DEFER_BYTES, MADV_DONTNEED);
+        b->touched = 0;
     }
     atomic_store_explicit(&pool_state[id - 1], 0, memory_order_release);
 }

@@ -145,7 +145,7 @@ struct stack_reader {
     int memmap;              /* agent_memmap table, -1: none */
     uint64_t ok_lo, ok_hi;   /* a readable range, empty: none yet */
     const struct unwind_stack_copy *copy; /* non-NULL: only this copy is read (a deferred walk) */
-    bool unknown;            /* a read failed because the snapshot did not know the address */
+    uint64_t missed;         /* the last address the snapshot refused (0: none) */
 };
 
 static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
@@ -160,7 +160,7 @@ static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out
     }
     if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
         if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi)) {
-            r->unknown = true;
+            r->missed = addr;
             return false;
         }
     }
@@ -357,6 +357,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
 {
     enum unwind_result res = UNWIND_OK;
     unsigned n = 0;
+    uint64_t fail_addr = 0; /* the read that ended the walk (UNWIND_FAIL_READ), 0: none */
     bool fp_known = from ? from->fp_known : true;
     bool leaf_is_caller = from && from->nframes > 1;
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
@@ -377,7 +378,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         tr->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
     }
     int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
-    struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy, false};
+    struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy, 0};
     if (ix_id < 0) { /* before the writer's first module scan: ask for it now */
         if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
             call_writer();
@@ -454,6 +455,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
          * below SP means a wrong rule (or a corrupt FP): do not follow it. */
         if (cfa <= sp || !read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->ra_off, &ra)) {
             res = UNWIND_FAIL_READ;
+            fail_addr = cfa <= sp ? 0 : cfa + (uint64_t)(int64_t)r->ra_off;
             break;
         }
         if (tr)
@@ -463,6 +465,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         if (r->fp_where == UNWIND_AT_CFA) {
             if (!read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->fp_off, &caller_fp)) {
                 res = UNWIND_FAIL_READ;
+                fail_addr = cfa + (uint64_t)(int64_t)r->fp_off;
                 break;
             }
             if (tr) { /* bit 0 (the slot is 8-aligned): not needed unless a CFA uses it */
@@ -483,7 +486,10 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     }
 out:
     if (rs && res != UNWIND_OK)
-        *rs = (struct unwind_resume){pc, sp, fp, fp_known, n, res == UNWIND_FAIL_READ && rd.unknown};
+        /* unknown_stack: the read that ended the walk was one the snapshot
+         * refused (not a misaligned slot, a CFA not above SP, or a read the
+         * memo's check tried earlier) */
+        *rs = (struct unwind_resume){pc, sp, fp, fp_known, n, fail_addr != 0 && rd.missed == fail_addr, fail_addr};
     memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
     if (ms && lookups) { /* the handler's walks (the traced ones have no slot) */
         atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
@@ -546,7 +552,7 @@ bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t s
         (tr->leaf_fp_used && tr->leaf_fp != fp) ||
         tr->generation != atomic_load_explicit(&unwind_index_generation, memory_order_acquire))
         return false;
-    struct stack_reader rd = {agent_memmap_begin(), 0, 0, NULL, false};
+    struct stack_reader rd = {agent_memmap_begin(), 0, 0, NULL, 0};
     bool same = true;
     for (unsigned i = 0; i < tr->nwords && same; i++) {
         uint64_t v;

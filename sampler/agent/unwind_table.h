@@ -308,6 +308,7 @@ struct unwind_resume { /* where a walk stopped: frame nframes - 1, in this state
     bool fp_known;
     unsigned nframes; /* frames walked, the stopped one included (0: none, the leaf) */
     bool unknown_stack; /* UNWIND_FAIL_READ at an address the readable-mappings snapshot did not know */
+    uint64_t fail_addr; /* that address (the copy must hold it, or the writer fails there too) */
 };
 struct unwind_stack_copy { /* stack bytes [sp, sp + len) as the handler saw them */
     uint64_t sp;

@@ -438,7 +438,7 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
           "deferred: flags %u, finished count", flags);
     /* a resume point at the caller frame: looked up as a caller */
     struct unwind_stack_copy copy = {s, sizeof live, (const uint8_t *)live};
-    struct unwind_resume caller = {c + 0x06, s + 80, s + 16 * 8, true, 2, false};
+    struct unwind_resume caller = {c + 0x06, s + 80, s + 16 * 8, true, 2, false, 0};
     r = unwind_table_walk_copy(&caller, &copy, out, 16, &n, &truncated);
     CHECK(r == UNWIND_OK, "deferred: from the caller frame: result %d", r);
     check_frames("deferred: from the caller frame", out, n, 2, whole + 1);
@@ -447,7 +447,7 @@ static void check_deferred(struct unwind_module *m, uint64_t c, uint64_t s, uint
      * ends the walk at outer, the leaf's reading (0) at once */
     uint64_t row_edge[2] = {outer, 0};
     struct unwind_stack_copy edge = {s, sizeof row_edge, (const uint8_t *)row_edge};
-    struct unwind_resume at_edge = {c + 0x01, s, 0, true, 2, false};
+    struct unwind_resume at_edge = {c + 0x01, s, 0, true, 2, false, 0};
     r = unwind_table_walk_copy(&at_edge, &edge, out, 16, &n, &truncated);
     CHECK(r == UNWIND_OK && n == 2 && out[1] == outer, "deferred: caller at a row's start: result %d, %u frames",
           r, n);
@@ -510,6 +510,16 @@ static void check_unknown_stack(uint64_t c, uint64_t outer)
     struct unwind_resume known = rs;
     known.unknown_stack = false;
     CHECK(!unwind_defer_wanted(UNWIND_FAIL_READ, &known), "unknown stack: any failed read deferred");
+    /* a walk stopped by a CFA not above SP read nothing: not such a stop
+     * either (fake_stack is known; an FP-based CFA 4 KB below it) */
+    uint64_t fs = (uint64_t)(uintptr_t)fake_stack;
+    r = unwind_table_walk_resumable(c + 0x10, fs + 8, fs - 4096, pcs, 16, &n, &truncated, NULL, &replayed, &rs);
+    CHECK(r == UNWIND_FAIL_READ && !rs.unknown_stack && !unwind_defer_wanted(r, &rs),
+          "unknown stack: a CFA below SP taken for one (result %d, unknown %d)", r, rs.unknown_stack);
+    /* the word that stopped the walk lies past the copy (in the guard
+     * page): the writer would stop there too, so libunwind gets it */
+    struct unwind_resume beyond = {c + 0x10, s, s + 8 * 8, true, 1, true, s + (uint64_t)page + 8};
+    CHECK(unwind_defer_keep(&beyond, UNWIND_DEFER_PLAIN) == 0, "unknown stack: kept a copy without the stopping word");
     munmap(region, (size_t)page * 2);
     /* nothing readable at SP: not kept (libunwind) */
     rs.sp = (uint64_t)(uintptr_t)region; /* unmapped above */
