@@ -114,8 +114,9 @@ PY
 # and on a loaded machine the samples it keeps lean toward spin_a, away from
 # spin_c, by 3-5 pp on every attempt (CI beside two busy loops, load 6,
 # 3.12.1: 53.50 / 53.03 / 55.01 % spin_a; at moderate load within 1 pp). The
-# cause is not known yet (issue 15/18 notes); it is a bias, not sampling
-# error, so retries do not remove it. A wrong Python walk misses by far more
+# cause: survivorship of the samples whose frames are read in time (see the
+# check below); it is a bias, not sampling error, so retries do not remove
+# it, and past 25 % of samples lost the split is not judged. A wrong Python walk misses by far more
 # (a missing frame moves 20-50 pp) and the call chain is checked exactly.
 ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-5}"
 check_attach() {
@@ -124,7 +125,7 @@ check_attach() {
     "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 12 >"$WORK/att-$_label.out" 2>&1 &
     _pid=$!
     sleep 0.8
-    _ok=0
+    _ok=0 _starved=0 _rc=0
     for _try in 1 2 3; do
         _res="$WORK/att-$_label-$_try"
         log "+ opprof record -o $_res -F $SPLIT_FREQ -p $_pid --duration 2"
@@ -137,9 +138,10 @@ check_attach() {
             break
         fi
         if python3 - "$_label" "$_res.json" "$_res-rw.json" "$ATTACH_TOL_PP" <<'PY'
-import json, sys
+import json, os, sys
 label, tol = sys.argv[1], float(sys.argv[4])
-by = {r["name"]: r for r in json.load(open(sys.argv[2]))["rows"]}
+doc = json.load(open(sys.argv[2]))
+by = {r["name"]: r for r in doc["rows"]}
 # Shares among the samples that show a spin_X frame: from outside, a read
 # that races the running thread now and then finds only run_work (the frame
 # chain mid-update; measured 1-6 % of samples, more under load, and spread
@@ -168,21 +170,50 @@ callers = {r["name"]: r["total_ns"] for r in json.load(open(sys.argv[3]))["rows"
 module_share = 100.0 * callers.get("<module>", 0) / (sum(callers.values()) or 1)
 if module_share < 99.5:
     print("%s attached: <module> calls only %.2f %% of run_work (callers: %s)" % (label, module_share, sorted(callers)))
-bad = spins < 30 or rw < 90 or covered < 60 or module_share < 99.5 or any(
-    abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
-sys.exit(1 if bad else 0)
+# Survivorship: a sample keeps its Python frames only if the thread is still
+# in the same frames when they are read, so the later the reads come, the
+# more the kept samples lean toward the longest phase (spin_a). Measured:
+# 0.8-10 % of samples without Python frames on a quiet machine, split within
+# 0.5 pp; 43-55 % lost with two CI runs and two busy loops on 2 CPUs (load
+# 5-9), spin_a +2 to +12 pp. So the split is judged only where at most 25 %
+# were lost; more than that on a machine whose load is below its CPU count
+# is a fault of the reader (FAIL), on a busier one the attempt is starved
+# (exit 2), retried, and the call chain is still checked exactly; over 80 %
+# lost is a FAIL at any load (a reader that finds no frames at all).
+nopy = by.get("[no Python frame]", {}).get("samples", 0)
+allsamples = doc.get("total_weight", 0)  # rows count samples inclusively; this is every sample once
+lost = 100.0 * nopy / allsamples if allsamples else 100.0
+load1, ncpu = float(open("/proc/loadavg").read().split()[0]), os.cpu_count() or 1
+print("%s attached: %.1f %% of %d samples without Python frames (load %.2f on %d CPUs)"
+      % (label, lost, allsamples, load1, ncpu))
+chain_bad = spins < 30 or rw < 90 or covered < 60 or module_share < 99.5
+split_bad = any(abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
+if chain_bad:
+    sys.exit(1)
+if 25 < lost <= 80 and load1 >= ncpu:  # more than 80 %: lost, not late (71 % at most seen so)
+    sys.exit(2)
+sys.exit(1 if split_bad or lost > 25 else 0)
 PY
         then
             _ok=1
             break
+        else
+            _rc=$?
         fi
-        log "note: $_label attached: outside ${ATTACH_TOL_PP} pp on attempt $_try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+        if [ "$_rc" = 2 ]; then
+            _starved=$((_starved + 1))
+            log "note: $_label attached: attempt $_try starved (over 25 % of samples without Python frames at load $(cut -d' ' -f1 /proc/loadavg)): split not judged"
+        else
+            log "note: $_label attached: outside ${ATTACH_TOL_PP} pp on attempt $_try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+        fi
     done
     wait "$_pid"
     _pst=$?
     [ "$_pst" -eq 0 ] || fail "$_label attached: the target exited $_pst after the detach"
     if [ "$_ok" = 1 ]; then
         pass "$_label attached: split (within max(${ATTACH_TOL_PP} pp, 3 sigma)) and call chain"
+    elif [ "$_starved" = 3 ]; then
+        pass "$_label attached: call chain (the split was not judged: every attempt starved by the load, see above)"
     else
         fail "$_label attached: Python shares or call chain differ from the truth (see above)"
     fi
