@@ -105,24 +105,21 @@ uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unwind_defer_kin
             memcpy(bytes, (const void *)(uintptr_t)rs->sp, len);
         }
         agent_memmap_end(t);
+        /* a stack the snapshot does not know yet: through the kernel, kept
+         * when the copy ended at its first unreadable page within the
+         * buffer (the whole rest of the stack is in it) and holds the word
+         * whose read stopped the walk; else libunwind, which gives the
+         * whole stack where a cut copy would cut the walk */
         bool unknown = !readable;
-        if (unknown) {
-            /* a stack the snapshot does not know yet: through the kernel,
-             * kept when the copy ended at its first unreadable page within
-             * the buffer (the whole rest of the stack is in it) and holds
-             * the word whose read stopped the walk; else libunwind, which
-             * gives the whole stack where a cut copy would cut the walk */
+        if (unknown)
             len = copy_unknown_stack(bytes, rs->sp);
-            if (len > b->touched)
-                b->touched = len; /* pages to give back, kept or not (release) */
-            bool holds_stop = !rs->unknown_stack || (rs->fail_addr >= rs->sp && rs->fail_addr - rs->sp + 8 <= len);
-            if (len == 0 || len == UNWIND_DEFER_BYTES || !holds_stop) {
-                atomic_store_explicit(&pool_state[i], 0, memory_order_release);
-                return 0;
-            }
-        }
         if (len > b->touched)
-            b->touched = len;
+            b->touched = len; /* pages to give back, kept or not (release) */
+        bool holds_stop = !rs->unknown_stack || (rs->fail_addr >= rs->sp && rs->fail_addr - rs->sp + 8 <= len);
+        if (unknown && (len == 0 || len == UNWIND_DEFER_BYTES || !holds_stop)) {
+            atomic_store_explicit(&pool_state[i], 0, memory_order_release);
+            return 0;
+        }
         b->kind = (uint8_t)kind;
         b->at = *rs;
         b->sp = rs->sp;

@@ -343,6 +343,14 @@ static inline void trace_keep_needed(struct unwind_trace *tr)
     tr->nwords = k;
 }
 
+static inline void count_rule_lookups(unsigned lookups, unsigned cache_hits)
+{
+    if (lookups)
+        atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
+    if (cache_hits)
+        atomic_fetch_add_explicit(&unwind_counts.rule_cache_hits, cache_hits, memory_order_relaxed);
+}
+
 /* The walk. With a trace (OpenMP opener contexts, not the handler), it also
  * notes every input the result depends on besides the tables: the leaf's
  * PC and SP, the leaf's FP when a rule used it, and each stack word read.
@@ -491,11 +499,8 @@ out:
          * memo's check tried earlier) */
         *rs = (struct unwind_resume){pc, sp, fp, fp_known, n, fail_addr != 0 && rd.missed == fail_addr, fail_addr};
     memo_walk_end(&mw, res == UNWIND_OK && !*truncated, n);
-    if (ms && lookups) { /* the handler's walks (the traced ones have no slot) */
-        atomic_fetch_add_explicit(&unwind_counts.rule_lookups, lookups, memory_order_relaxed);
-        if (cache_hits)
-            atomic_fetch_add_explicit(&unwind_counts.rule_cache_hits, cache_hits, memory_order_relaxed);
-    }
+    if (ms) /* the handler's walks (the traced ones have no slot) */
+        count_rule_lookups(lookups, cache_hits);
     if (tr)
         trace_keep_needed(tr);
     agent_memmap_end(rd.memmap);
