@@ -7,6 +7,7 @@
  * AGENT_CPU records: the agent's cost on CPU clocks, for the overhead line
  * (issue 17).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "analyze/profile_internal.h"
@@ -38,8 +39,8 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct profile *p = stream_profile(ctx);
-    struct opr_agent_cpu c;
-    memcpy(&c, rec->body, sizeof c);
+    struct opr_agent_cpu c = {0};
+    memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c); /* older streams: no offcpu_same_wait */
     struct profile_agent_cpu *a = &p->agent_cpu;
     if (c.handler_timed && c.handler_calls >= c.handler_timed) {
         /* A damaged record can make the estimate exceed any u64 (converting
@@ -57,6 +58,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     a->schedstat_reads += c.schedstat_reads;
     a->pystack_hits += c.pystack_hits;
     a->pystack_misses += c.pystack_misses;
+    a->offcpu_same_wait += c.offcpu_same_wait;
     a->timed_every = c.timed_every;
     a->streams++;
     return 0;
@@ -75,6 +77,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->schedstat_reads += from->schedstat_reads;
     to->pystack_hits += from->pystack_hits;
     to->pystack_misses += from->pystack_misses;
+    to->offcpu_same_wait += from->offcpu_same_wait;
     if (from->timed_every)
         to->timed_every = from->timed_every;
     to->streams += from->streams;
@@ -107,7 +110,7 @@ double profile_handler_quantile_ns(const struct profile_agent_cpu *a, double q)
 static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)
 {
     (void)sl, (void)h;
-    if (opr_reader_on(r, OPR_REC_AGENT_CPU, sizeof(struct opr_agent_cpu), on_agent_cpu, state) != 0)
+    if (opr_reader_on(r, OPR_REC_AGENT_CPU, offsetof(struct opr_agent_cpu, offcpu_same_wait), on_agent_cpu, state) != 0)
         return -1;
     return opr_reader_on(r, OPR_REC_ACCOUNTING, sizeof(struct opr_accounting), on_accounting, state);
 }

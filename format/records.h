@@ -233,6 +233,8 @@ struct opr_agent_cpu {
     uint64_t schedstat_reads;  /* /proc/self/task/TID/schedstat reads */
     uint64_t pystack_hits;     /* Python chains found in the writer's cache */
     uint64_t pystack_misses;   /* Python chains built frame by frame */
+    /* Appended (older streams end before it: read as 0). */
+    uint64_t offcpu_same_wait; /* off-CPU polls that reused a blocked thread's stack: it had not run since */
 };
 
 /* Written with END (before it, after AGENT_COST): what the samples of this

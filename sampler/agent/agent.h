@@ -168,12 +168,14 @@ AGENT_HIDDEN unsigned agent_python_capture_thread(uint64_t tstate, struct py_fra
                                                   uint32_t tid);
 /* Writer: RANK record at stream start (force) and when the variables change. */
 AGENT_HIDDEN void agent_ranks_poll(agent_emit_fn emit, bool force);
-/* Writer (schedstat poll): a thread's run/runqueue deltas over one interval;
+/* Writer (schedstat poll): a thread's run/runqueue deltas over one interval
+ * (and of its count of times switched in: 0 says it never ran in between);
  * emits OFFCPU when a Python thread was blocked for part of it. *stat_fd is
  * the thread's /proc/self/task/<tid>/stat, opened here when first needed
  * and kept by the caller (closed when the thread is forgotten). */
 AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
-                                    uint64_t delta_run_ns, uint64_t delta_wait_ns, int *stat_fd);
+                                    uint64_t delta_run_ns, uint64_t delta_wait_ns, uint64_t delta_slices,
+                                    int *stat_fd);
 /* ---- agent_memory.c: RSS and page faults over time (MEM_TICK, MEM_LIMIT) ---- */
 /* Writer: one reading per writer period, written when it moved; final forces one. */
 AGENT_HIDDEN void agent_memory_poll(agent_emit_fn emit, bool final);
@@ -240,6 +242,7 @@ AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
  * also by dlclose callers, under agent_phdr.c's refresh lock). */
 struct agent_writer_counts {
     uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
+    uint64_t offcpu_same_wait;
 };
 AGENT_HIDDEN extern struct agent_writer_counts agent_writer_counts;
 AGENT_HIDDEN uint64_t agent_cost_handler_cpu_estimate_ns(void); /* writer */

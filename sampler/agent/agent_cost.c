@@ -98,6 +98,7 @@ void agent_cost_emit(agent_emit_fn emit)
     c.schedstat_reads = agent_writer_counts.schedstat_reads;
     c.pystack_hits = agent_writer_counts.pystack_hits;
     c.pystack_misses = agent_writer_counts.pystack_misses;
+    c.offcpu_same_wait = agent_writer_counts.offcpu_same_wait;
     emit(OPR_REC_AGENT_CPU, &c, sizeof c, NULL, 0);
 }
 

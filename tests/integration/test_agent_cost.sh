@@ -15,7 +15,15 @@
 #      address that is mapped now, or every 5 s. Bound: one read of each table
 #      at start, one for the code an import maps late, one per 5 s of wall
 #      time (the safety re-read), + 1 for a missed address that was mapped.
-#   3. Figures that must hold whatever the load: median <= p99, the handler's
+#   3. A Python thread asleep (time.sleep in nap()): the off-CPU poll charges
+#      each 10 ms of the sleep to the stack read when it began, without
+#      reading the thread's stat and frames again while schedstat shows it
+#      has not been switched in since (offcpu_same_wait): the blocked time
+#      the report gives ("other wait", two copies of the one result: one row
+#      each) must still be the sleep the workload measured. Wall time, not
+#      CPU time: a wake-up delayed by load shows as runqueue wait, not as
+#      blocked time, so the bound does not depend on the machine's load.
+#   4. Figures that must hold whatever the load: median <= p99, the handler's
 #      mean and the share are positive, the share below 100 % (the handler's
 #      CPU time is part of the process's; wall time was not: at a load of 11
 #      the old figure summed 6.6 s of handler time in a process of 4.6 s CPU).
@@ -123,6 +131,49 @@ if [ -n "$PY" ]; then
     else
         fail "python: no handler CPU figures in the overhead line"
     fi
+
+    # 3. a sleeping Python thread
+    cat >"$WORK/nap.py" <<'PYEOF'
+import time
+def spin(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+def nap(s):
+    t0 = time.perf_counter()
+    time.sleep(s)
+    return time.perf_counter() - t0
+spin(2000000)
+print("slept %.3f s" % nap(1.5))
+spin(500000)
+PYEOF
+    t0=$(date +%s.%N)
+    record "$WORK/nap" -- "$PY" "$WORK/nap.py"
+    t1=$(date +%s.%N)
+    [ "$RECORD_STATUS" -eq 0 ] || die "opprof record of nap.py failed"
+    slept=$(sed -n 's/^slept \([0-9.]*\) s$/\1/p' "$WORK/nap.out")
+    report_json "$WORK/nap" "$WORK/nap.json" "$WORK/nap" --ranks || fail "opprof report nap nap --ranks failed"
+    report_json "$WORK/nap" "$WORK/nap1.json" || fail "opprof report nap failed"
+    pycheck '
+slept = float(sys.argv[3])
+rows = load(sys.argv[1])["ranks"]["rows"]
+a = load(sys.argv[2])["agent"]
+same, polls = a["offcpu_same_wait"], a["schedstat_reads"]  # one thread: one read per poll
+# Polls come at least 9 ms apart (agent_threads.c), so at most this many fell
+# outside the sleep (the whole record command`s wall time less the sleep);
+# a late writer (load) makes fewer polls in all, not more outside. Of those in
+# the sleep, the first reads the stack and the last may see the thread awake.
+outside = int((float(sys.argv[4]) - slept) / 0.009) + 3
+(ok if 0 < same <= polls and same >= polls - outside - 2 else fail)(
+    "nap: %d of %d off-CPU polls reused the stack of a thread that had not run since (at least %d: at most %d polls outside the sleep)"
+    % (same, polls, polls - outside - 2, outside))
+for r in rows:
+    w = r["other_wait_s"] or 0
+    # polls every ~10 ms: the first interval of the sleep is charged only
+    # from its poll on (up to 10 ms lost), gaps under 1 ms are not counted
+    (ok if slept - 0.05 <= w <= slept + 0.02 else fail)("nap: blocked %.3f s (other wait), the workload slept %.3f s" % (w, slept))
+' "$WORK/nap.json" "$WORK/nap1.json" "${slept:-0}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 else
     log "note: no python3: the Python part is not tested"
 fi
