@@ -200,13 +200,15 @@ static inline void trace_word(struct unwind_trace *tr, uint64_t addr, uint64_t v
 /* Does the stack still hold, from memo frame i up, what the walk read
  * there? Each frame's return-address word must give the next frame's PC
  * (0 at the last frame: the stack ended on a zero return address), and
- * its saved-FP word, where one was read, the next frame's FP. */
-static bool memo_holds(const struct unwind_memo *mo, unsigned i, struct stack_reader *rd)
+ * its saved-FP word, where one was read, the next frame's FP. When not,
+ * *changed is the frame whose word differs: frames above it may still. */
+static bool memo_holds(const struct unwind_memo *mo, unsigned i, struct stack_reader *rd, unsigned *changed)
 {
     for (unsigned f = i; f < mo->nframes; f++) {
         const struct unwind_memo_frame *fr = &mo->f[f];
         bool last = f + 1 == mo->nframes;
         uint64_t v;
+        *changed = f;
         if (fr->ra_at && (!read_stack_word(rd, fr->ra_at, &v) || v != (last ? 0 : fr[1].pc)))
             return false;
         /* the last frame's saved FP leads nowhere: the walk ended there */
@@ -226,8 +228,8 @@ static bool memo_holds(const struct unwind_memo *mo, unsigned i, struct stack_re
  * is never used until a frame restores it from memory). Only callers are
  * matched (j, k >= 1): the leaf is looked up at its own PC, a caller at
  * PC - 1. */
-static bool memo_meets(const struct unwind_memo *mo, unsigned *k, const struct unwind_memo_frame *cur, unsigned j,
-                       struct stack_reader *rd, unsigned max)
+static bool memo_meets(const struct unwind_memo *mo, unsigned *k, unsigned *tries,
+                       const struct unwind_memo_frame *cur, unsigned j, struct stack_reader *rd, unsigned max)
 {
     while (*k < mo->nframes && mo->f[*k].sp < cur->sp)
         (*k)++;
@@ -241,8 +243,12 @@ static bool memo_meets(const struct unwind_memo *mo, unsigned *k, const struct u
     /* the walk would stop at max frames: only a walk that ends below it is copied */
     if (j + (mo->nframes - i) >= max || j + (mo->nframes - i) > UNWIND_MEMO_FRAMES)
         return false;
-    if (!memo_holds(mo, i, rd)) {
-        *k = mo->nframes; /* the stack changed above frame i: walk on, no more tries */
+    unsigned changed;
+    if (!memo_holds(mo, i, rd, &changed)) {
+        /* The stack changed above frame i (the same function at the same
+         * SP, called from elsewhere): walk on, and meet only above the
+         * word that changed, a few times at most. */
+        *k = ++*tries < UNWIND_MEMO_HOLD_TRIES ? changed + 1 : mo->nframes;
         return false;
     }
     return true;
@@ -250,11 +256,11 @@ static bool memo_meets(const struct unwind_memo *mo, unsigned *k, const struct u
 
 /* A walk's use of the thread's memo: mo is the previous walk until this
  * walk meets it or gives up meeting it (then mo is rewritten), k walks its
- * frames by SP; this walk's first frames wait in leaf[] (unwind_table.h). */
+ * frames by SP; this walk's frames wait in the slot's leaf[] (unwind_table.h). */
 struct memo_walk {
     struct unwind_memo *mo; /* NULL: no memo, or this walk leaves none */
-    struct unwind_memo_frame leaf[UNWIND_MEMO_LEAF];
-    unsigned k;
+    struct unwind_memo_frame *leaf;
+    unsigned k, tries;
     bool meeting, spliced;
     uint64_t generation;
 };
@@ -262,7 +268,9 @@ struct memo_walk {
 static inline void memo_walk_begin(struct memo_walk *w, struct unwind_memo_slot *ms, unsigned *replayed)
 {
     w->mo = ms ? &ms->memo : NULL;
+    w->leaf = ms ? ms->leaf : NULL;
     w->k = 1;
+    w->tries = 0;
     w->meeting = w->spliced = false;
     w->generation = 0;
     if (w->mo) {
@@ -284,19 +292,12 @@ static inline struct unwind_memo_frame *memo_walk_frame(struct memo_walk *w, uns
     if (!mo)
         return NULL;
     if (j >= UNWIND_MEMO_FRAMES) {
-        mo->nframes = 0; /* too deep to keep: this walk leaves no memo */
-        w->mo = NULL;
+        w->mo = NULL; /* too deep to keep: the memo stays the previous walk's */
         return NULL;
     }
-    struct unwind_memo_frame *cur;
-    if (j < UNWIND_MEMO_LEAF) {
-        cur = &w->leaf[j];
-    } else {
-        w->meeting = false; /* gave up: from here on the memo is rewritten */
-        cur = &mo->f[j];
-    }
+    struct unwind_memo_frame *cur = &w->leaf[j];
     *cur = (struct unwind_memo_frame){pc, sp, fp, 0, fp_known ? 1 : 0};
-    if (w->meeting && j >= 1 && memo_meets(mo, &w->k, cur, j, rd, max)) {
+    if (w->meeting && j >= 1 && memo_meets(mo, &w->k, &w->tries, cur, j, rd, max)) {
         /* frames k.. of the memo become frames j.. of this walk */
         unsigned k = w->k, more = mo->nframes - k - 1;
         for (unsigned f = 1; f <= more; f++)
@@ -314,18 +315,16 @@ static inline struct unwind_memo_frame *memo_walk_frame(struct memo_walk *w, uns
 
 /* A complete walk becomes the memo the thread's next walk reads (one
  * finished from the memo already is). A failed or cut walk leaves the memo
- * as it was if it wrote only leaf[], else none. */
+ * as it was: it wrote only leaf[]. */
 static inline void memo_walk_end(struct memo_walk *w, bool complete, unsigned n)
 {
     struct unwind_memo *mo = w->mo;
     if (!mo || w->spliced)
         return;
     if (complete) {
-        memcpy(&mo->f[0], w->leaf, (n < UNWIND_MEMO_LEAF ? n : UNWIND_MEMO_LEAF) * sizeof w->leaf[0]);
+        memcpy(&mo->f[0], w->leaf, n * sizeof w->leaf[0]);
         mo->nframes = n;
         mo->generation = w->generation;
-    } else if (n > UNWIND_MEMO_LEAF) {
-        mo->nframes = 0;
     }
 }
 

@@ -27,13 +27,14 @@
 
 struct agent_config agent_config;
 _Atomic int agent_accepting;
-static uint64_t fake_stack[64];
+#define FAKE_STACK_WORDS 256
+static uint64_t fake_stack[FAKE_STACK_WORDS];
 int agent_memmap_begin(void) { return 0; }
 void agent_memmap_end(int t) { (void)t; }
 bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *lo, uint64_t *hi)
 {
     (void)t;
-    *lo = (uint64_t)(uintptr_t)fake_stack, *hi = (uint64_t)(uintptr_t)(fake_stack + 64);
+    *lo = (uint64_t)(uintptr_t)fake_stack, *hi = (uint64_t)(uintptr_t)(fake_stack + FAKE_STACK_WORDS);
     return addr >= *lo && addr + len <= *hi;
 }
 void agent_memmap_maybe_refresh(void) {}
@@ -263,6 +264,58 @@ static void check_memo(uint64_t c, uint64_t s, uint64_t outer)
     enum unwind_result r = unwind_table_walk_memo(c + 0x10, s + 8, s - 4096, pcs, 16, &n, &truncated, &ms, &replayed);
     CHECK(r == UNWIND_FAIL_READ && replayed == 0, "failing walk: result %d, %u from the memo", r, replayed);
     walk_memo("after a failure", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+}
+
+/* walk_memo with room for deep chains. */
+static void walk_memo_deep(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
+                           unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
+{
+    uint64_t pcs[64];
+    unsigned n = 0, replayed = 99;
+    bool truncated;
+    enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, 64, &n, &truncated, ms, &replayed);
+    CHECK(r == UNWIND_OK, "%s: result %d", what, r);
+    CHECK(replayed == want_replayed, "%s: %u frames from the memo, expected %u", what, replayed, want_replayed);
+    check_frames(what, pcs, n, want_n, want_pcs);
+}
+
+/* The memo met deep in the stack: a PyTorch walk's first ~20 frames (BLAS,
+ * ATen, the dispatcher) change from sample to sample while the ~25 above do
+ * not. Chain A: DEEP_N RBP frames 4 words apart (saved RBP, RA at each
+ * frame's RBP); chain B: K frames 2 words off A's, its frame K-1 saving
+ * A's frame K's RBP, so that B's frame K+1 is A's frame K+1 in state (PC,
+ * SP, FP): the walks meet there, past the first 16 frames. Then a return
+ * address in the middle of A changes to another PC of the same rule: the
+ * walk meets A's memo at frame 1, its words do not hold above that RA, and
+ * it meets again two frames up, above the change. */
+#define DEEP_N 30
+#define DEEP_K 20
+static void check_memo_deep(uint64_t c, uint64_t s, uint64_t outer)
+{
+    static struct unwind_memo_slot ms;
+    memset(fake_stack, 0, sizeof fake_stack);
+    uint64_t want[DEEP_N];
+    want[0] = c + 0x10;
+    for (unsigned i = 0; i + 1 < DEEP_N; i++) {
+        fake_stack[4 * i] = s + 8 * 4 * (i + 1);                       /* A's frame i: the caller's RBP */
+        fake_stack[4 * i + 1] = i + 2 < DEEP_N ? c + 0x06 : outer;      /* and its return address */
+        want[i + 1] = fake_stack[4 * i + 1];
+    }
+    for (unsigned i = 0; i < DEEP_K; i++) {
+        fake_stack[4 * i + 2] = i + 1 < DEEP_K ? s + 8 * (4 * (i + 1) + 2) : s + 8 * 4 * DEEP_K; /* B's */
+        fake_stack[4 * i + 3] = c + 0x06;
+    }
+    walk_memo_deep("deep: chain A", &ms, c + 0x10, s, s, 0, DEEP_N, want);
+    walk_memo_deep("deep: chain B meets A at frame 21", &ms, c + 0x10, s + 16, s + 16, DEEP_N - (DEEP_K + 1), DEEP_N,
+                   want);
+    walk_memo_deep("deep: chain A meets B's memo", &ms, c + 0x10, s, s, DEEP_N - (DEEP_K + 1), DEEP_N, want);
+    walk_memo_deep("deep: chain A again, all from the memo", &ms, c + 0x10, s, s, DEEP_N - 1, DEEP_N, want);
+    /* frame 6's return address: another PC of the same rule */
+    const unsigned m = 5;
+    fake_stack[4 * m + 1] = c + 0x08;
+    want[m + 1] = c + 0x08;
+    walk_memo_deep("deep: changed RA, met again above it", &ms, c + 0x10, s, s, DEEP_N - (m + 2), DEEP_N, want);
+    walk_memo_deep("deep: same again", &ms, c + 0x10, s, s, DEEP_N - 1, DEEP_N, want);
 }
 
 /* The thread's rule cache (unwind_table.h): a walk with a slot leaves the
@@ -573,6 +626,7 @@ int main(void)
     walk("rbp frame", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3, (uint64_t[]){c + 0x10, c + 0x06, outer});
     check_replay(c, s, outer);
     check_memo(c, s, outer);
+    check_memo_deep(c, s, outer);
     check_rule_cache(c, s, outer);
     check_deferred(m, c, s, outer);
     check_unknown_stack(c, outer);
