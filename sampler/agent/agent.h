@@ -141,6 +141,9 @@ AGENT_HIDDEN bool agent_memmap_readable_range(int table, uint64_t addr, size_t l
 AGENT_HIDDEN void agent_memmap_end(int table);                /* handler */
 AGENT_HIDDEN void agent_memmap_refresh(void);                 /* writer */
 AGENT_HIDDEN void agent_memmap_maybe_refresh(void);           /* writer */
+/* Handler: ends the writer's wait now (one futex wake until the writer has
+ * woken: unwind_table.c's call_writer). */
+AGENT_HIDDEN void agent_wake_writer(void);
 AGENT_HIDDEN void agent_memmap_atfork_child(void);
 
 /* ---- agent_python.c: Python frames ---------------------------------------- */

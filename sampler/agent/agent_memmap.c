@@ -65,7 +65,15 @@ static struct memmap_table tables[2];
 static _Atomic int current = -1;          /* index of the published table, -1: none */
 static _Atomic int readers[2];            /* handlers reading each table */
 static _Atomic int miss_seen;             /* a lookup found no range */
-static _Atomic uint64_t miss_addr;        /* the last address it was */
+/* The addresses of the last misses, newest at miss_next - 1: during an
+ * import a thread's walk misses in several new mappings (data-stack chunks,
+ * arenas, the heap grown) between two looks of the writer, and when the
+ * writer learnt of one a look (the last address only), each one's reads
+ * were copied with a system call for 20 ms and more: ~1,000 copies in a
+ * torch_train.py run, most of its handler calls over 10 us. */
+#define MISS_SLOTS 8
+static _Atomic uint64_t miss_addrs[MISS_SLOTS];
+static _Atomic unsigned miss_next;
 static uint64_t last_refresh_ns, last_miss_check_ns;
 static unsigned long long unload_count_at_refresh; /* agent_phdr_unload_count() at the last read */
 static int query_fd = -1;                 /* /proc/self/maps for PROCMAP_QUERY, -1: not open or not supported */
@@ -74,8 +82,11 @@ static bool query_unsupported;
 /* After this long the table is re-read even without a sign of change, to drop
  * ranges unmapped since (see above). */
 #define SAFETY_REREAD_NS 5000000000ull
-/* Misses are looked at no more often than this. */
-#define MISS_CHECK_NS 20000000ull
+/* Misses are looked at no more often than this. A handler that misses
+ * wakes the writer (once until it has looked), so this also bounds those
+ * wake-ups (garbage addresses, which no look makes readable, could ask for
+ * one at every sample). */
+#define MISS_CHECK_NS 5000000ull
 
 /* Handler: counts in to the published table for one walk. Returns its
  * index, or -1 when there is none yet (then nothing may be read). */
@@ -95,6 +106,26 @@ bool agent_memmap_readable(int t, uint64_t addr, size_t len)
 {
     uint64_t start, end;
     return agent_memmap_readable_range(t, addr, len, &start, &end);
+}
+
+/* The search alone (no miss noted): the writer's "is it in the table now". */
+static bool agent_memmap_readable_range_quiet(int t, uint64_t addr, uint64_t *start, uint64_t *end)
+{
+    const struct memmap_table *m = &tables[t];
+    size_t lo = 0, hi = m->count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (addr < m->start[mid])
+            hi = mid;
+        else if (addr >= m->end[mid])
+            lo = mid + 1;
+        else {
+            *start = m->start[mid];
+            *end = m->end[mid];
+            return true;
+        }
+    }
+    return false;
 }
 
 bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
@@ -117,8 +148,10 @@ bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *sta
             break;
         }
     }
-    atomic_store_explicit(&miss_addr, addr, memory_order_relaxed);
-    atomic_store_explicit(&miss_seen, 1, memory_order_relaxed);
+    unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
+    atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], addr, memory_order_relaxed);
+    if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0)
+        agent_wake_writer(); /* a new mapping: the sooner it is in the table, the fewer reads are copied */
     return false;
 }
 
@@ -264,10 +297,19 @@ static bool insert_range(uint64_t start, uint64_t end)
     return true;
 }
 
-/* Writer thread, every drain: re-reads after a library was unloaded (its
- * ranges must go) and every SAFETY_REREAD_NS; a missed address that is
- * mapped now is added alone when the kernel can say which mapping holds it,
- * else makes a full read. See the top of the file. */
+/* Whether the published table holds addr (writer). */
+static bool table_holds(uint64_t addr)
+{
+    int cur = atomic_load(&current);
+    uint64_t start, end;
+    return cur >= 0 && agent_memmap_readable_range_quiet(cur, addr, &start, &end);
+}
+
+/* Writer thread, every drain and when a handler missed: re-reads after a
+ * library was unloaded (its ranges must go) and every SAFETY_REREAD_NS;
+ * each missed address that is mapped now is added alone when the kernel can
+ * say which mapping holds it, else makes a full read. See the top of the
+ * file. */
 void agent_memmap_maybe_refresh(void)
 {
     uint64_t now = agent_now_ns();
@@ -280,14 +322,21 @@ void agent_memmap_maybe_refresh(void)
         return;
     last_miss_check_ns = now;
     atomic_store(&miss_seen, 0);
-    uint64_t addr = atomic_load(&miss_addr);
-    agent_writer_counts.maps_probes++;
-    uint64_t start, end;
-    if (query_mapping(addr, &start, &end)) {
-        if (!insert_range(start, end))
-            agent_memmap_refresh();
-    } else if (query_unsupported && readable_now(addr)) {
-        agent_memmap_refresh();
+    for (unsigned i = 0; i < MISS_SLOTS; i++) {
+        uint64_t addr = atomic_exchange(&miss_addrs[i], 0);
+        if (addr == 0 || table_holds(addr)) /* taken, or in a range another slot's query added */
+            continue;
+        agent_writer_counts.maps_probes++;
+        uint64_t start, end;
+        if (query_mapping(addr, &start, &end)) {
+            if (!insert_range(start, end)) {
+                agent_memmap_refresh();
+                return;
+            }
+        } else if (query_unsupported && readable_now(addr)) {
+            agent_memmap_refresh(); /* the whole table: every slot's mapping is in it */
+            return;
+        }
     }
 }
 

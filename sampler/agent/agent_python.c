@@ -165,15 +165,20 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     }
     /* Not in the table: memory mapped since the writer's last look, or
      * garbage. Copied, which is safe for either (EFAULT, no fault). The
-     * table learns of a new mapping only from a miss like this one, at most
-     * every 20 ms (agent_memmap.c); refusing the read cut the chain short
+     * table learns of a new mapping only from a miss like this one (the
+     * miss wakes the writer, which adds every mapping missed since its last
+     * look, at most every 5 ms: agent_memmap.c); refusing the read cut the chain short
      * (no <module>, no entry frame to splice at) for the first 20-35 ms in
      * each new pymalloc arena or data-stack chunk: 22-91 of ~11,700
      * py_split.py samples at 4000 Hz per run. Every miss measured on
      * py_split.py (3.9-3.13) and torch_train.py was such a mapping (all
      * readable): 440-1,500 reads per 3 s run, 800 in 5 s of torch_train at
-     * 1 kHz, one syscall (~1 us) each; a read the table covers (the fast
-     * path) is unchanged. */
+     * 1 kHz, one syscall each (2-6 us in a handler, rdtsc-timed on
+     * py_split.py and torch_train.py: the copy takes the mm's lock, which
+     * the writer's mmap and mprotect hold at times); a read the table covers
+     * (the fast path) is unchanged. torch_train.py --steps 60: ~1,000 such
+     * copies a run when the writer added one missed mapping per 20 ms,
+     * ~300 since it adds all of them on a wake-up. */
     return read_mem_via(r->task, addr, buf, len);
 }
 

@@ -385,10 +385,14 @@ static void *writer_main(void *arg)
         agent_queue_prefault(); /* before the producers reach fresh pages */
         agent_phdr_refresh_if_changed(); /* libraries dlopen'ed since the last drain */
         uint64_t deadline = agent_now_ns() + DRAIN_INTERVAL_NS;
-        while (agent_unwind_wait(deadline)) { /* a handler asked for a table: now, not at the drain */
+        /* a handler asked for a table, or missed a mapping: now, not at the drain */
+        while (agent_unwind_wait(deadline)) {
             pthread_mutex_lock(&writer_lock);
-            if (!atomic_load(&writer_stop))
+            if (!atomic_load(&writer_stop)) {
                 agent_unwind_serve();
+                if (python_on || agent_config.call_graph == CALL_GRAPH_DWARF)
+                    agent_memmap_maybe_refresh(); /* the table of what handlers may read */
+            }
             pthread_mutex_unlock(&writer_lock);
         }
         pthread_mutex_lock(&writer_lock);

@@ -170,10 +170,15 @@ static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out
 
 /* Wakes the writer now (see unwind_writer_call): one futex wake per call
  * it has not answered yet. errno: the handler restores it. */
-static void call_writer(void)
+void agent_wake_writer(void)
 {
     if (atomic_exchange_explicit(&unwind_writer_call, 1, memory_order_release) == 0)
         syscall(SYS_futex, (void *)&unwind_writer_call, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void call_writer(void)
+{
+    agent_wake_writer();
 }
 
 /* Asks the writer for this module's table (once). */
