@@ -40,7 +40,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     (void)arg;
     struct profile *p = stream_profile(ctx);
     struct opr_agent_cpu c = {0};
-    memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c); /* older streams: no offcpu_same_wait */
+    memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c); /* older streams end before offcpu_same_wait or omp_hook_ns */
     struct profile_agent_cpu *a = &p->agent_cpu;
     if (c.handler_timed && c.handler_calls >= c.handler_timed) {
         /* A damaged record can make the estimate exceed any u64 (converting
@@ -59,6 +59,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     a->pystack_hits += c.pystack_hits;
     a->pystack_misses += c.pystack_misses;
     a->offcpu_same_wait += c.offcpu_same_wait;
+    a->omp_hook_ns += c.omp_hook_ns;
     a->timed_every = c.timed_every;
     a->streams++;
     return 0;
@@ -78,6 +79,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->pystack_hits += from->pystack_hits;
     to->pystack_misses += from->pystack_misses;
     to->offcpu_same_wait += from->offcpu_same_wait;
+    to->omp_hook_ns += from->omp_hook_ns;
     if (from->timed_every)
         to->timed_every = from->timed_every;
     to->streams += from->streams;

@@ -149,7 +149,7 @@ struct profile {
         uint64_t handler_cpu_est_ns, handler_timed, handler_calls;
         uint64_t buckets[PROFILE_HANDLER_BUCKETS]; /* format.h's OPR_HANDLER_BUCKET_BOUNDS_NS */
         uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
-        uint64_t offcpu_same_wait;
+        uint64_t offcpu_same_wait, omp_hook_ns;
         uint32_t timed_every;
         size_t streams;
     } agent_cpu;

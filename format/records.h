@@ -235,6 +235,7 @@ struct opr_agent_cpu {
     uint64_t pystack_misses;   /* Python chains built frame by frame */
     /* Appended (older streams end before it: read as 0). */
     uint64_t offcpu_same_wait; /* off-CPU polls that reused a blocked thread's stack: it had not run since */
+    uint64_t omp_hook_ns;      /* the agent's time in workload threads around OpenMP regions (TSC, all threads) */
 };
 
 /* Written with END (before it, after AGENT_COST): what the samples of this

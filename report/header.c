@@ -113,8 +113,10 @@ bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
     }
     c->writer_cpu_ns = p->agent_writer_cpu_ns;
     c->startup_cpu_ns = p->acct.startup_cpu_ns;
+    c->omp_hook_ns = a->omp_hook_ns;
     /* start-up/shutdown: paid once per process, so 500 quick forks show it */
-    c->share_pct = 100.0 * (c->handler_ns + (double)c->writer_cpu_ns + (double)c->startup_cpu_ns) /
+    c->share_pct = 100.0 *
+                   (c->handler_ns + (double)c->writer_cpu_ns + (double)c->startup_cpu_ns + (double)c->omp_hook_ns) /
                    (double)p->process_cpu_ns;
     return true;
 }
@@ -136,6 +138,8 @@ static void print_overhead(FILE *out, const struct profile *p)
                 c.per_sample_ns / 1e3, (double)c.writer_cpu_ns / 1e9);
     if (p->acct.streams)
         fprintf(out, " + %.3f s start-up in %zu processes", (double)c.startup_cpu_ns / 1e9, p->acct.streams);
+    if (c.omp_hook_ns) /* GOMP_* wrappers and OMPT callbacks, in the workload's threads */
+        fprintf(out, " + %.3f s around OpenMP regions", (double)c.omp_hook_ns / 1e9);
     fprintf(out, " = %.2f %% of the processes' CPU time\n", c.share_pct);
 }
 

@@ -35,7 +35,8 @@ struct report_agent_cost {
     double per_sample_ns;    /* handler_ns per handler call */
     double median_ns, p99_ns; /* of the timed calls (cpu_clock only; 0 otherwise, null in JSON) */
     uint64_t writer_cpu_ns, startup_cpu_ns;
-    double share_pct; /* handler + writer + start-up, % of the processes' CPU time */
+    uint64_t omp_hook_ns; /* the agent's time around OpenMP regions in the workload's threads */
+    double share_pct; /* handler + writer + start-up + OpenMP hooks, % of the processes' CPU time */
 };
 bool report_agent_cost(const struct profile *p, struct report_agent_cost *c);
 

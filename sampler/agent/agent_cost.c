@@ -99,6 +99,7 @@ void agent_cost_emit(agent_emit_fn emit)
     c.pystack_hits = agent_writer_counts.pystack_hits;
     c.pystack_misses = agent_writer_counts.pystack_misses;
     c.offcpu_same_wait = agent_writer_counts.offcpu_same_wait;
+    c.omp_hook_ns = ompt_hook_ns();
     emit(OPR_REC_AGENT_CPU, &c, sizeof c, NULL, 0);
 }
 

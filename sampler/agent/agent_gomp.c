@@ -176,6 +176,7 @@ static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 static void trampoline(void *arg)
 {
     struct gomp_region *r = arg;
+    uint64_t t = omp_rec_hook_now();
     uint64_t saved = agent_omp_region;
     atomic_fetch_add_explicit(&r->arrived, 1, memory_order_relaxed);
     if (omp_rec_body_begin()) {
@@ -184,11 +185,14 @@ static void trampoline(void *arg)
         pthread_setspecific(exit_key, (void *)1);
     }
     agent_omp_region = r->id;
+    omp_rec_hook_time(&t); /* the agent's part before the body */
     r->fn(r->data);
+    t = omp_rec_hook_now();
     omp_rec_body_end();
     /* A worker goes back to waiting in the runtime: mark it so; the opener
      * (and a nested opener) gets back what it had. */
     agent_omp_region = saved ? saved : (AGENT_OMP_OUTSIDE_BODY | r->id);
+    omp_rec_hook_time(&t); /* and after it */
 }
 
 static unsigned requested_team(unsigned num_threads)
@@ -203,6 +207,7 @@ static unsigned requested_team(unsigned num_threads)
 /* The opener, before handing the region to the runtime. */
 static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned num_threads, unsigned arrived)
 {
+    uint64_t t = omp_rec_hook_now();
     r->fn = fn;
     r->data = data;
     atomic_store_explicit(&r->arrived, arrived, memory_order_relaxed);
@@ -210,12 +215,15 @@ static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned 
     r->saved = agent_omp_region;
     /* Fork and join are runtime time for the opener too. */
     agent_omp_region = AGENT_OMP_OUTSIDE_BODY | r->id;
+    omp_rec_hook_time(&t);
 }
 
 static void close_region(struct gomp_region *r)
 {
+    uint64_t t = omp_rec_hook_now();
     omp_rec_region_end(r->id, atomic_load_explicit(&r->arrived, memory_order_relaxed));
     agent_omp_region = r->saved;
+    omp_rec_hook_time(&t);
 }
 
 /* ---- GOMP 4.0+ combined entry points: return after the region ended -------- */

@@ -48,6 +48,13 @@ OMPT_HIDDEN void omp_rec_region_end(uint64_t id, unsigned actual);
 OMPT_HIDDEN int omp_rec_body_begin(void); /* 1: first time this thread is seen */
 OMPT_HIDDEN void omp_rec_body_end(void);
 OMPT_HIDDEN void omp_rec_thread_end(void);
+/* The agent's own time on a workload thread around a region (the wrapper's
+ * or callback's work, not the region's), in TSC ticks since *start, added to
+ * this thread's count; *start is set to now. See agent_ompt.c. */
+OMPT_HIDDEN void omp_rec_hook_time(uint64_t *start);
+OMPT_HIDDEN uint64_t omp_rec_hook_now(void);
+/* Writer: that time on every thread so far, in ns (0: no OpenMP seen). */
+OMPT_HIDDEN uint64_t ompt_hook_ns(void);
 
 /* Writer thread, writer lock held. */
 OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);

@@ -23,7 +23,14 @@
 #      each) must still be the sleep the workload measured. Wall time, not
 #      CPU time: a wake-up delayed by load shows as runqueue wait, not as
 #      blocked time, so the bound does not depend on the machine's load.
-#   4. Figures that must hold whatever the load: median <= p99, the handler's
+#   4. OpenMP (omp_regions_gomp: GNU libgomp through the GOMP_* wrappers; and
+#      omp_regions_llvm through OMPT when clang built it): the agent's own
+#      time around the regions, in the workload's threads, is measured and
+#      in the share (omp_hook_ns); a program without OpenMP has none. Its
+#      size is bounded per region (TSC-timed ~0.2-1 us on these VMs; the
+#      bounds say only that it is a per-region cost, not a sum of regions'
+#      bodies).
+#   5. Figures that must hold whatever the load: median <= p99, the handler's
 #      mean and the share are positive, the share below 100 % (the handler's
 #      CPU time is part of the process's; wall time was not: at a load of 11
 #      the old figure summed 6.6 s of handler time in a process of 4.6 s CPU).
@@ -92,6 +99,12 @@ samples = doc["total_weight"]  # >= the sample count (a sample may weigh more th
 under = max([r["samples"] for r in doc["rows"] if r["name"] == "<module>"] or [0])
 if name == "native":
     (ok if chains == 0 else fail)("native: %d Python chains looked up (none expected)" % chains)
+    (ok if a["omp_hook_ns"] == 0 else fail)("native: %d ns around OpenMP regions (none expected)" % a["omp_hook_ns"])
+elif name.startswith("openmp"):
+    regions = int(sys.argv[9])
+    per = a["omp_hook_ns"] / regions
+    (ok if 20 <= per <= 50000 else fail)("%s: %.0f ns of the agent around each of %d OpenMP regions (20 ns to 50 us expected)"
+                                         % (name, per, regions))
 else:
     (ok if under <= chains <= samples and under > 0 else fail)(
         "%s: %d Python chains looked up (%d from the cache), between the %d samples under <module> and all %d"
@@ -177,4 +190,25 @@ for r in rows:
 else
     log "note: no python3: the Python part is not tested"
 fi
+
+# 4. OpenMP
+OMP_REGIONS=5000
+for omp in omp_regions_gomp bin/omp_regions_llvm; do
+    exe="$OPPROF_BUILDDIR/tests/workloads/$omp"
+    [ -x "$exe" ] || { log "note: $omp not built: not tested"; continue; }
+    name=openmp_$(basename "$exe")
+    record "$WORK/$name" -- "$exe" --regions "$OMP_REGIONS" --size 20000
+    [ "$RECORD_STATUS" -eq 0 ] || { fail "opprof record of $omp failed"; continue; }
+    "$OPPROF" report "$WORK/$name" --limit 1 2>/dev/null | grep '^  overhead' | tee "$WORK/$name.line" >/dev/null
+    grep -q ' around OpenMP regions = ' "$WORK/$name.line" && pass "$name: the overhead line counts the time around OpenMP regions" ||
+        fail "$name: the overhead line has no time around OpenMP regions: $(cat "$WORK/$name.line")"
+    set -- $(overhead_fields "$WORK/$name")
+    log "$name: $*"
+    if [ "$#" -ge 6 ]; then
+        check_figures "$name" "$@"
+        check_json "$name" "$WORK/$name" "$1" "$2" "$3" "$4" "$5" "$6" "$OMP_REGIONS"
+    else
+        fail "$name: no handler CPU figures in the overhead line"
+    fi
+done
 finish
