@@ -142,7 +142,7 @@ AGENT_HIDDEN void agent_memmap_end(int table);                /* handler */
 AGENT_HIDDEN void agent_memmap_refresh(void);                 /* writer */
 AGENT_HIDDEN void agent_memmap_maybe_refresh(void);           /* writer */
 /* Handler: ends the writer's wait now (one futex wake until the writer has
- * woken: unwind_table.c's call_writer). */
+ * woken; defined in unwind_table.c, whose futex the writer waits on). */
 AGENT_HIDDEN void agent_wake_writer(void);
 AGENT_HIDDEN void agent_memmap_atfork_child(void);
 

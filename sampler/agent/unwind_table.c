@@ -176,10 +176,6 @@ void agent_wake_writer(void)
         syscall(SYS_futex, (void *)&unwind_writer_call, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-static void call_writer(void)
-{
-    agent_wake_writer();
-}
 
 /* Asks the writer for this module's table (once). */
 static void want_table(struct unwind_module *m)
@@ -189,7 +185,7 @@ static void want_table(struct unwind_module *m)
                                                  memory_order_relaxed))
         return;
     atomic_store_explicit(&unwind_build_wanted, 1, memory_order_release);
-    call_writer();
+    agent_wake_writer();
 }
 
 /* Notes a stack word the walk read, for unwind_trace_replays. */
@@ -393,7 +389,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     struct stack_reader rd = {copy ? -1 : agent_memmap_begin(), 0, 0, copy, 0};
     if (ix_id < 0) { /* before the writer's first module scan: ask for it now */
         if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
-            call_writer();
+            agent_wake_writer();
         res = UNWIND_FAIL_NO_MODULE;
         goto out;
     }
@@ -425,7 +421,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
                 m = find_module(ix, at);
             if (m == NULL) {
                 if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
-                    call_writer(); /* a library loaded since the last scan: rescan now */
+                    agent_wake_writer(); /* a library loaded since the last scan: rescan now */
                 res = UNWIND_FAIL_NO_MODULE;
                 break;
             }
