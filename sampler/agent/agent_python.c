@@ -36,6 +36,8 @@
  * pointer; an unsupported version leaves Python capture off with a note in
  * the stream.
  */
+#include <signal.h>
+#include <stdatomic.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -188,19 +190,27 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
  * sample, and then reads no code object. Handler only: a signal handler
  * never interrupts itself on one thread (SIGTRAP is blocked while it runs). */
 static __thread struct py_innermost_memo innermost_memo __attribute__((tls_model("initial-exec")));
+/* The outer frames' memo (struct py_outer_memo): 648 bytes of TLS. */
+static __thread struct py_outer_memo outer_memo __attribute__((tls_model("initial-exec")));
+/* A capture on this thread is using the memos: a SIGTRAP that interrupts an
+ * OpenMP opener's capture (capture_context, not a handler) walks without
+ * them, so that neither sees the other's half-written entries. */
+static __thread volatile sig_atomic_t memos_busy __attribute__((tls_model("initial-exec")));
 
-static struct py_target target_with(struct agent_reader *r, struct py_innermost_memo *memo)
+static struct py_target target_with(struct agent_reader *r, struct py_innermost_memo *memo,
+                                    struct py_outer_memo *outer)
 {
-    return (struct py_target){layout, code_type_addr, unicode_type_addr, {agent_read, r}, pthread_tid_offset, memo};
+    return (struct py_target){layout,        code_type_addr, unicode_type_addr, {agent_read, r}, pthread_tid_offset,
+                              memo,          outer};
 }
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)
  * a blocked thread's, checked to still belong to tid. The first walk also
  * checks the layout on a value we know: the state's thread id. */
-static unsigned walk_thread(struct agent_reader *r, struct py_innermost_memo *memo, uint64_t ts,
-                            struct py_frame_ref *out, unsigned max, uint32_t tid)
+static unsigned walk_thread(struct agent_reader *r, struct py_innermost_memo *memo, struct py_outer_memo *outer,
+                            uint64_t ts, struct py_frame_ref *out, unsigned max, uint32_t tid)
 {
-    struct py_target t = target_with(r, memo);
+    struct py_target t = target_with(r, memo, outer);
     int verified = atomic_load_explicit(&layout_verified, memory_order_relaxed);
     if (verified == 0 || r->copy_all) {
         uint64_t native_tid;
@@ -225,7 +235,14 @@ static unsigned capture_walk(int table, struct py_frame_ref *out, unsigned max, 
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
     struct agent_reader r = {.table = table, .copy_all = false, .copy_innermost = true, .task = (pid_t)tid};
-    unsigned n = walk_thread(&r, &innermost_memo, ts, out, max, tid);
+    bool mine = !memos_busy;
+    memos_busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    unsigned n = mine ? walk_thread(&r, &innermost_memo, &outer_memo, ts, out, max, tid)
+                      : walk_thread(&r, NULL, NULL, ts, out, max, tid);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (mine)
+        memos_busy = 0;
     if (n > 0)
         agent_tstate_remember(tid, ts); /* ranks: lets the off-CPU poll find this thread's frames */
     return n;
@@ -254,7 +271,7 @@ unsigned agent_python_capture_thread(uint64_t ts, struct py_frame_ref *out, unsi
         return 0;
     /* Same address space; a thread that has exited fails the read (ESRCH). */
     struct agent_reader r = {.table = -1, .copy_all = true, .task = (pid_t)tid};
-    return walk_thread(&r, NULL, ts, out, max, tid);
+    return walk_thread(&r, NULL, NULL, ts, out, max, tid);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -268,7 +285,7 @@ bool agent_python_resolve(const struct py_frame_ref *f, struct agent_pycode_info
     if (!layout)
         return false;
     struct agent_reader r = {.table = -1, .copy_all = true, .task = getpid()};
-    struct py_target t = target_with(&r, NULL);
+    struct py_target t = target_with(&r, NULL, NULL);
     struct py_code_names names = {info->filename, sizeof info->filename, info->qualname, sizeof info->qualname};
     return py_code_resolve(&t, f, need_names ? &names : NULL, &info->first_line, &info->line);
 }

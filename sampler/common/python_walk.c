@@ -223,8 +223,22 @@ enum walk_step { WALK_STOP, WALK_SKIP, WALK_TAKEN, WALK_SHIM };
  * frame_flags and code_flags go to the reader with the frame's and its code
  * object's reads; memo (innermost frame only, else NULL): see struct
  * py_innermost_memo. */
+/* A hash of a frame's header bytes (struct py_frame_memo). */
+static uint64_t frame_hash(const uint8_t *f, size_t n)
+{
+    uint64_t h = n;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, f + i, n - i < 8 ? n - i : 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
 static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned frame_flags, unsigned code_flags,
-                               struct py_innermost_memo *memo, struct py_frame_ref *out, uint64_t *previous)
+                               struct py_innermost_memo *memo, const struct py_outer_memo *outer, unsigned *cursor,
+                               uint64_t *hash_out, struct py_frame_ref *out, uint64_t *previous)
 {
     const struct py_layout *L = t->layout;
     uint8_t f[128], c[256];
@@ -248,6 +262,22 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
     }
     if (memo)
         memo->valid = false;
+    if (outer) {
+        /* the previous walk's frames in the same order: look from where the
+         * last match was on */
+        *hash_out = frame_hash(f, fbytes);
+        for (unsigned j = *cursor; j < outer->n; j++) {
+            if (outer->f[j].frame != frame)
+                continue;
+            *cursor = j + 1;
+            if (outer->f[j].hash == *hash_out) {
+                *out = outer->f[j].ref;
+                out->is_entry = is_entry;
+                return WALK_TAKEN;
+            }
+            break;
+        }
+    }
     /* 3.14's tagged reference: the object is the value without its tag bits. */
     uint64_t code = code_field & ~(uint64_t)L->frame_code_tag_bits;
     if (!read_obj(t, code, c, cbytes, code_flags) || field64(c, (size_t)L->object_type) != t->code_type)
@@ -300,15 +330,18 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
      * copy every region anyway, and the two reads would be wasted on them. */
     unsigned innermost_frame_flags =
         t->memo && frame != 0 && in_current_chunk(t, tstate, frame, frame_bytes(L)) ? 0 : PY_READ_INNERMOST;
-    unsigned n = 0;
+    unsigned n = 0, cursor = 0, nfresh = 0;
+    struct py_frame_memo fresh[PY_FRAME_MEMO]; /* this walk's outer frames: the next walk's memo */
     /* Bounded: a chain corrupted into a cycle ends after 4x the frames kept. */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        uint64_t previous = 0;
+        uint64_t previous = 0, hash = 0;
         enum walk_step step = steps == 0 ? walk_one(t, frame, innermost_frame_flags, PY_READ_INNERMOST, t->memo,
-                                                    &out[n], &previous)
-                                         : walk_one(t, frame, 0, 0, NULL, &out[n], &previous);
+                                                    NULL, NULL, NULL, &out[n], &previous)
+                                         : walk_one(t, frame, 0, 0, NULL, t->outer, &cursor, &hash, &out[n], &previous);
         if (step == WALK_STOP)
             break;
+        if (step == WALK_TAKEN && steps > 0 && t->outer && nfresh < PY_FRAME_MEMO)
+            fresh[nfresh++] = (struct py_frame_memo){frame, hash, out[n]};
         if (step == WALK_TAKEN)
             n++;
         else if (step == WALK_SHIM && n > 0)
@@ -317,6 +350,10 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
     }
     if (n == 0 && t->memo)
         t->memo->valid = false;
+    if (t->outer) {
+        memcpy(t->outer->f, fresh, nfresh * sizeof fresh[0]);
+        t->outer->n = nfresh;
+    }
     return n;
 }
 

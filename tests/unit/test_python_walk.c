@@ -142,7 +142,7 @@ static struct py_target build(void)
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
 }
 
 static void test_layout_lookup(void)
@@ -242,6 +242,41 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_FALSE(memo.valid);
 }
 
+/* The outer frames' memo (struct py_outer_memo): a second walk of the same
+ * chain takes frames 2 and 3 (complete, above the innermost) from the first
+ * walk without reading their code objects, and gives the same frames; a
+ * frame whose header changed (another instruction, another f_code) is read
+ * again; frame 1 (incomplete, skipped) is never kept. */
+static void test_walk_outer_memo(void)
+{
+    struct py_target t = build();
+    struct py_frame_ref out[8], first[8];
+    struct py_outer_memo om = {0};
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, first, 8), 3); /* no memo */
+    unsigned plain = fake.reads;
+    t.outer = &om;
+    fake.reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.reads, plain); /* an empty memo reads as much */
+    CU_ASSERT_EQUAL(om.n, 2);
+    fake.reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.reads, plain - 2); /* frames 2 and 3: no code object read */
+    CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
+    make_frame(3, CODE(0), 3, 0, 0, 1); /* frame 3 at another instruction */
+    fake.reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.reads, plain - 1);
+    CU_ASSERT_EQUAL(out[2].instr, 3);
+    make_frame(2, CODE(0), 4, FRAME(3), L->owner_generator, 0); /* frame 2 runs code 0 now */
+    fake.reads = 0;
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.reads, plain - 1);
+    CU_ASSERT_EQUAL(out[1].code, CODE(0));
+    CU_ASSERT_EQUAL(out[1].fingerprint, py_code_fingerprint(STR(1), STR(0), 10));
+    CU_ASSERT_EQUAL(out[1].instr, 4);
+}
+
 static void test_walk_stops(void)
 {
     struct py_target t = build();
@@ -308,7 +343,7 @@ static void test_walk_3_9(void)
     static const uint8_t lnotab[] = {8, 3};
     put64(LINETABLE + L->bytes_size, sizeof lnotab);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40, NULL, NULL};
     uint64_t tid = 0;
     CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
     CU_ASSERT_EQUAL(tid, 4343);
@@ -341,7 +376,7 @@ static void test_walk_3_12_shims(void)
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(out[0].is_entry, 0);
@@ -431,7 +466,7 @@ static void test_walk_3_14_tagged(void)
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
     put64(TSTATE + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     for (unsigned i = 0; i < 3; i++)
@@ -491,6 +526,7 @@ void register_python_walk_tests(void)
     CU_add_test(s, "walk stops at a non-code f_code or unreadable frame", test_walk_stops);
     CU_add_test(s, "innermost frame in the current chunk read in place; unmoved frame memoized",
                 test_walk_chunk_and_memo);
+    CU_add_test(s, "outer frames unchanged since the last walk: no code object read", test_walk_outer_memo);
     CU_add_test(s, "names and lines; reused address refused", test_resolve);
     CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
     CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
