@@ -134,6 +134,7 @@ bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *sta
         return false;
     const struct memmap_table *m = &tables[t];
     size_t lo = 0, hi = m->count;
+    uint64_t missed = addr;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (addr < m->start[mid]) {
@@ -145,11 +146,14 @@ bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *sta
             *end = m->end[mid];
             return true;
         } else {
+            /* runs past a known range: the first byte past it is what the
+             * writer must look up (a mapping grown since, the heap's brk) */
+            missed = m->end[mid];
             break;
         }
     }
     unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
-    atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], addr, memory_order_relaxed);
+    atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], missed, memory_order_relaxed);
     if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0)
         agent_wake_writer(); /* a new mapping: the sooner it is in the table, the fewer reads are copied */
     return false;

@@ -283,18 +283,18 @@ void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns
     if (ts == 0)
         return; /* not a Python thread we have seen: no stack to charge the wait to */
     struct blocked *b = blocked_slot(tid);
-    bool same_wait = b->tid == tid && b->time_ns == now_ns - interval_ns && delta_run_ns == 0 && delta_slices == 0;
-    char state = same_wait ? b->state : task_state(tid, stat_fd);
+    char state = task_state(tid, stat_fd);
+    /* Blocked at the last poll, blocked now, and not switched in since
+     * (schedstat's run time and count of times switched in have not moved):
+     * it has not run, so its frames are the ones read then and are not read
+     * again: a thread asleep in a long wait (a DataLoader worker's queue,
+     * time.sleep) cost the writer ~10 process_vm_readv calls every 10 ms. A
+     * thread woken but not on a CPU yet reads 'R' and is charged once, below,
+     * as before: its wait for a CPU is not a wait in its Python stack. */
+    bool same_wait = b->tid == tid && b->time_ns == now_ns - interval_ns && delta_run_ns == 0 && delta_slices == 0 &&
+                     (state == 'S' || state == 'D');
     uint32_t py_stack_plus1;
     if (same_wait) {
-        /* Blocked at the last poll and not switched in since (schedstat's
-         * run time and count of times switched in have not moved): it has
-         * not run, so its frames are the ones read then. Neither its stat
-         * nor its frames are read again: a thread asleep in a long wait (a
-         * DataLoader worker's queue, time.sleep) cost the writer a pread and
-         * ~10 process_vm_readv calls every 10 ms (~40 % of the writer's CPU
-         * in a sleeping python3). A thread woken but not yet on a CPU keeps
-         * the state letter of its wait until it runs. */
         py_stack_plus1 = b->py_stack_plus1;
         b->time_ns = now_ns;
         agent_writer_counts.offcpu_same_wait++;

@@ -68,6 +68,34 @@ int main(void)
            (unsigned long long)(agent_writer_counts.maps_rereads - reads),
            (unsigned long long)agent_writer_counts.maps_probes);
     munmap(m, 3 * page);
+
+    /* A mapping grown since the table was read (as the heap grows): a read
+     * that starts in the known part and runs past it is a miss, and the
+     * writer looks up the first byte past the known part, not the read's
+     * start (which the table holds: that look would add nothing). */
+    char *g = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(g != MAP_FAILED, "mmap failed");
+    if (g == MAP_FAILED)
+        return 1;
+    munmap(g + 2 * page, page);
+    fake_now_ns += 10000000000ull; /* past the safety re-read: a full read now */
+    agent_memmap_maybe_refresh();
+    uint64_t edge = (uint64_t)(uintptr_t)(g + 2 * page);
+    CHECK(readable(edge - 8), "the two-page mapping is not in the table as read");
+    fake_now_ns += 100000000ull;
+    agent_memmap_maybe_refresh(); /* no earlier miss left to look up */
+    CHECK(mmap(g + 2 * page, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+              (void *)(g + 2 * page),
+          "mmap of the third page failed");
+    int t = agent_memmap_begin();
+    CHECK(!agent_memmap_readable(t, edge - 8, 16), "a read past the known part passed");
+    agent_memmap_end(t);
+    fake_now_ns += 100000000ull;
+    agent_memmap_maybe_refresh();
+    t = agent_memmap_begin();
+    CHECK(agent_memmap_readable(t, edge - 8, 16), "the grown part is not in the table after the writer looked");
+    agent_memmap_end(t);
+    munmap(g, 3 * page);
     if (failures)
         printf("memmap_miss: FAILED\n");
     return failures ? 1 : 0;
