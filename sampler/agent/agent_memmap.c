@@ -108,10 +108,9 @@ bool agent_memmap_readable(int t, uint64_t addr, size_t len)
     return agent_memmap_readable_range(t, addr, len, &start, &end);
 }
 
-/* The search alone (no miss noted): the writer's "is it in the table now". */
-static bool agent_memmap_readable_range_quiet(int t, uint64_t addr, uint64_t *start, uint64_t *end)
+/* The index of the range of table m that holds addr, -1 when none does. */
+static long range_index(const struct memmap_table *m, uint64_t addr)
 {
-    const struct memmap_table *m = &tables[t];
     size_t lo = 0, hi = m->count;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -119,13 +118,10 @@ static bool agent_memmap_readable_range_quiet(int t, uint64_t addr, uint64_t *st
             hi = mid;
         else if (addr >= m->end[mid])
             lo = mid + 1;
-        else {
-            *start = m->start[mid];
-            *end = m->end[mid];
-            return true;
-        }
+        else
+            return (long)mid;
     }
-    return false;
+    return -1;
 }
 
 bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
@@ -133,25 +129,15 @@ bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *sta
     if (t < 0)
         return false;
     const struct memmap_table *m = &tables[t];
-    size_t lo = 0, hi = m->count;
-    uint64_t missed = addr;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (addr < m->start[mid]) {
-            hi = mid;
-        } else if (addr >= m->end[mid]) {
-            lo = mid + 1;
-        } else if (addr + len <= m->end[mid]) {
-            *start = m->start[mid];
-            *end = m->end[mid];
-            return true;
-        } else {
-            /* runs past a known range: the first byte past it is what the
-             * writer must look up (a mapping grown since, the heap's brk) */
-            missed = m->end[mid];
-            break;
-        }
+    long i = range_index(m, addr);
+    if (i >= 0 && addr + len <= m->end[i]) {
+        *start = m->start[i];
+        *end = m->end[i];
+        return true;
     }
+    /* A read that runs past a known range: the first byte past it is what
+     * the writer must look up (a mapping grown since, the heap's brk). */
+    uint64_t missed = i >= 0 ? m->end[i] : addr;
     unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
     atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], missed, memory_order_relaxed);
     if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0)
@@ -305,8 +291,7 @@ static bool insert_range(uint64_t start, uint64_t end)
 static bool table_holds(uint64_t addr)
 {
     int cur = atomic_load(&current);
-    uint64_t start, end;
-    return cur >= 0 && agent_memmap_readable_range_quiet(cur, addr, &start, &end);
+    return cur >= 0 && range_index(&tables[cur], addr) >= 0;
 }
 
 /* Writer thread, every drain and when a handler missed: re-reads after a

@@ -98,7 +98,6 @@ static _Atomic uint64_t next_region_id;
 static _Atomic int alive_threads;
 static _Atomic int tool_active;
 static uint64_t context_interval_ns; /* 0: every region (OPPROF_OMP_CONTEXT_NS) */
-static uint64_t hook_tsc0, hook_ns0; /* TSC and CLOCK_MONOTONIC at activation: the writer's conversion */
 #ifdef HAVE_OMP_TOOLS_H
 static ompt_set_callback_t set_callback;
 #endif
@@ -278,7 +277,7 @@ static void body_end(struct omp_thread_state *s, uint64_t now);
  * ~1 % of its CPU, that the overhead line left out. Timed with the TSC (two
  * reads per piece, ~25 cycles each; a CPU-clock read is a system call of
  * ~0.6 us, longer than what it would time), summed per thread, converted by
- * the writer with the TSC-to-CLOCK_MONOTONIC ratio since activation. Wall
+ * the writer with the TSC-to-CLOCK_MONOTONIC ratio since the constructor. Wall
  * time: a thread preempted inside a hook counts the wait too, rare in spans
  * this short.
  */
@@ -300,18 +299,11 @@ uint64_t ompt_hook_ns(void)
     uint64_t ticks = 0;
     for (struct omp_thread_state *s = atomic_load(&threads_head); s; s = s->next)
         ticks += atomic_load_explicit(&s->hook_ticks, memory_order_relaxed);
-    uint64_t ns = agent_now_ns() - hook_ns0, tsc = __rdtsc() - hook_tsc0;
-    if (ticks == 0 || hook_tsc0 == 0 || ns == 0 || tsc == 0)
+    /* the unwinder's calibration, taken in the constructor (unwind_table.h) */
+    uint64_t ns = agent_now_ns() - unwind_ns0, tsc = __rdtsc() - unwind_tsc0;
+    if (ticks == 0 || unwind_tsc0 == 0 || ns == 0 || tsc == 0)
         return 0;
     return (uint64_t)((double)ticks * (double)ns / (double)tsc);
-}
-
-static void hook_clock_start(void)
-{
-    if (hook_tsc0 == 0) {
-        hook_ns0 = agent_now_ns();
-        hook_tsc0 = __rdtsc();
-    }
 }
 
 /* GNU libgomp has no OMPT: agent_gomp.c reports what the callbacks would. */
@@ -320,7 +312,6 @@ void omp_rec_gomp_activate(void)
     int was = 0;
     if (!atomic_compare_exchange_strong(&tool_active, &was, 1))
         return; /* already on (an OMPT runtime, or another thread was first) */
-    hook_clock_start();
     const char *ctx = getenv(OPR_ENV_OMP_CONTEXT);
     if (ctx && ctx[0])
         context_interval_ns = strtoull(ctx, NULL, 10);
@@ -469,7 +460,6 @@ static int tool_initialize(ompt_function_lookup_t lookup, int initial_device_num
     set_callback = (ompt_set_callback_t)lookup("ompt_set_callback");
     if (!set_callback)
         return 0;
-    hook_clock_start();
     set_callback(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin);
     set_callback(ompt_callback_thread_end, (ompt_callback_t)on_thread_end);
     set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);

@@ -24,16 +24,7 @@ uint64_t agent_now_ns(void) { return fake_now_ns; }
 unsigned long long agent_phdr_unload_count(void) { return 0; }
 void agent_wake_writer(void) { wakes++; }
 
-static int failures;
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            printf("FAIL line %d: ", __LINE__);                                                              \
-            printf(__VA_ARGS__);                                                                             \
-            printf("\n");                                                                                    \
-            failures++;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+#include "tests/unit/check.h"
 
 static bool readable(uint64_t addr)
 {

@@ -49,16 +49,7 @@ uint64_t agent_thread_cpu_ns(void)
     return agent_timespec_ns(&ts);
 }
 
-static int failures;
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            printf("FAIL line %d: ", __LINE__);                                                              \
-            printf(__VA_ARGS__);                                                                             \
-            printf("\n");                                                                                    \
-            failures++;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+#include "tests/unit/check.h"
 
 static uint8_t image[1024] __attribute__((aligned(16))); /* hdr, then .eh_frame */
 static uint8_t code[0x200] __attribute__((aligned(16))); /* PLT entries: PC & 15 is the offset in one */
@@ -203,17 +194,24 @@ static void check_replay(uint64_t c, uint64_t s, uint64_t outer)
     fake_stack[0] = saved[0], fake_stack[1] = saved[1];
 }
 
-/* One walk with the memo; checks frames and how many came from the memo. */
-static void walk_memo(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
-                      unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
+/* One walk with the memo (at most max frames, <= 64); checks frames and how
+ * many came from the memo. */
+static void walk_memo_max(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
+                          unsigned max, unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
 {
-    uint64_t pcs[16];
+    uint64_t pcs[64];
     unsigned n = 0, replayed = 99;
     bool truncated;
-    enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, 16, &n, &truncated, ms, &replayed);
+    enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, max, &n, &truncated, ms, &replayed);
     CHECK(r == UNWIND_OK, "%s: result %d", what, r);
     CHECK(replayed == want_replayed, "%s: %u frames from the memo, expected %u", what, replayed, want_replayed);
     check_frames(what, pcs, n, want_n, want_pcs);
+}
+
+static void walk_memo(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
+                      unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
+{
+    walk_memo_max(what, ms, pc, sp, fp, 16, want_replayed, want_n, want_pcs);
 }
 
 /* The handler's memo (unwind_table_walk_memo): a walk finishes from the
@@ -266,19 +264,6 @@ static void check_memo(uint64_t c, uint64_t s, uint64_t outer)
     walk_memo("after a failure", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
 }
 
-/* walk_memo with room for deep chains. */
-static void walk_memo_deep(const char *what, struct unwind_memo_slot *ms, uint64_t pc, uint64_t sp, uint64_t fp,
-                           unsigned want_replayed, unsigned want_n, const uint64_t *want_pcs)
-{
-    uint64_t pcs[64];
-    unsigned n = 0, replayed = 99;
-    bool truncated;
-    enum unwind_result r = unwind_table_walk_memo(pc, sp, fp, pcs, 64, &n, &truncated, ms, &replayed);
-    CHECK(r == UNWIND_OK, "%s: result %d", what, r);
-    CHECK(replayed == want_replayed, "%s: %u frames from the memo, expected %u", what, replayed, want_replayed);
-    check_frames(what, pcs, n, want_n, want_pcs);
-}
-
 /* The memo met deep in the stack: a PyTorch walk's first ~20 frames (BLAS,
  * ATen, the dispatcher) change from sample to sample while the ~25 above do
  * not. Chain A: DEEP_N RBP frames 4 words apart (saved RBP, RA at each
@@ -305,17 +290,17 @@ static void check_memo_deep(uint64_t c, uint64_t s, uint64_t outer)
         fake_stack[4 * i + 2] = i + 1 < DEEP_K ? s + 8 * (4 * (i + 1) + 2) : s + 8 * 4 * DEEP_K; /* B's */
         fake_stack[4 * i + 3] = c + 0x06;
     }
-    walk_memo_deep("deep: chain A", &ms, c + 0x10, s, s, 0, DEEP_N, want);
-    walk_memo_deep("deep: chain B meets A at frame 21", &ms, c + 0x10, s + 16, s + 16, DEEP_N - (DEEP_K + 1), DEEP_N,
-                   want);
-    walk_memo_deep("deep: chain A meets B's memo", &ms, c + 0x10, s, s, DEEP_N - (DEEP_K + 1), DEEP_N, want);
-    walk_memo_deep("deep: chain A again, all from the memo", &ms, c + 0x10, s, s, DEEP_N - 1, DEEP_N, want);
+    walk_memo_max("deep: chain A", &ms, c + 0x10, s, s, 64, 0, DEEP_N, want);
+    walk_memo_max("deep: chain B meets A at frame 21", &ms, c + 0x10, s + 16, s + 16, 64, DEEP_N - (DEEP_K + 1),
+                  DEEP_N, want);
+    walk_memo_max("deep: chain A meets B's memo", &ms, c + 0x10, s, s, 64, DEEP_N - (DEEP_K + 1), DEEP_N, want);
+    walk_memo_max("deep: chain A again, all from the memo", &ms, c + 0x10, s, s, 64, DEEP_N - 1, DEEP_N, want);
     /* frame 6's return address: another PC of the same rule */
     const unsigned m = 5;
     fake_stack[4 * m + 1] = c + 0x08;
     want[m + 1] = c + 0x08;
-    walk_memo_deep("deep: changed RA, met again above it", &ms, c + 0x10, s, s, DEEP_N - (m + 2), DEEP_N, want);
-    walk_memo_deep("deep: same again", &ms, c + 0x10, s, s, DEEP_N - 1, DEEP_N, want);
+    walk_memo_max("deep: changed RA, met again above it", &ms, c + 0x10, s, s, 64, DEEP_N - (m + 2), DEEP_N, want);
+    walk_memo_max("deep: same again", &ms, c + 0x10, s, s, 64, DEEP_N - 1, DEEP_N, want);
 }
 
 /* The thread's rule cache (unwind_table.h): a walk with a slot leaves the
