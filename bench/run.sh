@@ -140,6 +140,12 @@ echo
 # kernel's sample, which no profiler that samples at that rate avoids (on a
 # VM each timer interrupt is a trip to the hypervisor). "vs timer" divides
 # opprof's CPU by it: what the agent adds over the timer.
+# "floor": the workload with bench/null_sampler.c preloaded, opprof's own
+# timer (the same task-clock event, a SIGTRAP to the sampled thread) and a
+# handler that only counts: what any in-process sampler pays at that rate
+# before it does anything, the signal frame and sigreturn included, which
+# perf's timer column does not pay. "vs floor" divides opprof's CPU by it:
+# what the handler's walks and the writer add.
 # overhead_case NAME CMD...: one row.
 overhead_case() {
     _name=$1
@@ -148,6 +154,7 @@ overhead_case() {
     : >"oc_$_name.op.t"
     : >"oc_$_name.agent"
     : >"oc_$_name.pf.t"
+    : >"oc_$_name.nl.t"
     # The agent's unwind tables are cached by build-id across runs (a user's
     # second run of a program reads them instead of compiling): one unmeasured
     # run fills a cache private to this bench first. BENCH_COLD_CACHE=1: every
@@ -182,21 +189,30 @@ overhead_case() {
         [ "$have_timer_perf" = 1 ] && perf record -q -B -N -e task-clock -c 1000000 -o "$TMP/timer.data" -- \
             python3 "$TMP/timed.py" "oc_$_name.pf.t" "$@" >/dev/null 2>&1
         rm -f "$TMP/timer.data"
+        if [ -n "$NULL_SO" ]; then
+            timed "oc_$_name.nl.tmp" env LD_PRELOAD="$NULL_SO" "$@" >/dev/null 2>"$TMP/null.err"
+            # a run that did not sample is not a floor
+            grep -q '^null_sampler: [1-9][0-9]* samples' "$TMP/null.err" && cat "oc_$_name.nl.tmp" >>"oc_$_name.nl.t"
+            rm -f "oc_$_name.nl.tmp"
+        fi
     done
     _pc=$(col 2 "oc_$_name.pf.t" | median)
+    _nc=$(col 2 "oc_$_name.nl.t" | median)
     _bw=$(col 1 "oc_$_name.bare.t" | median)
     _bc=$(col 2 "oc_$_name.bare.t" | median)
     _ow=$(col 1 "oc_$_name.op.t" | median)
     _oc=$(col 2 "oc_$_name.op.t" | median)
-    printf "%-10s %8.3f %8.3f %9s %9s %9s %9s %7s%% %8s %8s %8s %9s\n" "$_name" "$_bw" "$_bc" \
+    printf "%-10s %8.3f %8.3f %9s %9s %9s %9s %9s %9s %7s%% %8s %8s %8s %9s\n" "$_name" "$_bw" "$_bc" \
         "$(awk -v a="$_ow" -v b="$_bw" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(awk -v a="$_oc" -v b="$_bc" 'BEGIN { printf (b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(awk -v a="$_pc" -v b="$_bc" 'BEGIN { printf (a != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(awk -v a="$_oc" -v b="$_pc" 'BEGIN { printf (b != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(awk -v a="$_nc" -v b="$_bc" 'BEGIN { printf (a != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
+        "$(awk -v a="$_oc" -v b="$_nc" 'BEGIN { printf (b != "nan" && b > 0 ? "x%.3f" : "-"), a / b }')" \
         "$(col 1 "oc_$_name.agent" | median)" "$(col 2 "oc_$_name.agent" | median)" \
         "$(col 3 "oc_$_name.agent" | median)" "$(col 4 "oc_$_name.agent" | median)" \
         "$(col 5 "oc_$_name.agent" | median | awk '{ printf ($1 == "nan" ? "-" : "%.0f"), $1 }')"
-    echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
+    echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| floor cpu $(col 2 "oc_$_name.nl.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
 OMP_REGIONS=${BENCH_OMP_REGIONS:-20000} # ~0.6 s: 2,000 took 37 ms, where the agent's start-up (its first maps read, the tables) set the ratio
@@ -206,10 +222,13 @@ have_timer_perf=0
 command -v perf >/dev/null 2>&1 && perf record -q -B -N -e task-clock -c 1000000 -o timer_probe.data -- true \
     >/dev/null 2>&1 && have_timer_perf=1
 rm -f timer_probe.data
-printf "%-10s %8s %8s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "timer" \
-    "opprof" "agent" "hdl med" "hdl p99" "writer" "B/sample"
-printf "%-10s %8s %8s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "cpu/bare" \
-    "vs timer" "says" "us" "us" "cpu s" ""
+# the floor column's sampler (see overhead_case); no compiler, no column
+NULL_SO="$TMP/null_sampler.so"
+${CC:-cc} -O2 -shared -fPIC -I"$BUILD" -I"$SRC" -o "$NULL_SO" "$SRC/bench/null_sampler.c" 2>/dev/null || NULL_SO=
+printf "%-10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" workload "bare s" "bare cpu" "wall" "cpu" "timer" \
+    "opprof" "floor" "opprof" "agent" "hdl med" "hdl p99" "writer" "B/sample"
+printf "%-10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "cpu/bare" \
+    "vs timer" "cpu/bare" "vs floor" "says" "us" "us" "cpu s" ""
 : >oc_runs
 overhead_case native "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -231,6 +250,8 @@ echo "agent says: the report's overhead line (handler CPU time, writer thread CP
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
 echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"
 echo "$([ "$have_timer_perf" = 1 ] || echo "(perf cannot record here: no timer column) ")(the sampling timer's own cost); vs timer: opprof's CPU / that."
+echo "floor: CPU with bench/null_sampler.c preloaded (opprof's timer and SIGTRAP, a handler that only"
+echo "counts$([ -n "$NULL_SO" ] || echo "; it could not be built here: no floor column")); vs floor: opprof's CPU / that, what the walks and the writer add."
 echo "B/sample: result dir bytes / samples. Unwind-table cache: $([ "${BENCH_COLD_CACHE:-0}" = 1 ] &&
     echo "empty at every run (BENCH_COLD_CACHE=1)" || echo "filled by one unmeasured run first")."
 fi
