@@ -40,13 +40,17 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     (void)arg;
     struct profile *p = stream_profile(ctx);
     struct opr_agent_cpu c = {0};
-    memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c); /* older streams end before offcpu_same_wait or omp_hook_ns */
+    /* older streams end before offcpu_same_wait, omp_hook_ns or clock_read_ns: 0 */
+    memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c);
     struct profile_agent_cpu *a = &p->agent_cpu;
     if (c.handler_timed && c.handler_calls >= c.handler_timed) {
         /* A damaged record can make the estimate exceed any u64 (converting
          * that is undefined): at most the whole CPU a stream can claim. */
-        double est = (double)c.handler_cpu_ns / (double)c.handler_timed * (double)c.handler_calls;
+        double est = opr_agent_cpu_estimate_ns(&c);
         a->handler_cpu_est_ns += est < 1e18 ? (uint64_t)est : (uint64_t)1e18;
+        /* the histogram's shift: the timed calls' clock read, weighted by them */
+        double reads = (double)c.clock_read_ns * (double)c.handler_timed;
+        a->clock_read_timed_ns += reads < 1e18 ? (uint64_t)reads : (uint64_t)1e18;
     }
     a->handler_timed += c.handler_timed;
     a->handler_calls += c.handler_calls;
@@ -80,6 +84,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->pystack_misses += from->pystack_misses;
     to->offcpu_same_wait += from->offcpu_same_wait;
     to->omp_hook_ns += from->omp_hook_ns;
+    to->clock_read_timed_ns += from->clock_read_timed_ns;
     if (from->timed_every)
         to->timed_every = from->timed_every;
     to->streams += from->streams;

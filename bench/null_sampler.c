@@ -49,8 +49,7 @@ __attribute__((constructor)) static void null_sampler_start(void)
     act.sa_sigaction = on_sigtrap;
     act.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&act.sa_mask);
-    if (sigaction(SIGTRAP, &act, NULL) != 0 ||
-        syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC) < 0)
+    if (sigaction(SIGTRAP, &act, NULL) != 0 || syscall(SYS_perf_event_open, &full, 0, -1, -1, PERF_FLAG_FD_CLOEXEC) < 0)
         fprintf(stderr, "null_sampler: not sampling (%m)\n");
 }
 

@@ -236,7 +236,21 @@ struct opr_agent_cpu {
     /* Appended (older streams end before it: read as 0). */
     uint64_t offcpu_same_wait; /* off-CPU polls that reused a blocked thread's stack: it had not run since */
     uint64_t omp_hook_ns;      /* the agent's time in workload threads around OpenMP regions (TSC, all threads) */
+    uint64_t clock_read_ns;    /* one read of the thread CPU clock, measured at start (0: not measured) */
 };
+
+/* The handler's CPU time over all calls of one AGENT_CPU record: the timed
+ * calls' mean less the one clock read each holds, plus the timing's own two
+ * reads per timed call spread over all calls (0 when nothing was timed). The
+ * agent (ACCOUNTING) and the report use this one estimate. */
+static inline double opr_agent_cpu_estimate_ns(const struct opr_agent_cpu *c)
+{
+    if (c->handler_timed == 0 || c->handler_calls < c->handler_timed)
+        return 0;
+    double mean = (double)c->handler_cpu_ns / (double)c->handler_timed, read = (double)c->clock_read_ns;
+    double timing = c->timed_every ? 2 * read / c->timed_every : 0;
+    return ((mean > read ? mean - read : 0) + timing) * (double)c->handler_calls;
+}
 
 /* Written with END (before it, after AGENT_COST): what the samples of this
  * image do not stand for, measured in the process, so that "lost 0" is never

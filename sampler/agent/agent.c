@@ -421,6 +421,7 @@ __attribute__((constructor)) static void agent_init(void)
     agent_phdr_refresh();
     agent_unwind_init(); /* OPPROF_UNWIND, OPPROF_UNWIND_CHECK */
     agent_counters_init(); /* -e events to count per sample */
+    agent_cost_calibrate(); /* what one CPU-clock read adds to a timed handler */
     /* Warm libunwind up outside any handler: creates its pthread key and
      * per-thread cache now rather than in the first signal. */
     void *warm[8];

@@ -203,7 +203,7 @@ _pycheck_run() {
     shift 2
     [ "$_prog" = - ] && _prog=$(cat)
     python3 - "$@" <<EOF
-import json, sys, re
+import json, sys, re, time
 failures = 0
 def fail(msg):
     global failures

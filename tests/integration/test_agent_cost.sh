@@ -92,6 +92,15 @@ want = (mean, med, p99, writer_s, reads, share)
 prec = (0.05, 0.05, 0.05, 0.0005, 0, 0.005)
 off = [i for i in range(6) if abs(got[i] - want[i]) > prec[i] + 1e-9]
 (fail if off else ok)("%s: JSON agent %s = the overhead line %s" % (name, ["%g" % g for g in got], list(want)))
+# The clock read taken out of each timed handler call (agent_cost.c) is
+# measured by the agent itself at start-up: it must be what a read costs
+# here, which this test measures too (from Python: a few tens of ns more per
+# pair; the least of many pairs, so neither load nor a tick moves it much).
+read = a.get("handler_clock_read_ns") or 0
+least = min(b - a0 for a0, b in ((time.thread_time_ns(), time.thread_time_ns()) for _ in range(500)))
+(ok if 0.25 * least <= read <= 2 * least else fail)(
+    "%s: one thread-CPU clock read %d ns, taken out of each timed call (the test measures %d ns a pair)"
+    % (name, read, least))
 chains = a["pystack_hits"] + a["pystack_misses"]
 samples = doc["total_weight"]  # >= the sample count (a sample may weigh more than one period)
 # a count, not a weight; the largest <module> row (the <module> of an import

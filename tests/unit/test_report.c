@@ -216,9 +216,37 @@ static void test_overhead_line(void)
                                         "samples) + 0.020 s writer thread CPU (4 maps reads)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "= 2.30 % of the processes' CPU time")); /* (3 + 20) ms of 1 s */
     free(text);
+    /* A recording that measured its clock read (0.5 us): one read comes out
+     * of the median and p99, and the line says so. */
+    a->clock_read_timed_ns = 500 * a->handler_timed;
+    out = open_memstream(&text, &len);
+    report_print_header(out, p);
+    fclose(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "(median 1.9, p99 3.5; CPU time of 1 in 8 samples, less a 0.50 us clock "
+                                        "read) + 0.020 s writer thread CPU"));
+    free(text);
     struct profile_agent_cpu none = {0};
     CU_ASSERT_EQUAL(profile_handler_quantile_ns(&none, 0.5), 0);
     profile_free(p);
+}
+
+/* One AGENT_CPU record's estimate: the timed calls' mean less one clock read,
+ * plus the two reads of each timed call spread over all calls; a record
+ * without a clock read (older streams) is the plain mean times the calls. */
+static void test_agent_cpu_estimate(void)
+{
+    struct opr_agent_cpu c = {.handler_cpu_ns = 100 * 3000,
+                              .handler_timed = 100,
+                              .handler_calls = 800,
+                              .timed_every = 8,
+                              .clock_read_ns = 500};
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), (2500 + 2 * 500 / 8.0) * 800, 1e-6);
+    c.clock_read_ns = 0;
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 3000.0 * 800, 1e-6);
+    c.clock_read_ns = 4000; /* a read above the mean takes it to 0, not below */
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 2 * 4000 / 8.0 * 800, 1e-6);
+    c.handler_calls = 50; /* fewer calls than timed ones: a damaged record */
+    CU_ASSERT_EQUAL(opr_agent_cpu_estimate_ns(&c), 0);
 }
 
 static void test_text_empty(void)
@@ -532,6 +560,8 @@ void register_report_tests(void)
     CU_add_test(s, "text widths, truncation and units", test_text_widths_and_units);
     CU_add_test(s, "durations at the sample period's precision", test_duration_precision);
     CU_add_test(s, "overhead line: handler CPU time, median and p99", test_overhead_line);
+    CU_add_test(s, "overhead line: one clock read out of each timed call (AGENT_CPU estimate)",
+                test_agent_cpu_estimate);
     CU_add_test(s, "text table without rows", test_text_empty);
     CU_add_test(s, "csv quoting", test_csv_quoting);
     CU_add_test(s, "json escaping", test_json_escaping);
