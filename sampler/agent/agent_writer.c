@@ -36,9 +36,10 @@
 /* The stream file is written when 64 KiB are pending or 50 ms after the last
  * write, not at every drain: each write() on ext4 also updates the file's
  * times (a journalled inode change), ~10 % of the writer's CPU on PyTorch at
- * one write a drain. Exec, fork, stop and an exit flush everything; a
- * SIGKILL loses at most the last 50 ms (the samples' queue is not ours to
- * keep past it either). */
+ * one write a drain (TSC-timed: 6.6 -> 1.9 ms a torch_train.py --steps 60
+ * run). Exec, fork, stop and an exit write everything; a process killed by
+ * a signal it does not handle (SIGKILL, a crash) loses at most the last
+ * 50 ms, as it loses the samples still in the queue. */
 #define WRITE_INTERVAL_NS 50000000ull
 #define WRITE_PENDING_BYTES (64u * 1024u)
 
