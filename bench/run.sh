@@ -16,7 +16,8 @@
 # Prints wall time and its ratio to bare, samples, bytes on disk per sample, and
 # report throughput (samples/s) of `opprof report` and `perf report` on those
 # recordings. Then, for a native, a PyTorch and an OpenMP workload, the agent's
-# own overhead figure beside the outside CPU and wall ratios to bare and bytes
+# own overhead figure beside the outside CPU and wall ratios to bare (and to
+# the sampling timer alone, and to the floor: bench/null_sampler.c) and bytes
 # per sample. Then builds and runs bench/hotspots_bench.c when it exists.
 # BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison; BENCH_ONLY_OPENMP=1
 # only the OpenMP keep-vs-swap comparison that follows it; BENCH_ONLY_CHURN=1
