@@ -72,10 +72,15 @@ struct py_reader {
  * frame address with the same raw f_code and instruction fields as last time
  * gives the same py_frame_ref (a code object freed and another allocated at
  * its address since would carry a fingerprint the writer refuses, never a
- * wrong name). Kept per thread by the agent's handler; NULL elsewhere. */
+ * wrong name). The same call at another instruction (the same frame, f_code
+ * and the rest of the frame's header before the instruction: call_hash)
+ * gives the same code object and fingerprint, its instruction computed from
+ * the frame alone (first_traceable: what that needs of the code object).
+ * Kept per thread by the agent's handler; NULL elsewhere. */
 struct py_innermost_memo {
-    uint64_t frame, code_field, instr_field;
+    uint64_t frame, code_field, instr_field, call_hash;
     struct py_frame_ref ref;
+    int32_t first_traceable;
     bool valid;
 };
 

@@ -181,10 +181,12 @@ int32_t py_pthread_tid_offset(void)
     return -1;
 }
 
-/* The executing instruction of frame f (code object at code, header c) in
- * 2-byte code units, -1 before the first. False when the frame is still being
- * set up (3.11+: an "incomplete" frame, not a real call yet). */
-static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t code, const uint8_t *c, int32_t *instr)
+/* The executing instruction of frame f (code object at code, whose
+ * co_firsttraceable is first_traceable) in 2-byte code units, -1 before the
+ * first. False when the frame is still being set up (3.11+: an "incomplete"
+ * frame, not a real call yet). */
+static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t code, int32_t first_traceable,
+                        int32_t *instr)
 {
     switch (L->instr_kind) {
     case PY_INSTR_LASTI_BYTES: {
@@ -201,7 +203,6 @@ static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t co
         /* prev_instr (3.11/3.12) / instr_ptr (3.13+) point into co_code_adaptive. */
         uint64_t at = field64(f, (size_t)L->frame_instr);
         uint64_t code_start = code + (uint64_t)L->code_code_adaptive;
-        int32_t first_traceable = field32(c, (size_t)L->code_firsttraceable);
         /* Incomplete frames (before the first traceable instruction) are
          * not real calls yet; a generator's frame is always complete. */
         if (f[L->frame_owner] != L->owner_generator &&
@@ -236,6 +237,20 @@ static uint64_t frame_hash(const uint8_t *f, size_t n)
     return h;
 }
 
+/* What identifies one call of the innermost frame apart from where it is
+ * (struct py_innermost_memo): 3.11+ frames hold only per-call pointers before
+ * the instruction (f_code or f_executable, previous, the function, globals,
+ * builtins, locals, the frame object), all of them hashed; a 3.9/3.10 frame
+ * object's header has its refcount and value-stack fields there, so only
+ * f_code and f_back. */
+static uint64_t call_hash(const struct py_layout *L, const uint8_t *f, size_t fbytes)
+{
+    if (L->instr_kind == PY_INSTR_POINTER && L->frame_instr > 0 && (size_t)L->frame_instr <= fbytes)
+        return frame_hash(f, (size_t)L->frame_instr);
+    uint64_t key[2] = {field64(f, (size_t)L->frame_code), field64(f, (size_t)L->frame_previous)};
+    return frame_hash((const uint8_t *)key, sizeof key);
+}
+
 static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned frame_flags, unsigned code_flags,
                                struct py_innermost_memo *memo, const struct py_outer_memo *outer, unsigned *cursor,
                                uint64_t *hash_out, struct py_frame_ref *out, uint64_t *previous)
@@ -254,11 +269,24 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
     uint32_t is_entry = L->entry_rule == PY_ENTRY_EVERY_FRAME ? 1
                         : L->entry_rule == PY_ENTRY_FLAG      ? f[L->frame_is_entry]
                                                               : 0;
-    if (memo && memo->valid && memo->frame == frame && memo->code_field == code_field &&
-        memo->instr_field == instr_field) {
-        *out = memo->ref;
-        out->is_entry = is_entry;
-        return WALK_TAKEN;
+    uint64_t call = memo ? call_hash(L, f, fbytes) : 0;
+    if (memo && memo->valid && memo->frame == frame && memo->code_field == code_field) {
+        if (memo->instr_field == instr_field) {
+            *out = memo->ref;
+            out->is_entry = is_entry;
+            return WALK_TAKEN;
+        }
+        /* The same call, moved on: the code object is the one the frame
+         * held then, only the instruction is new (no code object read). */
+        int32_t instr;
+        if (memo->call_hash == call &&
+            frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, memo->first_traceable, &instr)) {
+            memo->instr_field = instr_field;
+            memo->ref.instr = instr;
+            *out = memo->ref;
+            out->is_entry = is_entry;
+            return WALK_TAKEN;
+        }
     }
     if (memo)
         memo->valid = false;
@@ -282,8 +310,9 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
     uint64_t code = code_field & ~(uint64_t)L->frame_code_tag_bits;
     if (!read_obj(t, code, c, cbytes, code_flags) || field64(c, (size_t)L->object_type) != t->code_type)
         return WALK_STOP; /* the frame changed under us, or is not a frame: keep what was read */
-    int32_t instr;
-    if (!frame_instr(L, f, code, c, &instr))
+    /* co_firsttraceable: 3.11+ only (the instruction is a pointer there) */
+    int32_t instr, first_traceable = L->instr_kind == PY_INSTR_POINTER ? field32(c, (size_t)L->code_firsttraceable) : 0;
+    if (!frame_instr(L, f, code, first_traceable, &instr))
         return WALK_SKIP;
     *out = (struct py_frame_ref){
         .code = code,
@@ -293,7 +322,7 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         .is_entry = is_entry,
     };
     if (memo)
-        *memo = (struct py_innermost_memo){frame, code_field, instr_field, *out, true};
+        *memo = (struct py_innermost_memo){frame, code_field, instr_field, call, *out, first_traceable, true};
     return WALK_TAKEN;
 }
 

@@ -185,7 +185,8 @@ static void test_walk_frames(void)
  * read without the innermost hint (in place), its code object still with it;
  * outside that chunk (on its way out) or with a chunk whose size does not
  * reach the frame, both carry it. With a memo, a second walk that finds the
- * same frame unmoved reads no code object for it; a moved instruction, a
+ * same frame unmoved reads no code object for it, nor one that moved on in
+ * the same call; another call at that frame (another function or caller), a
  * new f_code or another frame reads it again. */
 static void test_walk_chunk_and_memo(void)
 {
@@ -226,10 +227,23 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3); /* unmoved: no code read */
     CU_ASSERT_EQUAL(fake.innermost_reads, 0);
     CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
-    make_frame(0, CODE(0), 6, FRAME(1), 0, 0); /* the next instruction */
+    make_frame(0, CODE(0), 6, FRAME(1), 0, 0); /* the next instruction of the same call */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0); /* the code object the frame held: not read */
+    CU_ASSERT_EQUAL(out[0].instr, 6);
+    CU_ASSERT_EQUAL(out[0].code, first[0].code);
+    CU_ASSERT_EQUAL(out[0].fingerprint, first[0].fingerprint);
+    put64(FRAME(0) + 8, 0x4242); /* another call there (its function, say): read again */
+    make_frame(0, CODE(0), 7, FRAME(1), 0, 0);
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(fake.innermost_reads, 1);
-    CU_ASSERT_EQUAL(out[0].instr, 6);
+    CU_ASSERT_EQUAL(out[0].instr, 7);
+    fake.innermost_reads = 0;
+    make_frame(0, CODE(0), 8, FRAME(2), 0, 0); /* called from elsewhere: read again */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    CU_ASSERT_EQUAL(out[0].instr, 8);
+    make_frame(0, CODE(0), 6, FRAME(1), 0, 0);
     fake.innermost_reads = 0;
     make_frame(0, CODE(1), 5, FRAME(1), 0, 0); /* another code object at the same frame */
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
