@@ -240,6 +240,7 @@ AGENT_HIDDEN uint64_t agent_threads_started(void);
 
 /* ---- agent_cost.c: the agent's cost on CPU clocks (AGENT_CPU record) ---- */
 AGENT_HIDDEN void agent_cost_calibrate(void);                  /* at start: one clock read's cost */
+AGENT_HIDDEN void agent_cost_calibrate_more(void);             /* writer: refines it over the first drains */
 AGENT_HIDDEN uint64_t agent_cost_handler_begin(void);          /* handler */
 AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
 /* What the writer thread did, counted by the writer thread (phdr refreshes

@@ -296,6 +296,7 @@ static void drain_locked(void)
     struct agent_slot *slot;
     if (python_on)
         agent_memmap_maybe_refresh();
+    agent_cost_calibrate_more(); /* the clock read taken out of timed handler calls */
     while ((slot = agent_queue_peek()) != NULL) {
         if ((slot->flags & AGENT_SLOT_OMP_SAME) && (slot->flags & AGENT_SLOT_OMP_CONTEXT)) {
             drain_same_context(slot);
