@@ -279,8 +279,9 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         /* The same call, moved on: the code object is the one the frame
          * held then, only the instruction is new (no code object read). */
         int32_t instr;
-        if (memo->call_hash == call &&
+        if (memo->call_hash == call && memo->moved < PY_MEMO_MOVED_MAX &&
             frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, memo->first_traceable, &instr)) {
+            memo->moved++;
             memo->instr_field = instr_field;
             memo->ref.instr = instr;
             *out = memo->ref;
@@ -322,7 +323,7 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         .is_entry = is_entry,
     };
     if (memo)
-        *memo = (struct py_innermost_memo){frame, code_field, instr_field, call, *out, first_traceable, true};
+        *memo = (struct py_innermost_memo){frame, code_field, instr_field, call, *out, first_traceable, 0, true};
     return WALK_TAKEN;
 }
 

@@ -233,6 +233,18 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_EQUAL(out[0].instr, 6);
     CU_ASSERT_EQUAL(out[0].code, first[0].code);
     CU_ASSERT_EQUAL(out[0].fingerprint, first[0].fingerprint);
+    for (int i = 1; i < PY_MEMO_MOVED_MAX; i++) { /* moving on, up to the bound */
+        make_frame(0, CODE(0), 6 + i % 2, FRAME(1), 0, 0);
+        CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    }
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0);
+    make_frame(0, CODE(0), 6, FRAME(1), 0, 0); /* one more: the code object is read again */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    fake.innermost_reads = 0;
+    make_frame(0, CODE(0), 5, FRAME(1), 0, 0); /* and the count starts again */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0);
     put64(FRAME(0) + 8, 0x4242); /* another call there (its function, say): read again */
     make_frame(0, CODE(0), 7, FRAME(1), 0, 0);
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
