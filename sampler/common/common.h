@@ -70,9 +70,11 @@ struct py_reader {
 /* What one thread's previous walk found innermost, so that the next walk
  * can skip reading the code object of a frame that has not moved: the same
  * frame address with the same raw f_code and instruction fields as last time
- * gives the same py_frame_ref (a code object freed and another allocated at
- * its address since would carry a fingerprint the writer refuses, never a
- * wrong name). The same call at another instruction (the same frame, f_code
+ * gives the same py_frame_ref (a thread waiting in one long native call, a
+ * torch operator, is sampled there again and again). A code object freed
+ * and another allocated at its address since, run by a new frame at the old
+ * frame's address and stopped at the same instruction address, would be
+ * named after the old one. The same call at another instruction (the same frame, f_code
  * and the rest of the frame's header before the instruction: call_hash)
  * gives the same code object and fingerprint, its instruction computed from
  * the frame alone (first_traceable: what that needs of the code object), for
