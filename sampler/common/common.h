@@ -85,12 +85,30 @@ struct py_reader {
  * 54 / 46 % for a true 50 / 50 with no bound). Kept per thread by the
  * agent's handler; NULL elsewhere. */
 #define PY_MEMO_MOVED_MAX 8
+#define PY_CODE_SEEN 32
+struct py_code_seen {
+    uint64_t key, code_field, fingerprint;
+    int32_t first_traceable;
+    uint8_t uses; /* samples served since the code object was read (at most PY_MEMO_MOVED_MAX) */
+};
 struct py_innermost_memo {
     uint64_t frame, code_field, instr_field, call_hash;
     struct py_frame_ref ref;
     int32_t first_traceable;
-    uint8_t moved; /* samples served by call_hash since the code object was read */
+    uint8_t moved;    /* samples served by call_hash since the code object was read */
+    int8_t seen_slot; /* the entry of seen[] for this code object, -1: none */
     bool valid;
+    /* The code objects of the last innermost calls, by f_code and the
+     * frame's header but its previous frame and instruction (code_key: the
+     * same function called again, from anywhere, at any frame address): an
+     * innermost frame found here reads no code object, which on
+     * torch_train.py is a handful of module methods called over and over.
+     * Each entry serves PY_MEMO_MOVED_MAX samples, then the code object is
+     * read again, for the same reason as the bound above: unbounded, code
+     * re-created in an exec loop kept the first file's name for the whole
+     * run (py_code_reuse.py: 100 / 0 %). 3.11+ only (their frame headers
+     * hold only per-call pointers). */
+    struct py_code_seen seen[PY_CODE_SEEN];
 };
 
 /* The frames above the innermost one that the thread's previous walk read

@@ -251,6 +251,36 @@ static uint64_t call_hash(const struct py_layout *L, const uint8_t *f, size_t fb
     return frame_hash((const uint8_t *)key, sizeof key);
 }
 
+/* The key of struct py_innermost_memo's seen[]: f_code and the frame's
+ * header before the instruction but its previous frame (3.11+). 0: none. */
+static uint64_t code_key(const struct py_layout *L, const uint8_t *f, size_t fbytes)
+{
+    uint8_t h[128];
+    if (L->instr_kind != PY_INSTR_POINTER || L->frame_instr <= 0 || (size_t)L->frame_instr > fbytes ||
+        (size_t)L->frame_instr > sizeof h || L->frame_previous < 0 || L->frame_previous + 8 > L->frame_instr)
+        return 0;
+    memcpy(h, f, (size_t)L->frame_instr);
+    memset(h + L->frame_previous, 0, 8);
+    uint64_t k = frame_hash(h, (size_t)L->frame_instr);
+    return k ? k : 1;
+}
+
+/* moved: samples served since the code object was read; slot: its seen[]
+ * entry, -1 for none */
+static void memo_set(struct py_innermost_memo *memo, uint64_t frame, uint64_t code_field, uint64_t instr_field,
+                     uint64_t call, const struct py_frame_ref *ref, int32_t first_traceable, uint8_t moved, int slot)
+{
+    memo->moved = moved;
+    memo->seen_slot = (int8_t)slot;
+    memo->frame = frame;
+    memo->code_field = code_field;
+    memo->instr_field = instr_field;
+    memo->call_hash = call;
+    memo->ref = *ref;
+    memo->first_traceable = first_traceable;
+    memo->valid = true;
+}
+
 static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsigned frame_flags, unsigned code_flags,
                                struct py_innermost_memo *memo, const struct py_outer_memo *outer, unsigned *cursor,
                                uint64_t *hash_out, struct py_frame_ref *out, uint64_t *previous)
@@ -282,6 +312,8 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         if (memo->call_hash == call && memo->moved < PY_MEMO_MOVED_MAX &&
             frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, memo->first_traceable, &instr)) {
             memo->moved++;
+            if (memo->seen_slot >= 0 && memo->seen[memo->seen_slot].code_field == code_field)
+                memo->seen[memo->seen_slot].uses = memo->moved; /* one count for both */
             memo->instr_field = instr_field;
             memo->ref.instr = instr;
             *out = memo->ref;
@@ -289,8 +321,28 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
             return WALK_TAKEN;
         }
     }
-    if (memo)
+    struct py_code_seen *seen = NULL;
+    uint64_t key = 0;
+    if (memo) {
         memo->valid = false;
+        key = code_key(L, f, fbytes);
+        seen = key ? &memo->seen[(key ^ key >> 32) & (PY_CODE_SEEN - 1)] : NULL;
+        int32_t instr;
+        if (seen && seen->key == key && seen->code_field == code_field && seen->uses < PY_MEMO_MOVED_MAX) {
+            /* the same function again: its code object is not read */
+            if (!frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, seen->first_traceable, &instr))
+                return WALK_SKIP;
+            *out = (struct py_frame_ref){.code = code_field & ~(uint64_t)L->frame_code_tag_bits,
+                                         .fingerprint = seen->fingerprint,
+                                         .instr = instr,
+                                         .is_entry = is_entry};
+            /* the memo's same-call hits count on from this entry's */
+            seen->uses++;
+            memo_set(memo, frame, code_field, instr_field, call, out, seen->first_traceable, seen->uses,
+                     (int)(seen - memo->seen));
+            return WALK_TAKEN;
+        }
+    }
     if (outer) {
         /* the previous walk's frames in the same order: look from where the
          * last match was on */
@@ -322,8 +374,12 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         .instr = instr,
         .is_entry = is_entry,
     };
-    if (memo)
-        *memo = (struct py_innermost_memo){frame, code_field, instr_field, call, *out, first_traceable, 0, true};
+    if (memo) {
+        memo_set(memo, frame, code_field, instr_field, call, out, first_traceable, 0,
+                 seen ? (int)(seen - memo->seen) : -1);
+        if (seen)
+            *seen = (struct py_code_seen){key, code_field, out->fingerprint, first_traceable, 0};
+    }
     return WALK_TAKEN;
 }
 

@@ -204,12 +204,12 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_EQUAL(fake.innermost_reads, 1);
     CU_ASSERT_EQUAL(fake.innermost_addr[0], CODE(0)); /* only the code object */
     CU_ASSERT_EQUAL(memcmp(out, first, sizeof out[0] * 3), 0);
-    memo.valid = false;
+    memo = (struct py_innermost_memo){0}; /* nothing remembered: the reads themselves */
     fake.innermost_reads = 0;
     put64(chunk + PY_STACK_CHUNK_SIZE, PY_STACK_CHUNK_DATA + 8); /* the frame does not fit */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(fake.innermost_reads, 2);
-    memo.valid = false;
+    memo = (struct py_innermost_memo){0};
     fake.innermost_reads = 0;
     put64(TSTATE + L->tstate_datastack_chunk, BASE + 0x3800); /* a newer chunk: frame 0 is not in it */
     put64(BASE + 0x3800 + PY_STACK_CHUNK_SIZE, 0x300);
@@ -251,10 +251,11 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_EQUAL(fake.innermost_reads, 1);
     CU_ASSERT_EQUAL(out[0].instr, 7);
     fake.innermost_reads = 0;
-    make_frame(0, CODE(0), 8, FRAME(2), 0, 0); /* called from elsewhere: read again */
+    make_frame(0, CODE(0), 8, FRAME(2), 0, 0); /* the same function called from elsewhere: */
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
-    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0); /* its code object as seen[] remembers it */
     CU_ASSERT_EQUAL(out[0].instr, 8);
+    CU_ASSERT_EQUAL(out[0].fingerprint, first[0].fingerprint);
     make_frame(0, CODE(0), 6, FRAME(1), 0, 0);
     fake.innermost_reads = 0;
     make_frame(0, CODE(1), 5, FRAME(1), 0, 0); /* another code object at the same frame */
@@ -262,6 +263,31 @@ static void test_walk_chunk_and_memo(void)
     CU_ASSERT_EQUAL(fake.innermost_reads, 1);
     CU_ASSERT_EQUAL(out[0].code, CODE(1));
     CU_ASSERT_EQUAL(out[0].fingerprint, py_code_fingerprint(STR(2), STR(0), 20));
+    fake.innermost_reads = 0;
+    make_frame(0, CODE(0), 9, FRAME(1), 0, 0); /* the first function again: still remembered */
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0);
+    CU_ASSERT_EQUAL(out[0].code, CODE(0));
+    CU_ASSERT_EQUAL(out[0].fingerprint, first[0].fingerprint);
+    CU_ASSERT_EQUAL(out[0].instr, 9);
+    put64(FRAME(0) + 8, 0x4343); /* under other globals, moved on: read */
+    make_frame(0, CODE(0), 10, FRAME(1), 0, 0);
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
+    /* Called again and again from two callers in turn (each sample a new
+     * call): seen[] serves PY_MEMO_MOVED_MAX of them, then reads the code
+     * object again (code re-created at the same addresses must not keep an
+     * old name for long). */
+    fake.innermost_reads = 0;
+    for (int i = 0; i < PY_MEMO_MOVED_MAX; i++) {
+        make_frame(0, CODE(0), 11 + i, i % 2 ? FRAME(1) : FRAME(2), 0, 0);
+        CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    }
+    CU_ASSERT_EQUAL(fake.innermost_reads, 0);
+    CU_ASSERT_EQUAL(out[0].instr, 11 + PY_MEMO_MOVED_MAX - 1);
+    make_frame(0, CODE(0), 11 + PY_MEMO_MOVED_MAX, FRAME(2), 0, 0);
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    CU_ASSERT_EQUAL(fake.innermost_reads, 1);
     fake.innermost_reads = 0;
     put64(CFRAME + L->current_frame, FRAME(1)); /* frame 0 returned: frame 1 (incomplete) is not kept */
     CU_ASSERT_EQUAL(py_walk_frames(&t, TSTATE, out, 8), 2);
