@@ -115,9 +115,11 @@ elif len(sys.argv) > 6 and dropped > 0 and ("%d size cap" % dropped) not in open
 ' "$1" "$2" "$(cat "$1"/proc-*.raw | wc -c)" "$3" "$4" ${5:+"$5"}
 }
 
-# 6 s: ~18 bytes a sample since SAMPLE_RUN (2 s wrote 35 KB), so ~110 KB
-# uncapped, ~90 KB on a busy host (below).
-record "$WORK/cap" --max-size 64K -- "$KNOWN_SPLIT" --seconds 6
+# 6 s at 2 kHz: ~18 bytes a sample since SAMPLE_RUN (2 s wrote 35 KB at 1
+# kHz), fewer since the agent writes its stream every 50 ms (longer runs of
+# samples): at 1 kHz an ASan build beside CI, given ~half a CPU (3.1 s of
+# its 6), wrote 56 KB and the cap never bit; at 2 kHz that is ~110 KB.
+record "$WORK/cap" -F 2000 --max-size 64K -- "$KNOWN_SPLIT" --seconds 6
 [ "$RECORD_STATUS" -eq 0 ] || die "record --max-size 64K exited $RECORD_STATUS"
 # The summary counts them as lost, with the reason, and says what the cap holds.
 dropped=$(sed -n 's/.*--max-size 64.0 KB reached: \([0-9]*\) samples dropped.*/\1/p' "$RECORD_ERR")
@@ -129,12 +131,12 @@ fi
 report_json "$WORK/cap" "$WORK/cap.json" || die "report of the capped run failed"
 limited "$OPPROF" report "$WORK/cap" >"$WORK/cap.txt" 2>&1
 # Every sample taken is recorded or dropped: together the workload's own CPU
-# time at 1 kHz (known_split's --seconds calibrates iterations, so a busy host
-# gives less CPU than asked: 1.660 s for --seconds 2 in CI, 1,657 samples).
-# 10 % is room for the start and end of the run outside the timer.
+# time at 2 kHz (known_split's --seconds calibrates iterations, so a busy host
+# gives less CPU than asked: 1.660 s for --seconds 2 in CI, 1,657 samples at
+# 1 kHz). 10 % is room for the start and end of the run outside the timer.
 cap_cpu=$(sed -n 's/.* cpu=\([0-9.]*\)s .*/\1/p' "$RECORD_ERR" | tail -n 1)
-cap_lo=$(awk -v c="${cap_cpu:-2}" 'BEGIN { printf "%d", c * 1000 * 0.9 }')
-cap_hi=$(awk -v c="${cap_cpu:-2}" 'BEGIN { printf "%d", c * 1000 * 1.1 + 20 }')
+cap_lo=$(awk -v c="${cap_cpu:-2}" 'BEGIN { printf "%d", c * 2000 * 0.9 }')
+cap_hi=$(awk -v c="${cap_cpu:-2}" 'BEGIN { printf "%d", c * 2000 * 1.1 + 20 }')
 log "capped run: the workload used ${cap_cpu:-?} s of CPU: recorded + dropped expected in ${cap_lo}-${cap_hi}"
 check_cap "$WORK/cap" "--max-size 64K" "$cap_lo" "$cap_hi" "$WORK/cap.txt"
 
