@@ -128,6 +128,7 @@ int phases_compute(const struct profile *p, struct phase_summary *out)
     if (op_index_build(p, &ix) != 0)
         return -1;
     out->pytorch = ix.any_op || ix.any_python;
+    out->operators = ix.any_op;
     /* Evidence per frame once, then per distinct stack once. */
     uint8_t *frame_e = calloc(p->nframes + 1, 1);
     uint64_t *sw = NULL, *sc = NULL;

@@ -49,6 +49,7 @@ struct phase_summary {
     uint64_t total_weight;  /* sum of weight[] */
     bool pytorch;           /* the profile has operator or Python frames: the
                                phases mean something */
+    bool operators;         /* some frame is a PyTorch operator's */
 };
 const char *phase_name(enum phase ph);
 /* Whether a stack runs under `import` (rule 0 above): a Python frame whose

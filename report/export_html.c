@@ -126,9 +126,15 @@ static int write_text_report(FILE *out, const struct profile *p)
         findings_free(&findings);
         return -1;
     }
+    /* The page promises the operators and their calling Python lines where
+     * the program ran PyTorch: the text report shows them with --group-by
+     * op; the page's own hotspot table below stays per function. */
     struct report_plan plan = {
         .profile = p,
-        .opts = {.format = FORMAT_TEXT, .group_by = GROUP_FUNCTION, .sort = SORT_SELF, .limit = 20},
+        .opts = {.format = FORMAT_TEXT,
+                 .group_by = phases.operators ? GROUP_OP : GROUP_FUNCTION,
+                 .sort = SORT_SELF,
+                 .limit = 20},
         .phases = &phases,
         .findings = &findings,
     };
