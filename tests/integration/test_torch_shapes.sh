@@ -8,8 +8,11 @@
 #   1. calls and FLOPs per operator equal those computed here from the shapes
 #      and counts (FLOPs exactly: the formulas are written out below, apart from
 #      opprof's code), and mm's bytes too;
-#   2. mm's and bmm's GFLOP/s are within 20 % of `opprof sweep`'s for the same
-#      op and shape, in a third recording that calls only those two, in
+#   2. mm's and bmm's GFLOP/s, in a third recording that calls only those
+#      two, agree with the workload's own figure (its thread CPU time around
+#      each burst), and are within 20 % of `opprof sweep`'s for the same
+#      op and shape (see the section's comment for when a miss is the host's),
+#      in
 #      bursts of 50 calls as the sweep calls one operator back to back (after
 #      layer_norm and softmax, whose inputs push mm's out of the caches, mm
 #      ran ~10 % slower per call in the mixed loop: a real effect, not the
@@ -83,12 +86,27 @@ report_json "$WORK/plain_run" "$WORK/ops_plain.json" --group-by op || die "oppro
 # --- GFLOP/s against opprof sweep on the same ops and shapes ------------------
 read -r MKN BMKN <<<"$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%dx%dx%d %dx%dx%dx%d" % (d["M"],d["K"],d["N"],d["BATCH"],d["M"],d["K"],d["N"]))' "$WORK/shapes_truth.json")"
 # One attempt: the mm/bmm recording and, at the same time, the sweep of each.
-# Both figures are CPU time, yet CPU time per call of the same sgemm_ drifted
-# by a third within minutes on this shared 2-CPU VM (measured one after the
-# other: +31 %, then -26 %, then -5.6 % for mm in three attempts of one run,
-# bmm moving the same way), hence side by side; a miss is still measured again
-# (up to 3 attempts, load average printed), as test_torch_ops does: a wrong
-# FLOP count or a wrong time would miss every time.
+# The recording's GFLOP/s is held to the workload's own figure: the same
+# FLOPs over the thread CPU time of its bursts (torch_shapes.py --cpu-times,
+# time.thread_time_ns around each burst). That figure includes the hook's
+# Python code around each call and the loop (the report's operator time
+# does not): the report read 2.7-4.5 % above it in six runs. So the
+# tolerance is 5 % plus 3 sigma of the operator's sampled time (sigma =
+# 1/sqrt(samples); mm: ~1,100 samples, 9 %). This is the check of the time
+# attribution: one process, one clock, whatever the host does.
+# The sweep's figure comes from another process. Both are CPU time, yet CPU
+# time per call of the same sgemm_ drifted by a third within minutes on this
+# shared 2-CPU VM (measured one after the other: +31 %, then -26 %, then
+# -5.6 % for mm in three attempts of one run, bmm moving the same way), hence
+# side by side; and side by side, one landing CI saw the sweep's mm slower
+# than the recording's in three attempts running (+44, +22, +48 %) while
+# bmm's agreed: the two vCPUs are not equally fast at one moment. So the
+# sweep is judged within 20 %, measured again up to 3 times; when every
+# attempt missed by less than a factor of 1.6 (a wrong FLOP formula is a
+# factor of 2 or more, and test_sweep.sh holds the sweep to a direct timing)
+# and the recording matched its own process's CPU time in each, it is a
+# note, not a failure. Exit status: 0 both hold, 2 the sweep missed within
+# that factor, 1 otherwise.
 sweeps() {
     for op in mm:$MKN bmm:$BMKN; do
         name=${op%%:*} shape=${op#*:}
@@ -97,14 +115,15 @@ sweeps() {
     done
 }
 gflops_attempt() {
-    rm -rf "$WORK/gflops" "$WORK/sweep_mm" "$WORK/sweep_bmm"
+    rm -rf "$WORK/gflops" "$WORK/sweep_mm" "$WORK/sweep_bmm" "$WORK/gflops_cpu.json"
     # The sweeps run while the recording does, so that both see the machine
     # in the same state (the recording's loop, ~5 s, spans both sweeps' timed
     # calls); one sweep at a time, so each is one thread beside one thread.
     log "+ opprof sweep --op torch.mm --shapes $MKN, then torch.bmm $BMKN (--min-time 1), beside:"
     sweeps &
     sweeps_pid=$!
-    record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS * 2)) --ops mm,bmm
+    record "$WORK/gflops" --torch-shapes -- "$PYTHON" "$WORKLOAD" --iters $((ITERS * 2)) --ops mm,bmm \
+        --cpu-times "$WORK/gflops_cpu.json"
     wait "$sweeps_pid" || { show stderr "$WORK/sweep_mm.err" 8; show stderr "$WORK/sweep_bmm.err" 8; return 1; }
     [ "$RECORD_STATUS" -eq 0 ] || die "the mm/bmm workload failed under --torch-shapes (exit $RECORD_STATUS)"
     report_json "$WORK/gflops" "$WORK/gflops.json" --torch-shapes || die "opprof report --torch-shapes failed"
@@ -113,9 +132,29 @@ gflops_attempt() {
             return 1
     done
     pycheck_soft - "$WORK" <<'PY'
+import math
 work = sys.argv[1]
 load = lambda name: json.load(open("%s/%s" % (work, name)))  # raises: an attempt missed
 gops = {o["name"]: o for o in load("gflops.json")["torch_shapes"]["operators"]}
+own = load("gflops_cpu.json")
+own_ok, sweep_near, sweep_ok = True, True, True
+for name in ("mm", "bmm"):
+    op = gops.get("aten::" + name, {})
+    mine, cpu_ns = op.get("gflop_per_s"), own.get(name, {}).get("cpu_ns")
+    if not mine or not cpu_ns or op.get("calls") != own[name]["calls"]:
+        fail("aten::%s: no GFLOP/s, or calls %r against the workload's %r" % (name, op.get("calls"), own.get(name)))
+        own_ok = False
+        continue
+    truth = op["flops"] / cpu_ns
+    tol = 0.05 + 3 / math.sqrt(max(op["time_s"] * 1000, 1))
+    dev = mine / truth - 1
+    msg = ("aten::%s %.2f GFLOP/s on its sampled CPU time, %.2f on the workload's own thread CPU time of its "
+           "bursts (%+.1f %%, tolerance %.1f %%)" % (name, mine, truth, 100 * dev, 100 * tol))
+    if abs(dev) <= tol:
+        ok(msg)
+    else:
+        print("FAIL: " + msg)
+        own_ok = False
 # GFLOP/s against opprof sweep (see the top comment for why CPU time): the
 # sweep's row made warm-up + timed calls of one shape, each of the FLOPs the
 # sweep's formula gives (its GFLOP/s x median time).
@@ -125,29 +164,47 @@ for name in ("mm", "bmm"):
         row_ops = {r["name"]: r for r in load("sweep_%s_ops.json" % name)["rows"]}
     except Exception as e:
         fail("sweep %s: no row (%s)" % (name, e))
+        sweep_near = sweep_ok = False
         continue
     mine = gops.get("aten::" + name, {}).get("gflop_per_s")
     op_ns = row_ops.get("aten::" + name, {}).get("total_ns")
     if not row.get("ok") or not row.get("gflops") or not mine or not op_ns:
         fail("sweep %s: no GFLOP/s to compare (%s; report %r)" % (name, row.get("reason"), mine))
+        sweep_near = sweep_ok = False
         continue
     flops_per_call = row["gflops"] * 1e9 * row["median_s"]
     sweep_cpu = flops_per_call * (row["calls"] + 3) / (op_ns / 1e9) / 1e9
     dev = mine / sweep_cpu - 1
     msg = ("aten::%s %.2f GFLOP/s, opprof sweep %.2f GFLOP/s on its sampled CPU time (%+.1f %%; %.2f on its "
            "median wall time per call)" % (name, mine, sweep_cpu, 100 * dev, row["gflops"]))
-    (ok if abs(dev) <= 0.20 else fail)(msg + ("" if abs(dev) <= 0.20 else ": beyond 20 %"))
+    if abs(dev) <= 0.20:
+        ok(msg)
+    else:
+        fail(msg + ": beyond 20 %")
+        sweep_ok = False
+        sweep_near = sweep_near and 1 / 1.6 <= mine / sweep_cpu <= 1.6
+sys.exit(0 if own_ok and sweep_ok else 2 if own_ok and sweep_near else 1)
 PY
 }
 gflops_ok=0
+gflops_near=0
 for attempt in 1 2 3; do
-    if gflops_attempt; then
+    gflops_attempt
+    _rc=$?
+    if [ "$_rc" = 0 ]; then
         gflops_ok=1
         break
     fi
+    [ "$_rc" = 2 ] && gflops_near=$((gflops_near + 1))
     log "(attempt $attempt missed; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 done
-[ "$gflops_ok" = 1 ] || fail "GFLOP/s of aten::mm/aten::bmm missed opprof sweep's by more than 20 % in 3 attempts"
+if [ "$gflops_ok" = 1 ]; then
+    pass "GFLOP/s of aten::mm/aten::bmm: the workload's own CPU time and opprof sweep's agree with the report"
+elif [ "$gflops_near" = 3 ]; then
+    log "note: in 3 attempts opprof sweep's mm/bmm ran at another speed than the recording's, within a factor of 1.6, while the recording matched its own process's CPU time each time: the host, not a measurement"
+else
+    fail "GFLOP/s of aten::mm/aten::bmm: the report missed the workload's own CPU time, or opprof sweep's by more than 20 % (a factor of 1.6 in some attempt), in 3 attempts"
+fi
 
 pycheck - "$WORK" <<'EOF'
 work = sys.argv[1]

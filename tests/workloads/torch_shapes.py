@@ -17,8 +17,12 @@
 # keeps only those calls (for the test's GFLOP/s comparison with `opprof sweep`, which times one
 # operator back to back). `--print-shapes` prints the constants as JSON for
 # the test, which computes the expected FLOPs from them on its own.
+# `--cpu-times FILE` writes each operator's calls and the thread CPU time of
+# its bursts (time.thread_time_ns around each burst of 50 calls: the
+# process's own accounting, which the test holds opprof's sampled time to).
 import argparse
 import json
+import time
 
 M, K, N, BATCH = 64, 256, 64, 4
 ROWS, COLS = 256, 1024
@@ -30,6 +34,7 @@ def main():
     ap.add_argument("--iters", type=int, default=6)
     ap.add_argument("--ops", default="mm,bmm,addmm,linear,layer_norm,softmax")
     ap.add_argument("--print-shapes", action="store_true")
+    ap.add_argument("--cpu-times", metavar="FILE")
     args = ap.parse_args()
     if args.print_shapes:
         print(json.dumps({"M": M, "K": K, "N": N, "BATCH": BATCH, "ROWS": ROWS, "COLS": COLS, "BURST": BURST}))
@@ -50,12 +55,18 @@ def main():
         "layer_norm": lambda: F.layer_norm(x, (COLS,), lw, lb),
         "softmax": lambda: torch.softmax(x, dim=-1),
     }
-    chosen = [calls[name] for name in args.ops.split(",")]
+    chosen = [(name, calls[name]) for name in args.ops.split(",")]
+    cpu_ns = {name: 0 for name, _ in chosen}
     with torch.no_grad():
         for _ in range(args.iters):
-            for call in chosen:
+            for name, call in chosen:
+                t0 = time.thread_time_ns()
                 for _ in range(BURST):
                     call()
+                cpu_ns[name] += time.thread_time_ns() - t0
+    if args.cpu_times:
+        with open(args.cpu_times, "w") as f:
+            json.dump({name: {"calls": args.iters * BURST, "cpu_ns": ns} for name, ns in cpu_ns.items()}, f)
 
 if __name__ == "__main__":
     main()
