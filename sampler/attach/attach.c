@@ -192,6 +192,10 @@ struct attach_facts {
     unsigned threads_at_attach, cpus;
     uint32_t lag_median_us, lag_max_us;
     size_t nlags;
+    /* Reads that came a sampling period or more after their sample: the
+     * reader was behind the target, so the thread had run on or been
+     * preempted; the share the tests tell a starved reader by. */
+    double lag_late_pct;
 };
 
 /* The target's argv from /proc, NULL-terminated in argv (max entries). */
@@ -256,6 +260,7 @@ static int write_info(const struct attach_run *r, const struct attach_facts *f)
         if (f->nlags) {
             fprintf(out, "python_lag_median_us=%u\n", f->lag_median_us);
             fprintf(out, "python_lag_max_us=%u\n", f->lag_max_us);
+            fprintf(out, "python_lag_late_pct=%.1f\n", f->lag_late_pct);
             fprintf(out, "python_exact=%llu\npython_running=%llu\npython_moved_on=%llu\n",
                     (unsigned long long)r->kept.exact, (unsigned long long)r->kept.running,
                     (unsigned long long)r->kept.moved_on);
@@ -391,6 +396,10 @@ static void note_what_attach_saw(struct attach_run *run, pid_t pid, struct attac
         facts->lag_median_us = run->lags_us[run->nlags / 2];
         facts->lag_max_us = run->lags_us[run->nlags - 1];
         facts->nlags = run->nlags;
+        size_t late = 0;
+        while (late < run->nlags && (uint64_t)run->lags_us[run->nlags - 1 - late] * 1000 >= run->period_ns)
+            late++;
+        facts->lag_late_pct = 100.0 * (double)late / (double)run->nlags;
     }
     struct attach_stream *main_stream = stream_for(run, pid, false);
     if (!main_stream)
@@ -401,9 +410,10 @@ static void note_what_attach_saw(struct attach_run *run, pid_t pid, struct attac
     attach_stream_note(main_stream, note);
     if (run->nlags) {
         snprintf(note, sizeof note,
-                 "attach mode: Python frames were read after each sample (lag median %u us, max %u us), "
-                 "not at the sampled instant: Python attribution is statistical, not exact",
-                 facts->lag_median_us, facts->lag_max_us);
+                 "attach mode: Python frames were read after each sample (lag median %u us, max %u us; "
+                 "%.1f %% a sampling period or more after it), not at the sampled instant: Python attribution "
+                 "is statistical, not exact",
+                 facts->lag_median_us, facts->lag_max_us, facts->lag_late_pct);
         attach_stream_note(main_stream, note);
     }
     if (run->kept.moved_on) {
@@ -444,8 +454,10 @@ static void print_attach_summary(const struct attach_run *run, pid_t pid, const 
         fprintf(stderr, "opprof record: %llu samples (%.1f %%) could not be unwound: leaf function only\n",
                 (unsigned long long)t->unwind_failed, 100.0 * t->unwind_failed / t->samples);
     if (run->nlags)
-        fprintf(stderr, "opprof record: Python frames read %u us (median; max %u us) after the sample: "
-                        "statistical, not exact\n", facts->lag_median_us, facts->lag_max_us);
+        fprintf(stderr,
+                "opprof record: Python frames read %u us (median; max %u us; %.1f %% a sampling period "
+                "or more) after the sample: statistical, not exact\n",
+                facts->lag_median_us, facts->lag_max_us, facts->lag_late_pct);
     if (run->kept.moved_on)
         fprintf(stderr, "opprof record: %llu samples (%.1f %%) without Python frames: the thread ran on or was "
                         "preempted elsewhere before they could be read\n",
