@@ -224,17 +224,25 @@ enum walk_step { WALK_STOP, WALK_SKIP, WALK_TAKEN, WALK_SHIM };
  * frame_flags and code_flags go to the reader with the frame's and its code
  * object's reads; memo (innermost frame only, else NULL): see struct
  * py_innermost_memo. */
-/* A hash of a frame's header bytes (struct py_frame_memo). */
-static uint64_t frame_hash(const uint8_t *f, size_t n)
+/* A hash of a frame's header bytes (struct py_frame_memo), the 8-byte word
+ * at offset skip read as 0 (SIZE_MAX: none), so that a key can leave out one
+ * pointer without copying the header. */
+static uint64_t frame_hash_but(const uint8_t *f, size_t n, size_t skip)
 {
     uint64_t h = n;
     for (size_t i = 0; i < n; i += 8) {
         uint64_t w = 0;
-        memcpy(&w, f + i, n - i < 8 ? n - i : 8);
+        if (i != skip)
+            memcpy(&w, f + i, n - i < 8 ? n - i : 8);
         h = (h ^ w) * 0x9E3779B97F4A7C15ull;
         h ^= h >> 29;
     }
     return h;
+}
+
+static uint64_t frame_hash(const uint8_t *f, size_t n)
+{
+    return frame_hash_but(f, n, SIZE_MAX);
 }
 
 /* What identifies one call of the innermost frame apart from where it is
@@ -255,13 +263,10 @@ static uint64_t call_hash(const struct py_layout *L, const uint8_t *f, size_t fb
  * header before the instruction but its previous frame (3.11+). 0: none. */
 static uint64_t code_key(const struct py_layout *L, const uint8_t *f, size_t fbytes)
 {
-    uint8_t h[128];
     if (L->instr_kind != PY_INSTR_POINTER || L->frame_instr <= 0 || (size_t)L->frame_instr > fbytes ||
-        (size_t)L->frame_instr > sizeof h || L->frame_previous < 0 || L->frame_previous + 8 > L->frame_instr)
+        L->frame_previous < 0 || L->frame_previous % 8 || L->frame_previous + 8 > L->frame_instr)
         return 0;
-    memcpy(h, f, (size_t)L->frame_instr);
-    memset(h + L->frame_previous, 0, 8);
-    uint64_t k = frame_hash(h, (size_t)L->frame_instr);
+    uint64_t k = frame_hash_but(f, (size_t)L->frame_instr, (size_t)L->frame_previous);
     return k ? k : 1;
 }
 
@@ -294,12 +299,14 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
     if (L->entry_rule == PY_ENTRY_CSTACK_SHIM && f[L->frame_owner] == L->owner_cstack)
         return WALK_SHIM; /* its f_code / f_executable is no user code (3.13+: None) */
     uint64_t code_field = field64(f, (size_t)L->frame_code);
+    /* 3.14's tagged reference: the object is the value without its tag bits. */
+    uint64_t code = code_field & ~(uint64_t)L->frame_code_tag_bits;
     uint64_t instr_field = L->instr_kind == PY_INSTR_POINTER ? field64(f, (size_t)L->frame_instr)
                                                              : (uint32_t)field32(f, (size_t)L->frame_instr);
     uint32_t is_entry = L->entry_rule == PY_ENTRY_EVERY_FRAME ? 1
                         : L->entry_rule == PY_ENTRY_FLAG      ? f[L->frame_is_entry]
                                                               : 0;
-    uint64_t call = memo ? call_hash(L, f, fbytes) : 0;
+    uint64_t call = 0; /* call_hash(), computed when first needed (0: not yet) */
     if (memo && memo->valid && memo->frame == frame && memo->code_field == code_field) {
         if (memo->instr_field == instr_field) {
             *out = memo->ref;
@@ -309,8 +316,9 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         /* The same call, moved on: the code object is the one the frame
          * held then, only the instruction is new (no code object read). */
         int32_t instr;
+        call = call_hash(L, f, fbytes);
         if (memo->call_hash == call && memo->moved < PY_MEMO_MOVED_MAX &&
-            frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, memo->first_traceable, &instr)) {
+            frame_instr(L, f, code, memo->first_traceable, &instr)) {
             memo->moved++;
             if (memo->seen_slot >= 0 && memo->seen[memo->seen_slot].code_field == code_field)
                 memo->seen[memo->seen_slot].uses = memo->moved; /* one count for both */
@@ -330,16 +338,14 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         int32_t instr;
         if (seen && seen->key == key && seen->code_field == code_field && seen->uses < PY_MEMO_MOVED_MAX) {
             /* the same function again: its code object is not read */
-            if (!frame_instr(L, f, code_field & ~(uint64_t)L->frame_code_tag_bits, seen->first_traceable, &instr))
+            if (!frame_instr(L, f, code, seen->first_traceable, &instr))
                 return WALK_SKIP;
-            *out = (struct py_frame_ref){.code = code_field & ~(uint64_t)L->frame_code_tag_bits,
-                                         .fingerprint = seen->fingerprint,
-                                         .instr = instr,
-                                         .is_entry = is_entry};
+            *out = (struct py_frame_ref){
+                .code = code, .fingerprint = seen->fingerprint, .instr = instr, .is_entry = is_entry};
             /* the memo's same-call hits count on from this entry's */
             seen->uses++;
-            memo_set(memo, frame, code_field, instr_field, call, out, seen->first_traceable, seen->uses,
-                     (int)(seen - memo->seen));
+            memo_set(memo, frame, code_field, instr_field, call ? call : call_hash(L, f, fbytes), out,
+                     seen->first_traceable, seen->uses, (int)(seen - memo->seen));
             return WALK_TAKEN;
         }
     }
@@ -359,8 +365,6 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
             break;
         }
     }
-    /* 3.14's tagged reference: the object is the value without its tag bits. */
-    uint64_t code = code_field & ~(uint64_t)L->frame_code_tag_bits;
     if (!read_obj(t, code, c, cbytes, code_flags) || field64(c, (size_t)L->object_type) != t->code_type)
         return WALK_STOP; /* the frame changed under us, or is not a frame: keep what was read */
     /* co_firsttraceable: 3.11+ only (the instruction is a pointer there) */
@@ -375,7 +379,7 @@ static enum walk_step walk_one(const struct py_target *t, uint64_t frame, unsign
         .is_entry = is_entry,
     };
     if (memo) {
-        memo_set(memo, frame, code_field, instr_field, call, out, first_traceable, 0,
+        memo_set(memo, frame, code_field, instr_field, call ? call : call_hash(L, f, fbytes), out, first_traceable, 0,
                  seen ? (int)(seen - memo->seen) : -1);
         if (seen)
             *seen = (struct py_code_seen){key, code_field, out->fingerprint, first_traceable, 0};
