@@ -172,13 +172,14 @@ AGENT_HIDDEN unsigned agent_python_capture_thread(uint64_t tstate, struct py_fra
 /* Writer: RANK record at stream start (force) and when the variables change. */
 AGENT_HIDDEN void agent_ranks_poll(agent_emit_fn emit, bool force);
 /* Writer (schedstat poll): a thread's run/runqueue deltas over one interval
- * (and of its count of times switched in: 0 says it never ran in between);
+ * (and of its count of times switched in: 0 says it never ran in between)
+ * and its run time now (run_ns, schedstat's first field);
  * emits OFFCPU when a Python thread was blocked for part of it. *stat_fd is
  * the thread's /proc/self/task/<tid>/stat, opened here when first needed
  * and kept by the caller (closed when the thread is forgotten). */
 AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_t interval_ns, uint32_t tid,
                                     uint64_t delta_run_ns, uint64_t delta_wait_ns, uint64_t delta_slices,
-                                    int *stat_fd);
+                                    uint64_t run_ns, int *stat_fd);
 /* ---- agent_memory.c: RSS and page faults over time (MEM_TICK, MEM_LIMIT) ---- */
 /* Writer: one reading per writer period, written when it moved; final forces one. */
 AGENT_HIDDEN void agent_memory_poll(agent_emit_fn emit, bool final);

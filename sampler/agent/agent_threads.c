@@ -219,7 +219,7 @@ static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uin
     unsigned long long run = v[0], wait = v[1], slices = v[2];
     /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
     if (t->gen + 1 == gen && run >= t->run && wait >= t->wait && slices >= t->slices)
-        agent_offcpu_note(emit, now, interval_ns, t->tid, run - t->run, wait - t->wait, slices - t->slices,
+        agent_offcpu_note(emit, now, interval_ns, t->tid, run - t->run, wait - t->wait, slices - t->slices, run,
                           &t->stat_fd);
     t->run = run, t->wait = wait, t->slices = slices;
     if (status_now) {
