@@ -92,6 +92,17 @@ make_workdir() {
     export OPPROF_UNWIND_CACHE="$WORK/unwind-cache"
 }
 
+# The directory of pyenv's interpreters: `pyenv root` when pyenv is on PATH,
+# else $PYENV_ROOT, else pyenv's default ~/.pyenv. A shell without pyenv's
+# set-up (CI runs with a bare PATH) still finds the interpreters installed
+# there; empty when there is none.
+pyenv_root_dir() {
+    _r=$(pyenv root 2>/dev/null || true)
+    [ -n "$_r" ] || _r=${PYENV_ROOT:-}
+    [ -n "$_r" ] || { [ -n "${HOME:-}" ] && [ -d "$HOME/.pyenv/versions" ] && _r=$HOME/.pyenv; }
+    echo "$_r"
+}
+
 require_python3() {
     command -v python3 >/dev/null 2>&1 || skip "python3 not found (needed to parse report JSON)"
     python3 -c 'import json' 2>/dev/null || skip "python3 cannot import json"

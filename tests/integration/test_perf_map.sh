@@ -22,8 +22,7 @@ cleanup_maps() {
 }
 trap 'cleanup_maps; _cleanup' EXIT
 
-PYENV_ROOT_DIR=$(pyenv root 2>/dev/null || true)
-[ -n "$PYENV_ROOT_DIR" ] || PYENV_ROOT_DIR=${PYENV_ROOT:-}
+PYENV_ROOT_DIR=$(pyenv_root_dir)
 [ -n "$PYENV_ROOT_DIR" ] && [ -d "$PYENV_ROOT_DIR/versions" ] ||
     skip "no pyenv interpreters (pyenv root not found): -X perf needs CPython 3.12+"
 

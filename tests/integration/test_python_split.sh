@@ -306,8 +306,7 @@ else
 fi
 
 # Every pyenv interpreter of a supported version.
-PYENV_ROOT_DIR=$(pyenv root 2>/dev/null || true)
-[ -n "$PYENV_ROOT_DIR" ] || PYENV_ROOT_DIR=${PYENV_ROOT:-}
+PYENV_ROOT_DIR=$(pyenv_root_dir)
 PYENV_RAN=0
 if [ -z "$PYENV_ROOT_DIR" ] || [ ! -d "$PYENV_ROOT_DIR/versions" ]; then
     log "SKIP part: no pyenv interpreters (pyenv root not found): only $PYTHON was checked"
