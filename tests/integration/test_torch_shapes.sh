@@ -90,10 +90,12 @@ read -r MKN BMKN <<<"$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[
 # FLOPs over the thread CPU time of its bursts (torch_shapes.py --cpu-times,
 # time.thread_time_ns around each burst). That figure includes the hook's
 # Python code around each call and the loop (the report's operator time
-# does not): the report read 2.7-4.5 % above it in six runs. So the
-# tolerance is 5 % plus 3 sigma of the operator's sampled time (sigma =
-# 1/sqrt(samples); mm: ~1,100 samples, 9 %). This is the check of the time
-# attribution: one process, one clock, whatever the host does.
+# does not), so the report reads above it: 2.7-4.5 % in six quiet runs,
+# +7.7 % (mm) and +5.3 % (bmm) in CI's gcc stage. So the report may be up
+# to 10 % above it and 3 % below, plus 3 sigma of the operator's sampled
+# time (sigma = 1/sqrt(samples); mm: ~1,100 samples, 9 %). This is the
+# check of the time attribution: one process, one clock, whatever the host
+# does.
 # The sweep's figure comes from another process. Both are CPU time, yet CPU
 # time per call of the same sgemm_ drifted by a third within minutes on this
 # shared 2-CPU VM (measured one after the other: +31 %, then -26 %, then
@@ -146,11 +148,12 @@ for name in ("mm", "bmm"):
         own_ok = False
         continue
     truth = op["flops"] / cpu_ns
-    tol = 0.05 + 3 / math.sqrt(max(op["time_s"] * 1000, 1))
+    sigma3 = 3 / math.sqrt(max(op["time_s"] * 1000, 1))
     dev = mine / truth - 1
     msg = ("aten::%s %.2f GFLOP/s on its sampled CPU time, %.2f on the workload's own thread CPU time of its "
-           "bursts (%+.1f %%, tolerance %.1f %%)" % (name, mine, truth, 100 * dev, 100 * tol))
-    if abs(dev) <= tol:
+           "bursts (%+.1f %%, tolerance -%.1f / +%.1f %%)" % (name, mine, truth, 100 * dev, 100 * (0.03 + sigma3),
+                                                            100 * (0.10 + sigma3)))
+    if -(0.03 + sigma3) <= dev <= 0.10 + sigma3:
         ok(msg)
     else:
         print("FAIL: " + msg)
