@@ -285,6 +285,14 @@ report_json "$WORK/pystart" "$WORK/pystart.json" --group-by python || die "repor
 # So the shares are checked on the samples with Python frames, with the
 # statistical error of that many samples: 3 sigma of a binomial share, at
 # least ATTACH_TOL_PP. Too few kept samples for any check: attach again.
+# Starved: the kept samples lean toward the longest phase the more are left
+# out (survivorship: spin_a +4 to +6 pp with 63 % left out beside a CI run
+# and two busy loops), so past 25 % left out, when the reader says its reads
+# came late (python_lag_late_pct at least 5 % and half the share left out:
+# test_python_split.sh measured the two nearly equal), the split is not
+# judged on that attempt; three starved attempts pass on the accounting
+# checks alone, and say so.
+starved=0
 for try in 1 2 3; do
     rm -rf "$WORK/pyatt"
     attach "$WORK/pyatt" -F "$HZ" -p "$PPID_T" --duration 2
@@ -325,6 +333,18 @@ if withpy < 30:
     sys.exit(1)
 if att_in < 0.9 * withpy:
     fail("attached: run_work holds %d of the %d samples with Python frames (frames of other moments?)" % (att_in, withpy))
+lost = 100.0 * att_nopy / att_n if att_n else 100.0
+late = float(info.get("python_lag_late_pct", "0"))
+if lost > 25 and late >= max(5.0, lost / 2):
+    starved = int(sys.argv[5]) + 1
+    open(sys.argv[6], "w").write("%d\n" % starved)
+    msg = ("starved: %.1f %% of the samples left out, %.1f %% of the reads a period or more late: the split is "
+           "not judged" % (lost, late))
+    if starved < 3:
+        fail(msg)
+    else:
+        print("note: " + msg + " (3 attempts starved; the accounting above is checked)")
+    sys.exit(min(failures, 100))
 print("%-8s %9s %10s %8s %7s" % ("function", "attached", "from-start", "truth", "tol"))
 for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
     sigma = 100 * math.sqrt(truth / 100 * (1 - truth / 100) / att_in)
@@ -334,7 +354,8 @@ for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
         fail("attached: %s is %.2f %% of run_work, expected %.1f +- %.1f (%d samples)" % (n, att[n], truth, t, att_in))
     if abs(att[n] - ref[n]) > t:
         fail("%s: attached %.2f %% vs from-start %.2f %% (> %.1f pp apart)" % (n, att[n], ref[n], t))
-' "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" "$WORK/pyatt/info" && break
+'  "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" "$WORK/pyatt/info" "$starved" "$WORK/starved" && break
+    [ -f "$WORK/starved" ] && starved=$(cat "$WORK/starved") && rm -f "$WORK/starved"
     [ "$try" != 3 ] && { log "note: attempt $try failed (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"; FAILURES=$saved; }
 done
 [ -n "$(info_value "$WORK/pyatt" python_lag_median_us)" ] || fail "info has no python_lag_median_us"

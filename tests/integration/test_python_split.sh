@@ -192,8 +192,10 @@ if module_share < 99.5:
 # without Python frames are, but for 5 % of all, those the reader dropped as
 # moved on; it is a FAIL when the reads were on time (then the rule that
 # drops samples is wrong) or when frames
-# are missing that the reader never read (then the walk is wrong). Over
-# 80 % lost is a FAIL whatever the measure (a reader that finds no frames).
+# are missing that the reader never read (then the walk is wrong; a reader
+# that finds no frames at all is that). No cap on the share lost: beside a
+# CI run and two busy loops 3.12 lost 75-89 % with 75-89 % of the reads late
+# and every frame read, and a cap of 80 % failed it.
 nopy = by.get("[no Python frame]", {}).get("samples", 0)
 allsamples = doc.get("total_weight", 0)  # rows count samples inclusively; this is every sample once
 lost = 100.0 * nopy / allsamples if allsamples else 100.0
@@ -208,7 +210,7 @@ chain_bad = spins < 30 or rw < 90 or covered < 60 or module_share < 99.5
 split_bad = any(abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
 if chain_bad:
     sys.exit(1)
-if 25 < lost <= 80:
+if lost > 25:
     on_time = late < max(5.0, lost / 2)
     if not on_time and unread <= 5:
         sys.exit(2)
