@@ -45,6 +45,14 @@ void agent_memmap_maybe_refresh(void) {}
 void agent_phdr_enter_handler(void) {}
 void agent_phdr_leave_handler(void) {}
 uint64_t agent_now_ns(void) { return 0; }
+uint64_t agent_thread_cpu_ns(void)
+{
+    return 0;
+}
+bool agent_is_writer_thread(void)
+{
+    return false;
+}
 
 /* The main thread's stack: from 64 MB below here (the walks run deeper,
  * and valgrind maps the client stack in pieces as it grows) to the end of
