@@ -134,6 +134,9 @@ AGENT_HIDDEN void agent_phdr_atfork_child(void);
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
 AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
 AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */
+/* Whether the kernel maps [addr, addr + len) readable now (no table: a
+ * system call per page spanned, no copy). */
+AGENT_HIDDEN bool agent_memmap_readable_now(uint64_t addr, size_t len); /* handler */
 /* The same, and the readable range that holds it ([*start, *end)), so that
  * a caller reading many words of one mapping (a stack walk) searches once. */
 AGENT_HIDDEN bool agent_memmap_readable_range(int table, uint64_t addr, size_t len, uint64_t *start,

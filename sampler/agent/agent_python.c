@@ -39,10 +39,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -60,7 +58,6 @@ static int32_t pthread_tid_offset; /* 3.9/3.10: see py_tstate_native_tid */
 static _Atomic int python_state; /* 0 not found yet, 1 on, -1 off for good */
 static _Atomic int layout_verified; /* 0 unknown, 1 ok, -1 mismatch seen in a handler */
 static char python_note[256];
-static uint64_t page_bytes; /* the kernel's page size (set at probe, before capture is on) */
 
 /* Looks for a CPython runtime in the process (the executable or a loaded
  * libpython). Called at start and whenever new code was mapped. Returns 1
@@ -99,8 +96,6 @@ int agent_python_probe(void)
         return 0;
     }
     pthread_tid_offset = py_pthread_tid_offset();
-    long page = sysconf(_SC_PAGESIZE);
-    page_bytes = page > 0 && (page & (page - 1)) == 0 ? (uint64_t)page : 0; /* 0: always copy */
     code_type_addr = (uint64_t)code_type;
     unicode_type_addr = (uint64_t)unicode_type;
     get_this_thread_state = fn;
@@ -134,7 +129,7 @@ const char *agent_python_take_note(void)
  * the way out of that munmap (kernel mode is sampled) found the chunk gone
  * though the mapping table still listed it: so the innermost frame and its
  * code object (PY_READ_INNERMOST) are read in place only once the kernel
- * says they are readable now (readable_now: a futex word read, ~3 us in the
+ * says they are readable now (agent_memmap_readable_now: a futex word read, ~3 us in the
  * handler against ~10 us for the process_vm_readv copy it replaced), else
  * copied (copy_innermost); the rest read in place, or copied when the table
  * does not list them (yet: see agent_read). Two exceptions save those
@@ -163,32 +158,6 @@ static bool read_mem_via(pid_t task, uint64_t addr, void *out, size_t len)
     return syscall(SYS_process_vm_readv, task, &local, 1, &remote, 1, 0) == (long)len;
 }
 
-/* Whether [addr, addr + len) is readable now, asked of the kernel without
- * copying it: FUTEX_CMP_REQUEUE with nothing to wake or requeue reads one
- * 32-bit word (get_user: EFAULT when the page is unmapped or not readable)
- * and compares it, then does nothing either way (EAGAIN on a mismatch, 0 on
- * a match: no waiter is woken or moved). One word per page spanned. Why not
- * process_vm_readv: in the handler that copy cost 10-15 us (median ~9 us on
- * torch_train.py), against ~1.3 us in a tight loop: the task lookup, the
- * access check and the page pinning run on caches the workload has just
- * cooled (a loop that touched 32 MB between calls measured 17.6 us for it,
- * 7.0 us for a futex word read plus a memcpy). The pages checked stay
- * readable until the memcpy: what is read is the innermost frame or its
- * code object, which only this thread can free (see agent_read), and it is
- * stopped in the handler. */
-static bool readable_now(uint64_t addr, size_t len)
-{
-    uint64_t page = page_bytes;
-    if (page == 0 || len == 0 || addr + len < addr)
-        return false;
-    for (uint64_t at = addr & ~(uint64_t)3; at < addr + len; at = (at & ~(page - 1)) + page) {
-        uint32_t *word = (uint32_t *)(uintptr_t)at;
-        if (syscall(SYS_futex, word, FUTEX_CMP_REQUEUE_PRIVATE, 0, (void *)0, word, 0x9e3779b9u) < 0 && errno != EAGAIN)
-            return false;
-    }
-    return true;
-}
-
 static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags)
 {
     const struct agent_reader *r = ctx;
@@ -199,7 +168,7 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
          * only this thread's to free (its frame holds it until the pop),
          * and the thread is stopped here. Else copied: a mapping newer than
          * the table, or one gone (the copy then fails with EFAULT). */
-        if (agent_memmap_readable(r->table, addr, len) && readable_now(addr, len)) {
+        if (agent_memmap_readable(r->table, addr, len) && agent_memmap_readable_now(addr, len)) {
             memcpy(buf, (const void *)(uintptr_t)addr, len);
             return true;
         }

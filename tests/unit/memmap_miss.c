@@ -9,6 +9,8 @@
  *
  * Two fresh mappings with a PROT_NONE page between (so the kernel keeps
  * them apart), two misses, one look: both are readable in the table after.
+ * Then agent_memmap_readable_now, which asks the kernel instead of the
+ * table: readable, PROT_NONE and unmapped pages.
  */
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +89,31 @@ int main(void)
     CHECK(agent_memmap_readable(t, edge - 8, 16), "the grown part is not in the table after the writer looked");
     agent_memmap_end(t);
     munmap(g, 3 * page);
+
+    /* agent_memmap_readable_now, the handler's check of the kernel's own
+     * view (the innermost Python frame, agent_python.c): readable pages,
+     * including a word that holds the probe's compare value; a PROT_NONE
+     * page, a range running into one, and an unmapped page are not. */
+    char *p = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED, "mmap failed");
+    if (p == MAP_FAILED)
+        return 1;
+    CHECK(mprotect(p + page, page, PROT_NONE) == 0, "mprotect failed");
+    CHECK(munmap(p + 2 * page, page) == 0, "munmap failed");
+    uint64_t at = (uint64_t)(uintptr_t)p;
+    CHECK(agent_memmap_readable_now(at + 8, 80), "a readable word read as not readable");
+    CHECK(agent_memmap_readable_now(at + page - 200, 200), "a readable page's last bytes read as not readable");
+    for (uint32_t v = 0; v < 64; v++) { /* whatever the compare value is, a match is readable too */
+        uint32_t word = v == 0 ? 0x9e3779b9u : v * 0x01010101u;
+        memcpy(p + 16, &word, sizeof word);
+        CHECK(agent_memmap_readable_now(at + 16, 4), "a readable word holding %#x read as not readable", word);
+    }
+    CHECK(!agent_memmap_readable_now(at + page, 8), "a PROT_NONE page read as readable");
+    CHECK(!agent_memmap_readable_now(at + page - 8, 16), "a read running into a PROT_NONE page read as readable");
+    CHECK(!agent_memmap_readable_now(at + 2 * page + 8, 8), "an unmapped page read as readable");
+    CHECK(!agent_memmap_readable_now(at, 0) && !agent_memmap_readable_now(UINT64_MAX - 4, 16),
+          "an empty or wrapping range read as readable");
+    munmap(p, 2 * page);
     if (failures)
         printf("memmap_miss: FAILED\n");
     return failures ? 1 : 0;
