@@ -113,19 +113,20 @@ bool agent_memmap_readable(int t, uint64_t addr, size_t len)
     return agent_memmap_readable_range(t, addr, len, &start, &end);
 }
 
-/* Handler: whether [addr, addr + len) is readable now, asked of the kernel
- * without copying it: FUTEX_CMP_REQUEUE with nothing to wake or requeue reads one
- * 32-bit word (get_user: EFAULT when the page is unmapped or not readable)
- * and compares it, then does nothing either way (EAGAIN on a mismatch, 0 on
- * a match: no waiter is woken or moved). One word per page spanned. Why not
- * process_vm_readv: in the handler that copy cost 10-15 us (median ~9 us on
- * torch_train.py), against ~1.3 us in a tight loop: the task lookup, the
- * access check and the page pinning run on caches the workload has just
- * cooled (a loop that touched 32 MB between calls measured 17.6 us for it,
- * 7.0 us for a futex word read plus a memcpy). The pages checked stay
- * readable until the caller's read only when nothing else can unmap them
- * meanwhile (agent_python.c: the innermost frame or its code object, which
- * only the sampled thread can free, and it is stopped in the handler). */
+/* Handler: whether [addr, addr + len) is readable now, asked of the
+ * kernel without copying it. FUTEX_CMP_REQUEUE with nothing to wake or
+ * requeue reads one 32-bit word (get_user: EFAULT when the page is unmapped
+ * or not readable) and compares it, then does nothing either way (EAGAIN on
+ * a mismatch, 0 on a match: no waiter is woken or moved). One word per page
+ * spanned. Why not process_vm_readv: in the handler that copy cost 10-15 us
+ * (median ~9 us on torch_train.py), against ~1.3 us in a tight loop: the
+ * task lookup, the access check and the page pinning run on caches the
+ * workload has just cooled (a loop that touched 32 MB between calls
+ * measured 17.6 us for it, 7.0 us for a futex word read plus a memcpy).
+ * The pages stay readable until the caller's read only when nothing else
+ * can unmap them meanwhile (agent_python.c: the innermost frame or its code
+ * object, which only the sampled thread can free, and it is stopped in the
+ * handler). */
 bool agent_memmap_readable_now(uint64_t addr, size_t len)
 {
     uint64_t page = page_bytes;

@@ -129,10 +129,10 @@ const char *agent_python_take_note(void)
  * the way out of that munmap (kernel mode is sampled) found the chunk gone
  * though the mapping table still listed it: so the innermost frame and its
  * code object (PY_READ_INNERMOST) are read in place only once the kernel
- * says they are readable now (agent_memmap_readable_now: a futex word read, ~3 us in the
- * handler against ~10 us for the process_vm_readv copy it replaced), else
- * copied (copy_innermost); the rest read in place, or copied when the table
- * does not list them (yet: see agent_read). Two exceptions save those
+ * says they are readable now (agent_memmap_readable_now: a futex word
+ * read, ~3 us in the handler against ~10 us for the process_vm_readv copy
+ * it replaced), else copied (copy_innermost); the rest read in place, or
+ * copied when the table does not list them (yet: see agent_read). Two exceptions save those
  * system calls: an innermost frame inside the chunk the thread state
  * names now is read in place (python_walk.c: in_current_chunk, 3.11+), and
  * one found unmoved since the thread's previous sample, or moved on in the
@@ -164,7 +164,7 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     if (r->copy_all)
         return read_mem_via(r->task, addr, buf, len);
     if (r->copy_innermost && (flags & PY_READ_INNERMOST)) {
-        /* Listed readable and still mapped: read in place. The object is
+        /* Listed readable and readable now: read in place. The object is
          * only this thread's to free (its frame holds it until the pop),
          * and the thread is stopped here. Else copied: a mapping newer than
          * the table, or one gone (the copy then fails with EFAULT). */
