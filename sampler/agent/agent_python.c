@@ -131,7 +131,7 @@ const char *agent_python_take_note(void)
  * code object (PY_READ_INNERMOST) are read in place only once the kernel
  * says they are readable now (agent_memmap_readable_now: a futex word
  * read, ~3 us in the handler against ~10 us for the process_vm_readv copy
- * it replaced), else copied (copy_innermost); the rest read in place, or
+ * it replaced), else copied (check_innermost); the rest read in place, or
  * copied when the table does not list them (yet: see agent_read). Two exceptions save those
  * system calls: an innermost frame inside the chunk the thread state
  * names now is read in place (python_walk.c: in_current_chunk, 3.11+), and
@@ -147,7 +147,7 @@ const char *agent_python_take_note(void)
 struct agent_reader {
     int table;           /* agent_memmap table (handler) */
     bool copy_all;       /* copy every region with process_vm_readv (writer) */
-    bool copy_innermost; /* handler: copy the innermost frame and its code only */
+    bool check_innermost; /* handler: the innermost frame and its code must be readable now too */
     pid_t task;          /* a thread of this process to read through (its tid: no getpid per read) */
 };
 
@@ -163,18 +163,13 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     const struct agent_reader *r = ctx;
     if (r->copy_all)
         return read_mem_via(r->task, addr, buf, len);
-    if (r->copy_innermost && (flags & PY_READ_INNERMOST)) {
-        /* Listed readable and readable now: read in place. The object is
-         * only this thread's to free (its frame holds it until the pop),
-         * and the thread is stopped here. Else copied: a mapping newer than
-         * the table, or one gone (the copy then fails with EFAULT). */
-        if (agent_memmap_readable(r->table, addr, len) && agent_memmap_readable_now(addr, len)) {
-            memcpy(buf, (const void *)(uintptr_t)addr, len);
-            return true;
-        }
-        return read_mem_via(r->task, addr, buf, len);
-    }
-    if (agent_memmap_readable(r->table, addr, len)) {
+    /* The innermost frame and its code object must also be readable now
+     * (the table may still list a chunk just unmapped): they are only this
+     * thread's to free (its frame holds the code until the pop), and the
+     * thread is stopped here. Else copied, like a table miss below (a gone
+     * mapping's copy fails with EFAULT). */
+    bool innermost = r->check_innermost && (flags & PY_READ_INNERMOST);
+    if (agent_memmap_readable(r->table, addr, len) && (!innermost || agent_memmap_readable_now(addr, len))) {
         memcpy(buf, (const void *)(uintptr_t)addr, len);
         return true;
     }
@@ -247,7 +242,7 @@ static unsigned capture_walk(int table, struct py_frame_ref *out, unsigned max, 
     uint64_t ts = (uint64_t)get_this_thread_state();
     if (ts == 0)
         return 0; /* a thread that never ran Python (OpenMP worker, BLAS thread) */
-    struct agent_reader r = {.table = table, .copy_all = false, .copy_innermost = true, .task = (pid_t)tid};
+    struct agent_reader r = {.table = table, .copy_all = false, .check_innermost = true, .task = (pid_t)tid};
     bool mine = !memos_busy;
     memos_busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
