@@ -98,6 +98,7 @@ struct profile {
     bool user_only;              /* kernel mode not sampled */
     bool attached;               /* opprof attach (info mode=attach): no agent ran inside the process */
     bool cpu_time_weights;       /* user_only: each sample weighs its thread's CPU time since the previous one */
+    bool tick_timer;             /* record --timer tick: per-thread CPU-time timers (info timer=tick) */
 
     struct prof_frame *frames;    size_t nframes;
     struct prof_stack *stacks;    size_t nstacks;

@@ -95,6 +95,8 @@ static int info_kv(struct profile *p, const char *key, const char *val, int *for
         p->attached = strcmp(val, "attach") == 0;
     } else if (strcmp(key, "user_only") == 0) {
         p->user_only = atoi(val) == 1;
+    } else if (strcmp(key, "timer") == 0) { /* "tick": record --timer tick */
+        p->tick_timer = strcmp(val, "tick") == 0;
     } else if (strcmp(key, "sample_weight") == 0) {
         p->cpu_time_weights = strcmp(val, "thread_cpu_time") == 0;
     } else if (strncmp(key, "openmp_", 7) == 0) {

@@ -160,6 +160,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
             m->end_ns = p->end_ns;
         m->complete = m->complete && p->complete;
         m->user_only = m->user_only || p->user_only;
+        m->tick_timer = m->tick_timer || p->tick_timer; /* any rank by --timer tick: said */
         if (p->user_only && !p->cpu_time_weights)
             m->cpu_time_weights = false;
         if (p->exit_status != 0 && m->exit_status == 0)

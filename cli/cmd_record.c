@@ -31,6 +31,14 @@ static void record_usage(FILE *out)
           "  -o, --output DIR           result directory (default: next free opprof.NNN)\n"
           "  -g, --call-graph MODE      dwarf (CFI, default; works without frame pointers),\n"
           "                             fp (frame pointers), none (leaf function only)\n"
+          "  --timer MODE               perf (default): a perf_event task-clock timer, any -F;\n"
+          "                             tick: a POSIX CPU-time timer per thread, checked by the\n"
+          "                             kernel at its scheduler tick, so at most CONFIG_HZ samples\n"
+          "                             a second per thread (100-1000 by kernel build; record's\n"
+          "                             summary gives the rate reached), each weighted by its\n"
+          "                             thread's CPU time; no cost at context switches (the perf\n"
+          "                             timer's hrtimer is re-armed at each one, dear on a VM),\n"
+          "                             and no perf_event_open needed\n"
           "  -q, --quiet                no live status line and no summary\n"
           "  -e, --event EVENTS         events counted per sample (as opprof stat -e: CPI, misses\n"
           "                             per function); one that needs a missing PMU: one line\n"
@@ -106,6 +114,10 @@ static bool options_agree(const struct record_options *o, bool freq_given, bool 
                         "-c 1000000, -e page-faults -c 64)\n", (unsigned long long)o->sample_count);
         return false;
     }
+    if (o->sample_count && o->tick_timer) {
+        fprintf(stderr, "opprof record: --timer tick samples on CPU time, -c on an event: give one of them\n");
+        return false;
+    }
     if (o->sample_count && freq_given) {
         fprintf(stderr, "opprof record: -F sets the CPU-time timer, -c samples on an event instead: give one "
                         "of them\n");
@@ -115,6 +127,11 @@ static bool options_agree(const struct record_options *o, bool freq_given, bool 
         if (o->torch_shapes) {
             fprintf(stderr, "opprof record: --torch-shapes installs its hook when the program starts; it cannot "
                             "be added to a running process (-p): record a launched command instead\n");
+            return false;
+        }
+        if (o->tick_timer) {
+            fprintf(stderr, "opprof record: --timer tick arms a timer in each thread of a launched program; "
+                            "-p samples from outside: leave --timer out with -p\n");
             return false;
         }
         if (o->sample_count) {
@@ -147,7 +164,8 @@ int cmd_record(int argc, char **argv)
         {"duration", required_argument, NULL, 259},
         {"max-size", required_argument, NULL, 260},
         {"torch-shapes", no_argument, NULL, 261}, /* FLOPs per operator */
-        {"pid", required_argument, NULL, 'p'}, /* attach mode */
+        {"pid", required_argument, NULL, 'p'},    /* attach mode */
+        {"timer", required_argument, NULL, 262},
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -232,6 +250,13 @@ int cmd_record(int argc, char **argv)
             break;
         case 261:
             o.torch_shapes = true;
+            break;
+        case 262: /* --timer perf|tick */
+            if (strcmp(optarg, "perf") && strcmp(optarg, "tick")) {
+                fprintf(stderr, "opprof record: --timer %s: use perf (the default) or tick\n", optarg);
+                return 2;
+            }
+            o.tick_timer = strcmp(optarg, "tick") == 0;
             break;
         case 'p': { /* attach mode */
             char *end;

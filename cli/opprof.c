@@ -18,7 +18,7 @@ static void usage(FILE *out)
     fputs("usage: opprof COMMAND [OPTIONS]\n"
           "\n"
           "  record [-F HZ] [-e EVENTS [-c N]] [-o DIR] [-g|--call-graph dwarf|fp|none] [-q]\n"
-          "         [--delay S] [--duration S] [--max-size SIZE]\n"
+          "         [--delay S] [--duration S] [--max-size SIZE] [--timer perf|tick]\n"
           "         [--openmp-runtime auto|keep|PATH] [--no-omp-swap] [--torch-shapes] -- CMD [ARGS]\n"
           "  record -p PID [-F HZ] [-o DIR] [--delay S] [--duration S] [--max-size SIZE] [-q]\n"
           "         run CMD (or attach to process PID) and sample every thread and child\n"

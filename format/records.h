@@ -455,6 +455,7 @@ struct opr_sched_thread {
     uint64_t timeslices;
     uint64_t nonvoluntary_csw;/* /proc/.../status nonvoluntary_ctxt_switches (last read) */
 };
+#define OPR_ENV_TIMER "OPPROF_TIMER"                /* "tick": per-thread POSIX CPU-time timers (record --timer tick) */
 #define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures (0, default: every region) */
 /* --- end of threading and OpenMP records ----------------------------------- */
 

@@ -96,6 +96,11 @@ static void write_summary(FILE *out, const struct profile *p, const struct expor
     if (p->sample_period)
         fprintf(out, ", one sample per %" PRIu64 " events (shares are shares of this event, not time), %s</td></tr>\n",
                 p->sample_period, report_sampled_modes(p));
+    else if (p->tick_timer) /* record --timer tick: the kernel's tick set the rate */
+        fprintf(out,
+                ": thread CPU-time timers checked at the kernel tick (record --timer tick), weights in %.3f ms "
+                "periods, %s</td></tr>\n",
+                period_s * 1e3, report_sampled_modes(p));
     else
         fprintf(out, " at %u Hz (%.3f ms per sample), %s</td></tr>\n", p->frequency_hz, period_s * 1e3,
                 report_sampled_modes(p));

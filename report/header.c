@@ -82,6 +82,8 @@ const char *report_sampled_modes(const struct profile *p)
 {
     if (p->sample_period) /* record -c: the events were counted in these modes */
         return p->user_only ? "user-mode events only" : "user + kernel mode events";
+    if (p->tick_timer) /* --timer tick: one sample per kernel tick at most, weighted */
+        return "user + kernel CPU time, each sample weighted by its thread's CPU time since its previous one";
     if (!p->user_only)
         return "user + kernel CPU time";
     if (p->cpu_time_weights) /* agent.c: kernel time rides on the next user-mode sample */
@@ -172,7 +174,10 @@ static void print_unsampled(FILE *out, const struct profile *p)
                      "%.3f ms period: raise -F or reuse threads and processes)",
                 p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, p->acct.streams,
                 (double)p->period_ns / 1e6);
-    if (!idle && !p->acct.trap_blocked_threads)
+    if (!idle && !p->acct.trap_blocked_threads && p->tick_timer)
+        fprintf(out, ": each thread ends with up to one kernel tick of CPU time after its last sample (record "
+                     "--timer tick; the default timer leaves less than one period)");
+    else if (!idle && !p->acct.trap_blocked_threads)
         fprintf(out, ": short-lived threads or processes: raise -F");
     fputc('\n', out);
 }
@@ -255,12 +260,17 @@ void report_print_header(FILE *out, const struct profile *p)
         if (size_cap)
             fprintf(out, ", %" PRIu64 " size cap", size_cap);
     }
-    fprintf(out, ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), event %s",
-            p->truncated_samples, unwind_failed,
-            p->event && p->event[0] ? p->event : "(unknown)");
-    if (p->frequency_hz)
+    fprintf(out, ", truncated stacks %" PRIu64 ", unwind failed %" PRIu64 "), ", p->truncated_samples, unwind_failed);
+    if (p->tick_timer) /* record --timer tick: the tick set the rate, not -F; weights are in periods */
+        fprintf(out,
+                "event thread CPU-time timers checked at the kernel tick (record --timer tick), weights in "
+                "%.3f ms periods",
+                (double)p->period_ns / 1e6);
+    else
+        fprintf(out, "event %s", p->event && p->event[0] ? p->event : "(unknown)");
+    if (p->frequency_hz && !p->tick_timer)
         fprintf(out, " at %u Hz", p->frequency_hz);
-    if (p->period_ns)
+    if (p->period_ns && !p->tick_timer)
         fprintf(out, " (%.3f ms per sample)", (double)p->period_ns / 1e6);
     if (p->sample_period) /* record -c: shares are shares of this event, not of time */
         fprintf(out, " (one sample per %" PRIu64 " events: shares are shares of %s, not time)",

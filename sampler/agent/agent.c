@@ -71,7 +71,8 @@ AGENT_HIDDEN _Atomic uint64_t agent_samples_outside_window;
 AGENT_HIDDEN _Atomic uint64_t agent_periods_taken;
 AGENT_HIDDEN uint64_t agent_startup_cpu_ns;
 
-static int perf_fd = -1;
+static int perf_fd = -1; /* or TICK_NO_FD: sampling by --timer tick's timers */
+#define TICK_NO_FD (-2)
 static pid_t event_owner_pid; /* the process that opened perf_fd */
 static bool agent_started;
 static void stop_agent(bool clean);
@@ -195,9 +196,19 @@ static unsigned fp_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max)
     return n;
 }
 
+/* The perf event's SIGTRAP (TRAP_PERF) or, with --timer tick, a thread
+ * CPU-time timer's (SI_TIMER, agent_tick.c), each with our cookie. */
+static bool is_our_signal(const siginfo_t *si)
+{
+    if (si->si_code == TRAP_PERF)
+        return siginfo_perf_data(si) == AGENT_SIG_COOKIE;
+    return si->si_code == SI_TIMER && agent_config.tick_timer &&
+           (uint64_t)(uintptr_t)si->si_value.sival_ptr == AGENT_SIG_COOKIE;
+}
+
 bool agent_handle_sample(siginfo_t *si, void *ucontext)
 {
-    if (si->si_code != TRAP_PERF || siginfo_perf_data(si) != AGENT_SIG_COOKIE)
+    if (!is_our_signal(si))
         return false;
     if (agent_is_writer_thread())
         return true; /* ours, but our own writer thread */
@@ -205,7 +216,8 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     uint64_t entry_cpu_ns = agent_cost_handler_begin(); /* 0: not one of the calls timed on the CPU clock */
     /* Even a sample that is not recorded consumes the CPU time before it, so
      * that the next one does not carry it. */
-    uint32_t weight = agent_config.user_only && !agent_config.leader ? take_sample_weight() : 1;
+    uint32_t weight =
+        (agent_config.user_only || agent_config.tick_timer) && !agent_config.leader ? take_sample_weight() : 1;
     /* CPU time this tick stands for, whether or not it is recorded: what is
      * left of the process's CPU time was never sampled (ACCOUNTING). */
     atomic_fetch_add_explicit(&agent_periods_taken, weight, memory_order_relaxed);
@@ -302,6 +314,10 @@ static int open_timer_event_mode(bool user_only)
  * mode with weights. */
 static int open_timer_event(void)
 {
+    if (agent_config.tick_timer) { /* no event: this thread's timer; the writer arms the others */
+        event_owner_pid = getpid();
+        return agent_tick_arm((uint32_t)current_tid(), AGENT_SIG_COOKIE) == 0 ? TICK_NO_FD : -1;
+    }
     int fd = open_timer_event_mode(agent_config.user_only);
     if (fd < 0 && !agent_config.user_only && (errno == EACCES || errno == EPERM)) {
         agent_config.user_only = true;
@@ -335,6 +351,7 @@ static void start_after_fork_in_child(void)
     agent_counters_atfork_child(); /* the parent's per-thread counters are not ours */
     agent_unwind_atfork_child();   /* nor are the parent's unwinding counts */
     agent_queue_reset();
+    agent_tick_atfork_child(); /* POSIX timers are not inherited: before the child's writer may arm one */
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);
     atomic_store(&agent_samples_outside_window, 0);
@@ -349,7 +366,7 @@ static void start_after_fork_in_child(void)
     charged_cpu_ns = thread_cpu_ns();
     perf_fd = open_timer_event();
     agent_startup_cpu_ns = thread_cpu_ns() - startup_began;
-    if (perf_fd < 0) {
+    if (perf_fd == -1) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         stop_agent(true); /* keeps the stream (its PROCESS record) with no samples */
         return;
@@ -369,6 +386,8 @@ static void stop_agent(bool clean)
      * event, and disabling it would stop sampling in the parent. */
     if (perf_fd >= 0 && getpid() == event_owner_pid)
         ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (perf_fd == TICK_NO_FD && getpid() == event_owner_pid)
+        agent_tick_pause_all(true);
     agent_writer_stop(clean);
 }
 
@@ -403,6 +422,8 @@ __attribute__((constructor)) static void agent_init(void)
     agent_config.max_bytes = max_bytes ? strtoull(max_bytes, NULL, 10) : 0;
     const char *user_only = getenv(OPR_ENV_USER_ONLY);
     agent_config.user_only = user_only && strcmp(user_only, "1") == 0;
+    const char *timer = getenv(OPR_ENV_TIMER);
+    agent_config.tick_timer = timer && strcmp(timer, "tick") == 0;
     const char *leader = getenv(OPR_ENV_LEADER); /* "type:config:config1:exclude_kernel:period" */
     if (leader && leader[0]) {
         unsigned type, excl;
@@ -441,13 +462,20 @@ __attribute__((constructor)) static void agent_init(void)
     charged_cpu_ns = thread_cpu_ns(); /* CPU time before sampling starts is no sample's */
     perf_fd = open_timer_event();
     agent_startup_cpu_ns = thread_cpu_ns() - startup_began;
-    if (perf_fd < 0) {
+    if (perf_fd == -1) {
         /* The launcher checked perf_event_open already; reaching here means
          * this process differs (e.g. setuid). Keep the stream with a note. */
         stop_agent(true);
         return;
     }
     atomic_store_explicit(&agent_accepting, 1, memory_order_release);
+}
+
+/* The writer's thread poll lists a new thread (agent_threads.c). */
+void agent_tick_arm_new_thread(uint32_t tid)
+{
+    if (agent_config.tick_timer && perf_fd == TICK_NO_FD && getpid() == event_owner_pid)
+        agent_tick_arm(tid, AGENT_SIG_COOKIE);
 }
 
 __attribute__((destructor)) static void agent_fini(void)
@@ -470,9 +498,12 @@ typedef int (*execveat_at_fn)(int, const char *, char *const[], char *const[], i
  * ours to touch: it has no event, and the writer is the parent's. */
 static bool stop_event_before_exec(void)
 {
-    if (!agent_started || perf_fd < 0 || getpid() != event_owner_pid)
+    if (!agent_started || perf_fd == -1 || getpid() != event_owner_pid)
         return false;
-    ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (perf_fd == TICK_NO_FD)
+        agent_tick_pause_all(true);
+    else
+        ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (agent_writer_owns_process())
         agent_writer_flush();
     return true;
@@ -481,7 +512,9 @@ static bool stop_event_before_exec(void)
 static int resume_after_failed_exec(bool stopped, int rc)
 {
     int err = errno;
-    if (stopped)
+    if (stopped && perf_fd == TICK_NO_FD)
+        agent_tick_pause_all(false);
+    else if (stopped)
         ioctl(perf_fd, PERF_EVENT_IOC_ENABLE, 0);
     errno = err;
     return rc;

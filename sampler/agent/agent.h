@@ -218,6 +218,9 @@ struct agent_config {
     uint32_t leader_type;
     uint64_t leader_config, leader_config1, leader_period;
     bool leader_user_only;
+    /* --timer tick (OPR_ENV_TIMER): per-thread POSIX CPU-time timers
+     * (agent_tick.c) instead of the perf event; samples weighted by CPU time */
+    bool tick_timer;
 };
 
 AGENT_HIDDEN extern struct agent_config agent_config;
@@ -241,6 +244,14 @@ AGENT_HIDDEN uint64_t agent_thread_cpu_ns(void);
  * threads of this image (main + pthread_create calls) */
 AGENT_HIDDEN void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns);
 AGENT_HIDDEN uint64_t agent_threads_started(void);
+
+/* ---- agent_tick.c: --timer tick, one CPU-time timer per thread ---------- */
+AGENT_HIDDEN int agent_tick_arm(uint32_t tid, uint64_t cookie); /* 0, or -1 (counted) */
+AGENT_HIDDEN void agent_tick_forget(uint32_t tid);              /* the thread is gone */
+AGENT_HIDDEN void agent_tick_pause_all(bool pause);             /* exec, stop; resume */
+AGENT_HIDDEN uint64_t agent_tick_arm_failures(void);
+AGENT_HIDDEN void agent_tick_atfork_child(void);
+AGENT_HIDDEN void agent_tick_arm_new_thread(uint32_t tid); /* agent.c: the writer's poll saw tid */
 
 /* ---- agent_cost.c: the agent's cost on CPU clocks (AGENT_CPU record) ---- */
 AGENT_HIDDEN void agent_cost_calibrate(void);                  /* at start: one clock read's cost */

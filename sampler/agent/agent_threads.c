@@ -171,6 +171,7 @@ static struct tracked *find_or_add(uint32_t tid)
     /* Not the mask at first sight: a thread pthread_create has just made
      * runs with every signal blocked until it sets the creator's mask. */
     t->nivcsw = read_status(t, false);
+    agent_tick_arm_new_thread(tid); /* --timer tick: its own timer */
     return t;
 }
 
@@ -188,6 +189,7 @@ static void forget_gone(void)
                 close(tracked[i].stat_fd);
             if (tracked[i].trap_blocked)
                 trap_blocked_gone_ns += tracked[i].run;
+            agent_tick_forget(tracked[i].tid);
         }
     }
     ntracked = w;

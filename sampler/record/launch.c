@@ -260,7 +260,9 @@ static int write_info(const char *dir, const struct record_options *o, const str
     } else {
         fprintf(f, "event=task-clock\n");
         fprintf(f, "user_only=%d\n", o_user_only ? 1 : 0);
-        if (o_user_only) /* kernel time in the weights instead (agent.c) */
+        if (o->tick_timer) /* --timer tick: at most one sample per kernel tick (agent_tick.c) */
+            fprintf(f, "timer=tick\n");
+        if (o_user_only || o->tick_timer) /* kernel time in the weights instead (agent.c) */
             fprintf(f, "sample_weight=thread_cpu_time\n");
         fprintf(f, "frequency_hz=%u\n", o->frequency_hz);
         fprintf(f, "period_ns=%llu\n", (unsigned long long)(1000000000ull / o->frequency_hz));
@@ -418,7 +420,9 @@ static void prepend_env(const char *name, const char *value)
 static int check_sampling_setup(const struct record_options *o, uint64_t period_ns)
 {
     char msg[512];
-    if (check_perf_event(period_ns, &o_user_only, msg, sizeof msg) != 0) {
+    if (o->tick_timer) /* no perf event: thread CPU clocks count user and kernel time */
+        o_user_only = false;
+    else if (check_perf_event(period_ns, &o_user_only, msg, sizeof msg) != 0) {
         fprintf(stderr, "opprof record: %s\n", msg);
         return 2;
     }
@@ -457,6 +461,10 @@ static _Noreturn void exec_workload(const struct record_options *o, const char *
     setenv(OPR_ENV_PERIOD, period, 1);
     setenv(OPR_ENV_CALLGRAPH, call_graph_mode_name(o->call_graph), 1);
     setenv(OPR_ENV_USER_ONLY, o_user_only ? "1" : "0", 1);
+    if (o->tick_timer)
+        setenv(OPR_ENV_TIMER, "tick", 1);
+    else
+        unsetenv(OPR_ENV_TIMER);
     char limit[64];
     if (o->delay_s > 0 || o->duration_s > 0) {
         snprintf(limit, sizeof limit, "%llu:%llu", (unsigned long long)window_start_ns(o, facts),
@@ -540,7 +548,7 @@ static int note_workload_end(const struct record_options *o, bool exec_failed, i
  * least 5 % of the CPU time and 10 ms. Below that it is the expected
  * remainder: each thread leaves less than one period unsampled at exit, and
  * the agent's loading before its constructor is not measured. */
-static void print_unsampled(const struct opr_live *live, uint64_t period_ns)
+static void print_unsampled(const struct opr_live *live, uint64_t period_ns, bool tick_timer)
 {
     if (o_leader.active || live->cpu_ns == 0)
         return;
@@ -562,7 +570,10 @@ static void print_unsampled(const struct opr_live *live, uint64_t period_ns)
                         "period: raise -F, or reuse threads and processes, e.g. a pool)",
                 live->trap_blocked_threads ? "; " : ": ", (unsigned long long)unsampled_threads,
                 (unsigned long long)live->threads_started, (unsigned long long)live->processes, period_ns / 1e6);
-    if (!live->trap_blocked_threads && !unsampled_threads)
+    if (!live->trap_blocked_threads && !unsampled_threads && tick_timer)
+        fprintf(stderr, ": each thread ends with up to one kernel tick of CPU time after its last sample "
+                        "(--timer tick; the default timer leaves less than one period)");
+    else if (!live->trap_blocked_threads && !unsampled_threads)
         fprintf(stderr, ": short-lived threads or processes (less than one %.3f ms period each): raise -F",
                 period_ns / 1e6);
     fputc('\n', stderr);
@@ -592,6 +603,11 @@ static void print_record_summary(const struct record_options *o, const char *dir
     if (disk_full)
         fprintf(stderr, "opprof record: %s filled up: %llu samples could not be written (counted as lost); "
                         "free some space or use --max-size\n", dir, disk_full);
+    if (o->tick_timer && live && live->cpu_ns) /* the rate the kernel's tick allowed, not -F's */
+        fprintf(stderr,
+                "opprof record: --timer tick: %.0f samples per second of CPU time (-F %u asked; the kernel "
+                "checks CPU-time timers at its scheduler tick), each weighted by its thread's CPU time\n",
+                (double)samples / ((double)live->cpu_ns / 1e9), o->frequency_hz);
     launch_openmp_print_summary(stderr); /* threading/OpenMP: says so when a runtime was swapped in */
     if (o->torch_shapes) /* the hook changed the program: say so, with its cost */
         launch_torch_shapes_print_summary(stderr, absdir, live ? live->cpu_ns : 0);
@@ -612,7 +628,7 @@ static void print_record_summary(const struct record_options *o, const char *dir
                 cap, size_cap, streams);
     }
     if (live && live->processes)
-        print_unsampled(live, period_ns);
+        print_unsampled(live, period_ns, o->tick_timer);
     if (live && live->processes == 0)
         fprintf(stderr, "opprof record: warning: the agent did not start in %s (a static or setuid binary "
                         "ignores LD_PRELOAD): nothing was sampled\n", o->argv[0]);

@@ -39,6 +39,9 @@ struct record_options {
     /* --torch-shapes (opt-in, changes the program): a PyTorch dispatch hook
      * on the workload's PYTHONPATH records operator calls and input shapes */
     bool torch_shapes;
+    /* --timer tick: per-thread POSIX CPU-time timers (agent_tick.c) instead
+     * of the perf_event task-clock timer; samples weighted by CPU time */
+    bool tick_timer;
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should
