@@ -162,14 +162,16 @@ overhead_case() {
     # run starts with an empty cache instead (the first run of a program).
     export OPPROF_UNWIND_CACHE="$TMP/unwind-cache"
     rm -rf "$OPPROF_UNWIND_CACHE"
-    [ "${BENCH_COLD_CACHE:-0}" = 1 ] || "$OPPROF" record -q -o "$TMP/warm_$_name" -- "$@" >/dev/null 2>&1
+    # shellcheck disable=SC2086 # OC_RECORD_ARGS: record options of this row (--timer tick)
+    [ "${BENCH_COLD_CACHE:-0}" = 1 ] || "$OPPROF" record -q ${OC_RECORD_ARGS:-} -o "$TMP/warm_$_name" -- "$@" >/dev/null 2>&1
     rm -rf "$TMP/warm_$_name"
     for i in $(seq 1 "$RUNS"); do
         timed "oc_$_name.bare.t" "$@" >/dev/null 2>&1 || echo "bench: $_name bare run failed" >&2
         _d="$TMP/oc_$_name.$i"
         rm -rf "$_d"
         [ "${BENCH_COLD_CACHE:-0}" = 1 ] && rm -rf "$OPPROF_UNWIND_CACHE"
-        if timed "oc_$_name.op.t" "$OPPROF" record -q -o "$_d" -- "$@" >/dev/null 2>&1; then
+        # shellcheck disable=SC2086
+        if timed "oc_$_name.op.t" "$OPPROF" record -q ${OC_RECORD_ARGS:-} -o "$_d" -- "$@" >/dev/null 2>&1; then
             # samples: the sum of weights (periods) is what the bytes paid for
             _n=$("$OPPROF" report "$_d" --limit 1 2>/dev/null | sed -n 's/^  samples *\([0-9]*\) .*/\1/p' | head -n 1)
             _line=$("$OPPROF" report "$_d" --limit 1 2>/dev/null | grep '^  overhead')
@@ -244,6 +246,23 @@ if [ -x "$OMP_WORKLOAD" ]; then
 else
     echo "openmp     ($OMP_WORKLOAD could not be built: skipped)"
 fi
+# --timer tick (agent_tick.c): the same workloads with a POSIX CPU-time timer
+# per thread; "switch": a two-thread pipe ping-pong (bench/switch_pingpong.c),
+# ~2 context switches a round, where the perf timer's hrtimer costs most. The
+# timer and floor columns stay the perf timer's, for comparison.
+SWITCH="$TMP/switch_pingpong"
+${CC:-cc} -O2 -pthread -o "$SWITCH" "$SRC/bench/switch_pingpong.c" 2>/dev/null || SWITCH=
+if [ -n "$SWITCH" ]; then
+    overhead_case switch "$SWITCH" "${BENCH_SWITCH_ROUNDS:-100000}"
+    OC_RECORD_ARGS="--timer tick" overhead_case switch-tk "$SWITCH" "${BENCH_SWITCH_ROUNDS:-100000}"
+fi
+OC_RECORD_ARGS="--timer tick" overhead_case native-tk "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    OC_RECORD_ARGS="--timer tick" overhead_case pytorch-tk /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" \
+        --steps "$TORCH_STEPS"
+fi
+[ -x "$OMP_WORKLOAD" ] &&
+    OC_RECORD_ARGS="--timer tick" overhead_case openmp-tk "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
 cat oc_runs
 echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
 echo "tests/workloads/torch_train.py --steps $TORCH_STEPS; openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
