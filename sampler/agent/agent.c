@@ -387,7 +387,7 @@ static void stop_agent(bool clean)
     if (perf_fd >= 0 && getpid() == event_owner_pid)
         ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (perf_fd == TICK_NO_FD && getpid() == event_owner_pid)
-        agent_tick_pause_all(true);
+        agent_tick_pause_all(true, AGENT_SIG_COOKIE);
     agent_writer_stop(clean);
 }
 
@@ -501,7 +501,7 @@ static bool stop_event_before_exec(void)
     if (!agent_started || perf_fd == -1 || getpid() != event_owner_pid)
         return false;
     if (perf_fd == TICK_NO_FD)
-        agent_tick_pause_all(true);
+        agent_tick_pause_all(true, AGENT_SIG_COOKIE);
     else
         ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (agent_writer_owns_process())
@@ -513,7 +513,7 @@ static int resume_after_failed_exec(bool stopped, int rc)
 {
     int err = errno;
     if (stopped && perf_fd == TICK_NO_FD)
-        agent_tick_pause_all(false);
+        agent_tick_pause_all(false, AGENT_SIG_COOKIE);
     else if (stopped)
         ioctl(perf_fd, PERF_EVENT_IOC_ENABLE, 0);
     errno = err;

@@ -246,10 +246,9 @@ AGENT_HIDDEN void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns
 AGENT_HIDDEN uint64_t agent_threads_started(void);
 
 /* ---- agent_tick.c: --timer tick, one CPU-time timer per thread ---------- */
-AGENT_HIDDEN int agent_tick_arm(uint32_t tid, uint64_t cookie); /* 0, or -1 (counted) */
+AGENT_HIDDEN int agent_tick_arm(uint32_t tid, uint64_t cookie); /* 0, or -1: its CPU time unsampled */
 AGENT_HIDDEN void agent_tick_forget(uint32_t tid);              /* the thread is gone */
-AGENT_HIDDEN void agent_tick_pause_all(bool pause);             /* exec, stop; resume */
-AGENT_HIDDEN uint64_t agent_tick_arm_failures(void);
+AGENT_HIDDEN void agent_tick_pause_all(bool pause, uint64_t cookie); /* exec, stop; resume */
 AGENT_HIDDEN void agent_tick_atfork_child(void);
 AGENT_HIDDEN void agent_tick_arm_new_thread(uint32_t tid); /* agent.c: the writer's poll saw tid */
 

@@ -31,7 +31,6 @@
  * Not signal context. A mutex guards the table: the writer, the start-up
  * thread and an exec wrapper may use it at once.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -49,13 +48,16 @@
 
 struct tick_timer {
     uint32_t tid;
-    int timer_id; /* the kernel's */
+    int timer_id; /* the kernel's; -1: seen while paused, created at resume */
 };
 
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tick_timer *timers;
 static size_t ntimers, cap;
-static uint64_t arm_failures; /* timer_create refused (RLIMIT_SIGPENDING, no memory) */
+/* Between a pause (exec, stop) and its resume no timer is created: one made
+ * then could fire inside execve. A thread first seen meanwhile waits in the
+ * table without one. */
+static bool paused;
 
 static int set_period(int timer_id, uint64_t period_ns)
 {
@@ -64,6 +66,27 @@ static int set_period(int timer_id, uint64_t period_ns)
     it.it_interval.tv_nsec = (long)(period_ns % 1000000000ull);
     it.it_value = it.it_interval;
     return (int)syscall(SYS_timer_settime, timer_id, 0, &it, NULL);
+}
+
+/* A timer on thread tid's CPU clock that sends that thread SIGTRAP with the
+ * cookie: its id, or -1 (the thread exited meanwhile, or no queued-signal
+ * slot is left; its CPU time is then counted as unsampled). */
+static int create_timer(uint32_t tid, uint64_t cookie)
+{
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGTRAP;
+    ev.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
+    ev._sigev_un._tid = (pid_t)tid;
+    int timer_id;
+    if (syscall(SYS_timer_create, THREAD_CPU_CLOCK(tid), &ev, &timer_id) != 0)
+        return -1;
+    if (set_period(timer_id, agent_config.period_ns) != 0) {
+        syscall(SYS_timer_delete, timer_id);
+        return -1;
+    }
+    return timer_id;
 }
 
 static int find(uint32_t tid)
@@ -89,20 +112,8 @@ int agent_tick_arm(uint32_t tid, uint64_t cookie)
         }
         timers = t, cap = ncap;
     }
-    struct sigevent ev;
-    memset(&ev, 0, sizeof ev);
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGTRAP;
-    ev.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
-    ev._sigev_un._tid = (pid_t)tid;
-    int timer_id;
-    if (syscall(SYS_timer_create, THREAD_CPU_CLOCK(tid), &ev, &timer_id) != 0) {
-        rc = -1; /* the thread exited meanwhile, or no slot: counted */
-        arm_failures += errno != EINVAL;
-        goto out;
-    }
-    if (set_period(timer_id, agent_config.period_ns) != 0) {
-        syscall(SYS_timer_delete, timer_id);
+    int timer_id = paused ? -1 : create_timer(tid, cookie);
+    if (timer_id < 0 && !paused) {
         rc = -1;
         goto out;
     }
@@ -117,26 +128,27 @@ void agent_tick_forget(uint32_t tid)
     pthread_mutex_lock(&tick_lock);
     int i = find(tid);
     if (i >= 0) {
-        syscall(SYS_timer_delete, timers[i].timer_id);
+        if (timers[i].timer_id >= 0)
+            syscall(SYS_timer_delete, timers[i].timer_id);
         timers[i] = timers[--ntimers];
     }
     pthread_mutex_unlock(&tick_lock);
 }
 
 /* Before exec (a tick inside execve would raise SIGTRAP in the new image,
- * before its agent handles it) and at stop: every timer disarmed; again
- * armed after a failed exec. */
-void agent_tick_pause_all(bool pause)
+ * before its agent handles it) and at stop: every timer disarmed; armed
+ * again after a failed exec, with timers for the threads seen meanwhile. */
+void agent_tick_pause_all(bool pause, uint64_t cookie)
 {
     pthread_mutex_lock(&tick_lock);
-    for (size_t i = 0; i < ntimers; i++)
-        set_period(timers[i].timer_id, pause ? 0 : agent_config.period_ns);
+    paused = pause;
+    for (size_t i = 0; i < ntimers; i++) {
+        if (timers[i].timer_id >= 0)
+            set_period(timers[i].timer_id, pause ? 0 : agent_config.period_ns);
+        else if (!pause)
+            timers[i].timer_id = create_timer(timers[i].tid, cookie);
+    }
     pthread_mutex_unlock(&tick_lock);
-}
-
-uint64_t agent_tick_arm_failures(void)
-{
-    return arm_failures;
 }
 
 /* POSIX timers are not inherited by fork: the child's table starts empty
@@ -145,5 +157,5 @@ void agent_tick_atfork_child(void)
 {
     pthread_mutex_init(&tick_lock, NULL);
     ntimers = 0;
-    arm_failures = 0;
+    paused = false;
 }
