@@ -169,7 +169,12 @@ static void print_unsampled(FILE *out, const struct profile *p)
         fprintf(out, ": SIGTRAP blocked in %" PRIu64 " threads (%.3f s; opprof samples with SIGTRAP: leave it "
                      "unblocked in the threads' signal masks)",
                 p->acct.trap_blocked_threads, (double)p->acct.trap_blocked_cpu_ns / 1e9);
-    if (idle)
+    if (idle && p->tick_timer) /* --timer tick: armed by the writer's poll, at most once a kernel tick */
+        fprintf(out,
+                "%s%" PRIu64 " of %" PRIu64 " threads (in %zu processes) took no sample (each ended before the "
+                "writer armed its timer, or within one kernel tick of CPU time: record --timer tick)",
+                p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, p->acct.streams);
+    else if (idle)
         fprintf(out, "%s%" PRIu64 " of %" PRIu64 " threads (in %zu processes) took no sample (each shorter than the "
                      "%.3f ms period: raise -F or reuse threads and processes)",
                 p->acct.trap_blocked_threads ? "; " : ": ", idle, p->acct.threads_started, p->acct.streams,

@@ -565,7 +565,13 @@ static void print_unsampled(const struct opr_live *live, uint64_t period_ns, boo
         fprintf(stderr, ": SIGTRAP blocked in %llu threads (opprof samples with SIGTRAP; a thread that blocks "
                         "it is never sampled: leave SIGTRAP unblocked, e.g. in sigprocmask/pthread_sigmask masks)",
                 (unsigned long long)live->trap_blocked_threads);
-    if (unsampled_threads)
+    if (unsampled_threads && tick_timer) /* armed by the writer's poll, at most once a kernel tick */
+        fprintf(stderr,
+                "%s%llu of %llu threads (in %llu processes) took no sample (each ended before the writer "
+                "armed its timer, or within one kernel tick of CPU time: --timer tick)",
+                live->trap_blocked_threads ? "; " : ": ", (unsigned long long)unsampled_threads,
+                (unsigned long long)live->threads_started, (unsigned long long)live->processes);
+    else if (unsampled_threads)
         fprintf(stderr, "%s%llu of %llu threads (in %llu processes) took no sample (shorter than the %.3f ms "
                         "period: raise -F, or reuse threads and processes, e.g. a pool)",
                 live->trap_blocked_threads ? "; " : ": ", (unsigned long long)unsampled_threads,

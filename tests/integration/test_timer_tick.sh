@@ -98,12 +98,16 @@ else:
     if weight_s > cpu * 1.02 + 0.010 or abs(weight_s + un_s - cpu) > 0.03 * cpu + 0.010:
         fail("weights %.3f s + unsampled %.3f s, the workload reports %.3f s of CPU" % (weight_s, un_s, cpu))
     else: ok("weights %.3f s + unsampled %.3f s = the workload'"'"'s %.3f s of CPU" % (weight_s, un_s, cpu))
-    said = "kernel tick of CPU time after its last sample" in open(sys.argv[3]).read()
+    # the reason given: the tail after each thread'"'"'s last tick, or threads
+    # that ended before the writer armed them (a busy host delays its poll)
+    said = "--timer tick" in "".join(l for l in open(sys.argv[3]) if l.startswith("  unsampled"))
     if un_s > 0.05 * cpu and not said: fail("%.3f s unsampled, and the report does not say why" % un_s)
 threads = [r for r in doc["rows"] if r.get("samples", 0) > 0]
-# each thread runs 30 ms of CPU: armed within ~10 ms, it takes a sample; a
-# few may finish before the writer polls on a loaded host
-if len(threads) < 45: fail("%d threads sampled of 61" % len(threads))
+# each thread runs 30 ms of CPU: armed within ~10 ms, it takes a sample
+# (61 of 61 on a quiet VM); beside a CI and two busy loops the writer'"'"'s
+# poll came late and 52 were (its unsampled time is counted, above). Half
+# would mean timers not armed.
+if len(threads) < 31: fail("%d threads sampled of 61" % len(threads))
 else: ok("%d threads sampled of 61" % len(threads))
 ' "$WORK/th.json" "$WORK/th.out" "$WORK/th.txt"
 fi
