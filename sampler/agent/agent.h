@@ -230,6 +230,13 @@ AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/st
 AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
 AGENT_HIDDEN uint64_t agent_now_ns(void); /* CLOCK_MONOTONIC; async-signal-safe */
+/* The kernel's CPU clock of thread tid of this process (what
+ * pthread_getcpuclockid makes, from a tid): ~tid << 3 | CPUCLOCK_PERTHREAD |
+ * CPUCLOCK_SCHED. Read by the off-CPU poll, timed by --timer tick. */
+static inline clockid_t agent_thread_cpu_clock(uint32_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 4u | 2u);
+}
 static inline uint64_t agent_timespec_ns(const struct timespec *ts)
 {
     return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;

@@ -276,14 +276,11 @@ static char task_state(uint32_t tid, int *fd)
  * clock adds it when read, and the two are equal for a thread off the CPU.
  * So a busy thread that only seems to have a gap (schedstat's lag) is told
  * 'R' by one clock read (~0.5 us) instead of a pread of its stat file
- * (~3.4 us); that read was most polls of a running Python thread. The
- * clock id is the kernel's per-thread CPU clock (what
- * pthread_getcpuclockid makes): ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED. */
+ * (~3.4 us); that read was most polls of a running Python thread. */
 static bool thread_on_cpu_now(uint32_t tid, uint64_t run_ns)
 {
     struct timespec ts;
-    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 4u | 2u);
-    if (clock_gettime(clock, &ts) != 0)
+    if (clock_gettime(agent_thread_cpu_clock(tid), &ts) != 0)
         return false;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec > run_ns;
 }

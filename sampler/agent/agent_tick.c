@@ -41,11 +41,6 @@
 
 #include "sampler/agent/agent.h"
 
-/* The kernel's clock id for thread tid's CPU time (CPUCLOCK_SCHED of a
- * thread: what pthread_getcpuclockid returns, from a tid instead of a
- * pthread_t, so the writer can name another thread of this process). */
-#define THREAD_CPU_CLOCK(tid) ((clockid_t)((~(unsigned)(tid) << 3) | 6))
-
 struct tick_timer {
     uint32_t tid;
     int timer_id; /* the kernel's; -1: seen while paused, created at resume */
@@ -80,7 +75,7 @@ static int create_timer(uint32_t tid, uint64_t cookie)
     ev.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
     ev._sigev_un._tid = (pid_t)tid;
     int timer_id;
-    if (syscall(SYS_timer_create, THREAD_CPU_CLOCK(tid), &ev, &timer_id) != 0)
+    if (syscall(SYS_timer_create, agent_thread_cpu_clock(tid), &ev, &timer_id) != 0)
         return -1;
     if (set_period(timer_id, agent_config.period_ns) != 0) {
         syscall(SYS_timer_delete, timer_id);
