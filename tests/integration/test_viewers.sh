@@ -169,16 +169,24 @@ hot = [f for f in fills if f.startswith("rgb(") and int(f[4:].split(",")[0]) >= 
 if not fills or len(hot) != len(fills): fail("--colors hot: %d of %d boxes red-based" % (len(hot), len(fills)))
 depth1 = [g for g in root.iter(ns + "g") if g.get("data-d") == "1"]
 names = [g.find(ns + "title").text.split("\n")[0] for g in depth1]
-# Besides main, only exit may be a root: libc runs the exit handlers (and, in
-# the ASan build, the LeakSanitizer check) after main returns, outside main, and
-# a sample or two may land there. More than 1 % of them would be a wrong unwind.
+# Besides main, exit may be a root: libc runs the exit handlers (and, in the
+# ASan build, the LeakSanitizer check) after main returns, outside main, and a
+# sample or two may land there; more than 1 % would be a wrong unwind. Any
+# other root is a stack cut short: one in 1,886 samples (in the lazy
+# binding trampoline, _dl_runtime_resolve_xsavec) in a CI run of 2026-11-28;
+# test_known_split checks unwinding itself (>= 97 % under run_work). Here
+# more than 0.5 % fails.
 roots, total = {}, 0
 for l in open(sys.argv[2]):
     stack, n = l.rsplit(" ", 1)
     roots[stack.split(";")[0]] = roots.get(stack.split(";")[0], 0) + int(n)
     total += int(n)
-if set(roots) - {"main", "exit"} or roots.get("exit", 0) > total / 100:
-    fail("folded roots: %s (expected main, and exit for at most 1 %% of %d samples)" % (roots, total))
+other = sum(n for r, n in roots.items() if r not in ("main", "exit"))
+if other > total / 200 or roots.get("exit", 0) > total / 100:
+    fail("folded roots: %s (expected main, exit for at most 1 %% and others for at most 0.5 %% of %d samples)"
+         % (roots, total))
+elif other:
+    print("note: %d of %d samples rooted outside main and exit (stacks cut short): %s" % (other, total, roots))
 # a root under --minwidth (0.5 px: one sample of ~1,900) has no tower
 if "main" not in names or set(names) - set(roots):
     fail("flame graph roots: %s, folded roots: %s" % (names, sorted(roots)))
