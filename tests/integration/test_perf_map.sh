@@ -5,7 +5,7 @@
 # ("START SIZE py::func:file"). opprof must name those frames from the map
 # (module "[perf map]") instead of showing "[anon]+0x...", and the Python
 # split of py_split.py (50/30/20 among spin_a/b/c, tests/workloads) must
-# stay within PY_TOL_PP (4.5 pp, see below) with the trampolines on the stack.
+# stay within TOL_PP with the trampolines on the stack.
 # The same recording reported once more with the map moved away shows the
 # "[anon]" frames: the names came from the map, not from somewhere else.
 # Runs under every pyenv interpreter 3.12+ this machine has; none: SKIP.
@@ -53,11 +53,7 @@ check_perf() {
         mv "$map" "$WORK/hidden.map"
         limited "$OPPROF" export "$res" --folded "$res.nomap.folded" >/dev/null 2>&1
         mv "$WORK/hidden.map" "$map"
-        # The split's tolerance is test_python_split.sh's PY_TOL_PP (4.5 pp; see
-        # there: py_split.py at 4000 Hz on the VM of 2026-11-28 put spin_c at
-        # 17.5-17.6 % under 3.12 -X perf on both attempts, the same bias as
-        # without -X perf).
-        if python3 - "$label" "$res.folded" "$res.nomap.folded" "$res.py.json" "${PY_TOL_PP:-4.5}" "$map" <<'PY'
+        if python3 - "$label" "$res.folded" "$res.nomap.folded" "$res.py.json" "$TOL_PP" "$map" <<'PY'
 import json, re, sys
 label, tol = sys.argv[1], float(sys.argv[5])
 def frames(path):
@@ -99,7 +95,7 @@ if bad:
 sys.exit(1 if bad else 0)
 PY
         then
-            pass "$label -X perf: trampolines named from the perf map, split within ${PY_TOL_PP:-4.5} pp"
+            pass "$label -X perf: trampolines named from the perf map, split within ${TOL_PP} pp"
             return
         fi
         log "note: $label: attempt $try failed (load average: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -27,15 +27,6 @@ check_split() {
     _res="$WORK/res-$_label"
     # At SPLIT_FREQ (lib.sh): at the default 1000 Hz the sampling error alone
     # (sigma 0.9 pp for a 50 % share) is half the tolerance.
-    # PY_TOL_PP, not TOL_PP's 2 pp: on the 2-CPU VM of 2026-11-28 (stop 37)
-    # launched recordings at 4000 Hz put spin_b at 26.0-29.1 % under 3.11.7
-    # (15 runs, the main line of 07c320f the same) and spin_c at 17.0-17.7 %
-    # under 3.12.1, while the workload timed its own calls with
-    # thread_time() at 50/30/20 in the same runs. Not from reading frames:
-    # the same with the Python memos off, with -g none, fp and dwarf; at
-    # 1000 Hz 1-2 pp; with --timer tick (CPU-time timers) within sampling
-    # error. A bias of the wall-time task-clock timer on that host, open in
-    # issue 17's note; the test still fails a misattribution above 4.5 pp.
     record "$_res" -F "$SPLIT_FREQ" -- "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" "$SECONDS_OF_WORK"
     if [ "$RECORD_STATUS" -ne 0 ]; then
         fail "$_label: the Python workload failed under opprof record (exit $RECORD_STATUS)"
@@ -48,7 +39,7 @@ check_split() {
         fail "$_label: opprof report failed"
         return
     fi
-    if python3 - "$_label" "$WORK/py-$_label.json" "$WORK/fn-$_label.json" "$WORK/rw-$_label.json" "${PY_TOL_PP:-4.5}" \
+    if python3 - "$_label" "$WORK/py-$_label.json" "$WORK/fn-$_label.json" "$WORK/rw-$_label.json" "$TOL_PP" \
         "$WORK/ln-$_label.json" "$OPPROF_SRCDIR/tests/workloads/py_split.py" <<'PY'
 import json, sys
 label = sys.argv[1]

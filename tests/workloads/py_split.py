@@ -28,19 +28,19 @@ def spin_c(n):
 
 
 def run_work(seconds):
-    # Iterations per tenth of a round: a pseudo-random 1700..2400 for each
-    # round, so that rounds cannot phase-lock with the sampling period. A
-    # round of exactly 0.5 ms put every other sample at the same point of a
-    # round and moved shares by 3 pp; a fixed cycle of seven sizes did the
-    # same at -F 4000 under Python 3.14, whose 7-round cycle took 3.51 ms,
-    # 14.04 periods of 0.25 ms (spin_b 28.3 to 33.7 % across CI runs). With
-    # random lengths each round starts at a random phase of the period.
+    # Units of 4 x 1700..2400 iterations, random per round (LCG), so rounds
+    # start at random phases of the sampling period (fixed or cycled sizes
+    # aliased: spin_b 28.3-33.7 %). x4: every call outlasts a period at
+    # -F 4000. At 1x spin_c took ~0.12 ms, and the timer's own cost on the
+    # 2-CPU VM of 2026-11-28 (~25 us a sample, bench/null_sampler.c alone)
+    # slowed the interpreter unevenly after each sample: calls shorter than
+    # a period got off their share (spin_b 26-29 %). See docs/guide.md.
     start = time.process_time()
     rounds = 0
     x = 12345
     while time.process_time() - start < seconds:
         x = (x * 1103515245 + 12345) & 0x7FFFFFFF
-        unit = 1700 + (x >> 8) % 701
+        unit = 4 * (1700 + (x >> 8) % 701)
         spin_a(5 * unit)
         spin_b(3 * unit)
         spin_c(2 * unit)
