@@ -73,10 +73,11 @@ struct opr_writer_ops {
     /* Optional. New MAP records were written: the process mapped new code
      * (an unwinder's module list must learn it). */
     void (*maps_added)(void *ctx);
-    /* Optional. The maps were re-read because a new stack held a PC outside
-     * every known mapping: code loaded late, maybe libpython, a chance to look
-     * for Python again. Called before that STACK record is written, so what
-     * it writes comes first. */
+    /* Optional. A new stack held a PC outside every known mapping and the
+     * writer wrote MAP records for it (its one mapping queried) or re-read
+     * the maps (no PROCMAP_QUERY): code loaded late, maybe libpython, a
+     * chance to look for Python again. Called before that STACK record is
+     * written, so what it writes comes first. */
     void (*late_code)(void *ctx);
     /* Required by opr_writer_python_stack. Reads frame i of the caller's
      * frames (as passed there): its line, and its names when need_names.
@@ -165,6 +166,9 @@ void opr_writer_thread_names_again(struct opr_writer *w);
 /* MAP records for executable mappings not written before; the vDSO's image is
  * saved once per result dir. */
 void opr_writer_read_maps(struct opr_writer *w);
+/* Full reads of the maps file and single-mapping queries (PROCMAP_QUERY)
+ * this writer made, for the agent's cost record. */
+void opr_writer_maps_counts(const struct opr_writer *w, uint64_t *full_reads, uint64_t *queries);
 
 /* ---- helpers for the samplers (stream_process.c) ---- */
 /* One line of /proc/PID/maps: "start-end perms offset dev inode   path".
@@ -187,6 +191,20 @@ bool opr_maps_parse_line(const char *p, const char *eol, struct opr_maps_line *o
  * read failed. */
 long opr_maps_read(int fd, char *buf, size_t cap, bool (*each)(const struct opr_maps_line *line, void *ctx),
                    void *ctx);
+/* The one mapping that holds addr, from the kernel's PROCMAP_QUERY ioctl
+ * (Linux 6.11+) on an open /proc/PID/maps: what a full read would say of that
+ * line, without the kernel printing the other ~1,700 lines of a process that
+ * imported torch (2-3 ms of CPU a read on the VM of 2026-11-28). Only
+ * mappings with all of OPR_MAPS_QUERY_* in flags. name (NULL: not wanted)
+ * gets the line's path, "[vdso]" or "" (anonymous), NUL-terminated, at most
+ * name_cap - 1 bytes. 1 found, 0 no such mapping (or a name that did not
+ * fit), -1 the kernel has no PROCMAP_QUERY (then read the file). */
+#define OPR_MAPS_QUERY_READABLE 0x01u
+#define OPR_MAPS_QUERY_EXECUTABLE 0x04u
+struct opr_maps_hit {
+    uint64_t start, end, pgoff;
+};
+int opr_maps_query(int fd, uint64_t addr, unsigned flags, struct opr_maps_hit *hit, char *name, size_t name_cap);
 /* Creates <dir>/proc-<pid>-<gen>.raw for the first generation not taken yet
  * (an exec'ed pid has one per earlier image). The fd, or -1 (errno). */
 int opr_stream_create(const char *dir, uint32_t pid, int *generation);

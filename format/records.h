@@ -228,7 +228,7 @@ struct opr_agent_cpu {
     uint32_t nbuckets;         /* OPR_HANDLER_BUCKETS */
     uint64_t buckets[OPR_HANDLER_BUCKETS]; /* timed calls per bucket of OPR_HANDLER_BUCKET_BOUNDS_NS */
     uint64_t maps_rereads;     /* full reads of /proc/self/maps by the writer (both tables) */
-    uint64_t maps_probes;      /* single addresses checked instead of a full read */
+    uint64_t maps_probes;      /* single addresses checked instead of a full read (missed reads, new code) */
     uint64_t phdr_refreshes;   /* snapshots of the loaded objects (dl_iterate_phdr) */
     uint64_t schedstat_reads;  /* /proc/self/task/TID/schedstat reads */
     uint64_t pystack_hits;     /* Python chains found in the writer's cache */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "format/writer_internal.h"
@@ -370,10 +371,57 @@ long opr_maps_read(int fd, char *buf, size_t cap, bool (*each)(const struct opr_
     return lines;
 }
 
+/* include/uapi/linux/fs.h's struct procmap_query, declared here since libc
+ * headers may predate it; older kernels answer ENOTTY (or EINVAL). */
+struct maps_query {
+    uint64_t size, query_flags, query_addr;
+    uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+_Static_assert(sizeof(struct maps_query) == 104, "struct procmap_query of Linux 6.11");
+#define MAPS_QUERY_IOCTL _IOWR('f', 17, struct maps_query)
+
+int opr_maps_query(int fd, uint64_t addr, unsigned flags, struct opr_maps_hit *hit, char *name, size_t name_cap)
+{
+    struct maps_query q = {.size = sizeof q, .query_flags = flags, .query_addr = addr};
+    if (name && name_cap) {
+        name[0] = '\0';
+        q.vma_name_addr = (uint64_t)(uintptr_t)name;
+        q.vma_name_size = name_cap > UINT32_MAX ? UINT32_MAX : (uint32_t)name_cap;
+    }
+    if (ioctl(fd, MAPS_QUERY_IOCTL, &q) != 0)
+        return errno == ENOTTY || errno == EINVAL || errno == ENAMETOOLONG ? -1 : 0; /* ENOENT: nothing there */
+    if (q.vma_start > addr || q.vma_end <= addr)
+        return 0;
+    hit->start = q.vma_start;
+    hit->end = q.vma_end;
+    hit->pgoff = q.vma_offset;
+    return 1;
+}
+
 struct maps_reading {
     struct opr_writer *w;
     bool added;
 };
+
+/* A MAP record for an executable mapping (its path, "[vdso]" or "": len
+ * bytes of file, NUL-terminated) and its range in the writer's table. */
+static bool emit_map(struct opr_writer *w, uint64_t start, uint64_t end, uint64_t pgoff, const char *file, size_t len)
+{
+    struct opr_map m;
+    memset(&m, 0, sizeof m);
+    m.start = start;
+    m.end = end;
+    m.pgoff = pgoff;
+    if (file[0] == '/')
+        m.build_id_len = (uint8_t)opr_read_build_id(file, m.build_id);
+    else if (strcmp(file, "[vdso]") == 0)
+        save_vdso(w, start, end);
+    m.path_len = (uint16_t)len;
+    opr_writer_emit(w, OPR_REC_MAP, &m, sizeof m, file, m.path_len);
+    return add_map_range(w, start, end);
+}
 
 /* One line of opr_writer_read_maps: a MAP record for executable code not
  * written before. */
@@ -387,21 +435,45 @@ static bool map_line(const struct opr_maps_line *line, void *ctx)
     size_t len = line->path_len < sizeof file - 1 ? line->path_len : sizeof file - 1;
     memcpy(file, line->path, len);
     file[len] = '\0';
-    struct opr_map m;
-    memset(&m, 0, sizeof m);
-    m.start = line->start;
-    m.end = line->end;
-    m.pgoff = line->pgoff;
-    if (file[0] == '/')
-        m.build_id_len = (uint8_t)opr_read_build_id(file, m.build_id);
-    else if (strcmp(file, "[vdso]") == 0)
-        save_vdso(w, line->start, line->end);
-    m.path_len = (uint16_t)len;
-    opr_writer_emit(w, OPR_REC_MAP, &m, sizeof m, file, m.path_len);
-    if (!add_map_range(w, line->start, line->end))
+    if (!emit_map(w, line->start, line->end, line->pgoff, file, len))
         return false;
     rd->added = true;
     return true;
+}
+
+int writer_query_code(struct opr_writer *w, const uint64_t *pcs, unsigned n)
+{
+    if (!w->proc_dir[0] || w->maps_query_unsupported)
+        return -1;
+    char path[sizeof w->proc_dir + 16];
+    snprintf(path, sizeof path, "%s/maps", w->proc_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1; /* the full read fails the same way, at its own rate */
+    bool added = false;
+    int got = 0;
+    for (unsigned i = 0; i < n && got >= 0; i++) {
+        if (writer_pc_mapped(w, pcs[i]))
+            continue;
+        char file[PATH_MAX];
+        struct opr_maps_hit hit;
+        w->maps_queries++;
+        got = opr_maps_query(fd, pcs[i], OPR_MAPS_QUERY_EXECUTABLE, &hit, file, sizeof file);
+        if (got == 1) {
+            file[sizeof file - 1] = '\0';
+            if (!emit_map(w, hit.start, hit.end, hit.pgoff, file, strlen(file)))
+                break;
+            added = true;
+            /* add_map_range appends: keep the table sorted for the next lookup */
+            qsort(w->maps, w->nmaps, sizeof w->maps[0], compare_ranges);
+        }
+    }
+    close(fd);
+    if (got < 0)
+        w->maps_query_unsupported = true;
+    if (added && w->ops.maps_added)
+        w->ops.maps_added(w->ops.ctx);
+    return got < 0 ? -1 : added;
 }
 
 /* 64 KB: a line is at most ~4.2 KB (a path is at most 4,096 bytes), and
@@ -416,6 +488,7 @@ void opr_writer_read_maps(struct opr_writer *w)
     char path[sizeof w->proc_dir + 16];
     snprintf(path, sizeof path, "%s/maps", w->proc_dir);
     w->last_maps_ns = writer_now_ns(); /* also when unreadable: retried at the rate of success */
+    w->maps_full_reads++;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -430,6 +503,12 @@ void opr_writer_read_maps(struct opr_writer *w)
     qsort(w->maps, w->nmaps, sizeof w->maps[0], compare_ranges);
     if (w->ops.maps_added)
         w->ops.maps_added(w->ops.ctx);
+}
+
+void opr_writer_maps_counts(const struct opr_writer *w, uint64_t *full_reads, uint64_t *queries)
+{
+    *full_reads = w->maps_full_reads;
+    *queries = w->maps_queries;
 }
 
 /* ---- life cycle ------------------------------------------------------------ */

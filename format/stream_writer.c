@@ -324,15 +324,18 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
     int64_t id = id_table_find_or_add(&w->stacks, pcs, n * sizeof pcs[0], &added);
     if (id < 0 || !added)
         return id;
-    /* New code appeared (dlopen, JIT): its MAP records go before this STACK. */
+    /* New code appeared (dlopen, JIT): its MAP records go before this STACK.
+     * Asked of the kernel for those PCs alone where it can; a full read
+     * (rate-limited) where it cannot. */
     bool unmapped = false;
     for (unsigned i = 0; i < n && !unmapped && w->proc_dir[0]; i++)
         unmapped = !writer_pc_mapped(w, pcs[i]);
-    if (unmapped && writer_now_ns() - w->last_maps_ns > MAPS_REREAD_NS) {
+    int queried = unmapped ? writer_query_code(w, pcs, n) : 0;
+    bool reread = queried < 0 && writer_now_ns() - w->last_maps_ns > MAPS_REREAD_NS;
+    if (reread)
         opr_writer_read_maps(w);
-        if (w->ops.late_code)
-            w->ops.late_code(w->ops.ctx);
-    }
+    if ((queried > 0 || reread) && w->ops.late_code)
+        w->ops.late_code(w->ops.ctx);
     writer_emit_chain(w, &w->stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, pcs, n, sizeof pcs[0]);
     return id;
 }

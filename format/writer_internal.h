@@ -114,6 +114,9 @@ struct opr_writer {
     struct writer_map_range *maps; /* sorted by start */
     size_t nmaps, maps_cap;
     uint64_t last_maps_ns;      /* CLOCK_MONOTONIC of the last maps read (0: never) */
+    uint64_t maps_full_reads;   /* reads of the whole maps file */
+    uint64_t maps_queries;      /* PROCMAP_QUERY calls for one PC's mapping */
+    bool maps_query_unsupported; /* the kernel answered ENOTTY: full reads only */
 
     struct writer_thread *threads;
     size_t nthreads, threads_cap;
@@ -142,6 +145,12 @@ uint64_t writer_now_ns(void); /* CLOCK_MONOTONIC, the clock of every record */
 void *writer_grow(void *array, size_t *cap, size_t index, size_t elem_size, size_t first_cap);
 /* Whether pc lies in a mapping written before (stream_process.c). */
 bool writer_pc_mapped(const struct opr_writer *w, uint64_t pc);
+/* MAP records for the executable mappings holding those of pcs[] outside
+ * every mapping written, one PROCMAP_QUERY each instead of a full read of
+ * the maps (stream_process.c). 1 some were added, 0 none (nothing is mapped
+ * there: a walk's garbage, or code unmapped since), -1 no PROCMAP_QUERY here
+ * (then read the maps in full). */
+int writer_query_code(struct opr_writer *w, const uint64_t *pcs, unsigned n);
 /* Forgets the threads and mappings written (stream_process.c). */
 void writer_forget_process(struct opr_writer *w);
 void writer_free_process(struct opr_writer *w);

@@ -44,7 +44,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/ioctl.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -251,21 +250,9 @@ static bool readable_now(uint64_t addr)
     return syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == 1;
 }
 
-/* The kernel's PROCMAP_QUERY (Linux 6.11+, include/uapi/linux/fs.h): one
- * ioctl on /proc/PID/maps answers "which mapping holds this address" without
- * printing the whole file. Declared here since libc headers may predate it;
- * older kernels answer ENOTTY and the full read is used. */
-struct maps_query {
-    uint64_t size, query_flags, query_addr;
-    uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
-    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
-    uint64_t vma_name_addr, build_id_addr;
-};
-_Static_assert(sizeof(struct maps_query) == 104, "struct procmap_query of Linux 6.11");
-#define MAPS_QUERY_IOCTL _IOWR('f', 17, struct maps_query)
-#define MAPS_QUERY_VMA_READABLE 0x01
-
-/* The readable mapping that holds addr, through PROCMAP_QUERY. */
+/* The readable mapping that holds addr, through PROCMAP_QUERY (Linux 6.11+:
+ * one ioctl on /proc/self/maps, no text; opr_maps_query). Older kernels
+ * answer ENOTTY and the full read is used. */
 static bool query_mapping(uint64_t addr, uint64_t *start, uint64_t *end)
 {
     if (query_unsupported)
@@ -274,16 +261,14 @@ static bool query_mapping(uint64_t addr, uint64_t *start, uint64_t *end)
         query_unsupported = true;
         return false;
     }
-    struct maps_query q = {.size = sizeof q, .query_flags = MAPS_QUERY_VMA_READABLE, .query_addr = addr};
-    if (ioctl(query_fd, MAPS_QUERY_IOCTL, &q) != 0) {
-        if (errno == ENOTTY || errno == EINVAL) /* a kernel without it */
-            query_unsupported = true;
+    struct opr_maps_hit hit;
+    int got = opr_maps_query(query_fd, addr, OPR_MAPS_QUERY_READABLE, &hit, NULL, 0);
+    if (got < 0)
+        query_unsupported = true;
+    if (got != 1)
         return false;
-    }
-    if (q.vma_start > addr || q.vma_end <= addr)
-        return false;
-    *start = q.vma_start;
-    *end = q.vma_end;
+    *start = hit.start;
+    *end = hit.end;
     return true;
 }
 

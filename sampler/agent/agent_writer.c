@@ -90,12 +90,12 @@ static void maps_added(void *ctx)
     agent_phdr_refresh();
 }
 
-/* A PC outside the known code made the writer re-read the maps: the new code
- * may be a libpython loaded late, so look for Python again. */
+/* A PC outside the known code led the writer to new code (one mapping
+ * queried, or the maps re-read): it may be a libpython loaded late, so look
+ * for Python again. The writer counts its own reads and queries. */
 static void late_code(void *ctx)
 {
     (void)ctx;
-    agent_writer_counts.maps_rereads++;
     if (!python_on && (python_on = agent_python_probe()))
         agent_memmap_refresh();
 }
@@ -471,7 +471,6 @@ static int begin_stream(void)
     agent_counters_write_desc(emit); /* per-sample counters (-e) */
     agent_ranks_poll(emit, true); /* ranks: which rank of a job this image is */
     opr_writer_read_maps(writer);
-    agent_writer_counts.maps_rereads++;
     python_on = agent_python_probe();
     if (python_on)
         agent_memmap_refresh();
@@ -572,6 +571,10 @@ void agent_writer_stop(bool clean)
     emit_limits_if_changed(true);
     agent_counters_reap(emit, true); /* per-sample counters: threads without them */
     opr_writer_python_cache_counts(writer, &agent_writer_counts.pystack_hits, &agent_writer_counts.pystack_misses);
+    uint64_t full_reads, queries; /* the MAP records' maps reads, beside the readable-memory table's */
+    opr_writer_maps_counts(writer, &full_reads, &queries);
+    agent_writer_counts.maps_rereads += full_reads;
+    agent_writer_counts.maps_probes += queries;
     struct timespec pcpu;
     struct opr_agent_cost cost = {atomic_load(&agent_handler_ns), atomic_load(&agent_samples_taken),
                                   writer_cpu_ns(), 0};

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "format/format.h"
@@ -92,6 +93,13 @@ static unsigned count_records(const struct sink *k, uint32_t type)
     }
     CU_ASSERT_EQUAL(off, k->len);
     return n;
+}
+
+/* count_records after flushing what w holds. */
+static unsigned count_records_pending(struct opr_writer *w, const struct sink *k, uint32_t type)
+{
+    opr_writer_flush(w);
+    return count_records(k, type);
 }
 
 /* The first record of `type`'s body (NULL when there is none). */
@@ -545,6 +553,58 @@ static void test_process_records(void)
     free(k.data);
 }
 
+/* Code mapped after the maps were read: a stack holding a PC in it gets that
+ * one mapping's MAP record from PROCMAP_QUERY, without a full read; a PC
+ * where nothing is mapped gets none. A kernel without PROCMAP_QUERY reads
+ * the maps in full instead, with the same MAP record. */
+static void test_late_code_queried(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, "/proc/self", NULL, NULL);
+    opr_writer_begin(w, (uint32_t)getpid(), (uint32_t)getppid(), 0, 1000000);
+    opr_writer_read_maps(w);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Three pages, the middle one not executable: only the first is asked for. */
+    unsigned char *code = mmap(NULL, 3 * page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CU_ASSERT_FATAL(code != MAP_FAILED);
+    CU_ASSERT_EQUAL_FATAL(mprotect(code + page, page, PROT_READ), 0);
+    unsigned char *gap = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CU_ASSERT_FATAL(gap != MAP_FAILED);
+    CU_ASSERT_EQUAL_FATAL(munmap(gap, page), 0); /* an address where nothing is mapped */
+    unsigned maps_before = count_records_pending(w, &k, OPR_REC_MAP);
+    uint64_t full0, queries0, full1, queries1;
+    opr_writer_maps_counts(w, &full0, &queries0);
+    usleep(60 * 1000); /* past the full read's rate limit (50 ms), for a kernel without PROCMAP_QUERY */
+    uint64_t pcs[2] = {(uint64_t)(uintptr_t)(code + 16), (uint64_t)(uintptr_t)&count_records};
+    CU_ASSERT(opr_writer_stack_id(w, pcs, 2) >= 0);
+    opr_writer_maps_counts(w, &full1, &queries1);
+    unsigned maps_after = count_records_pending(w, &k, OPR_REC_MAP);
+    CU_ASSERT_EQUAL(maps_after, maps_before + 1);
+    const unsigned char *m = find_record(&k, OPR_REC_MAP, maps_after - 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    struct opr_map mr;
+    memcpy(&mr, m, sizeof mr);
+    CU_ASSERT_EQUAL(mr.start, (uint64_t)(uintptr_t)code);
+    CU_ASSERT_EQUAL(mr.end, (uint64_t)(uintptr_t)(code + page));
+    CU_ASSERT_EQUAL(mr.path_len, 0);
+    CU_ASSERT_EQUAL(mr.pgoff, 0); /* anonymous: no file offset, as the maps file prints it */
+    bool queried = queries1 == queries0 + 1 && full1 == full0;
+    bool read_in_full = queries1 == queries0 + 1 && full1 == full0 + 1; /* no PROCMAP_QUERY here */
+    CU_ASSERT_TRUE(queried || read_in_full);
+    /* Nothing mapped there: no MAP record; asked once, and no full read where
+     * the kernel can be asked (a full read would not find it either). */
+    uint64_t nothing[1] = {(uint64_t)(uintptr_t)gap + 8};
+    CU_ASSERT(opr_writer_stack_id(w, nothing, 1) >= 0);
+    uint64_t full2, queries2;
+    opr_writer_maps_counts(w, &full2, &queries2);
+    CU_ASSERT_EQUAL(count_records_pending(w, &k, OPR_REC_MAP), maps_after);
+    if (queried)
+        CU_ASSERT_TRUE(full2 == full1 && queries2 == queries1 + 1);
+    munmap(code, 3 * page);
+    opr_writer_free(w);
+    free(k.data);
+}
+
 void register_stream_writer_tests(void)
 {
     CU_pSuite s = CU_add_suite("stream_writer", NULL, NULL);
@@ -554,6 +614,7 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
+    CU_add_test(s, "code mapped late: its one mapping queried, not the maps read", test_late_code_queried);
     CU_add_test(s, "maps lines parsed by hand as sscanf reads them", test_maps_parse);
     CU_add_test(s, "maps read in chunks: split lines, a long one skipped", test_maps_read);
 }
