@@ -92,6 +92,8 @@ void opr_writer_reset(struct opr_writer *w)
     w->records_at = 0;
     w->unwritten_samples = 0;
     w->write_failed = false;
+    w->maps_full_reads = 0; /* the cost record counts this stream's reads */
+    w->maps_queries = 0;
 }
 
 void opr_writer_free(struct opr_writer *w)
