@@ -190,16 +190,35 @@ static void check_repeat(struct omp_thread_state *s, uint64_t pc, uint64_t sp, u
         atomic_fetch_add_explicit(&unwind_counts.context_disagree, 1, memory_order_relaxed);
 }
 
+/* The three registers a table walk starts from, here. On x86-64 read
+ * directly: the PC is this instruction's (leaq), and SP and FP are read
+ * before anything moves them, so the table's rule at that PC holds for that
+ * SP. unw_getcontext, which stores every register and the FPU environment,
+ * cost ~0.1 us a region (omp_regions_gomp, 100,000 regions under record
+ * -F 10: 192 -> 181 ms of CPU; bare 129). */
+static inline __attribute__((always_inline)) bool here_regs(uint64_t *pc, uint64_t *sp, uint64_t *fp)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2" : "=r"(*pc), "=r"(*sp), "=r"(*fp));
+    return true;
+#else
+    unw_context_t here;
+    if (unw_getcontext(&here) != 0)
+        return false;
+    const ucontext_t *uc = (const ucontext_t *)&here;
+    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    *sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+    return true;
+#endif
+}
+
 static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
 {
     if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
         return;
-    unw_context_t here;
-    bool have_regs = unw_getcontext(&here) == 0;
-    const ucontext_t *uc = (const ucontext_t *)&here;
-    uint64_t pc = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RIP] : 0;
-    uint64_t sp = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RSP] : 0;
-    uint64_t fp = have_regs ? (uint64_t)uc->uc_mcontext.gregs[REG_RBP] : 0;
+    uint64_t pc = 0, sp = 0, fp = 0;
+    bool have_regs = here_regs(&pc, &sp, &fp);
     bool tables = agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && have_regs;
     struct py_frame_ref py[OPR_MAX_PYFRAMES];
     unsigned npy = agent_python_capture(py, OPR_MAX_PYFRAMES, s->tid);
