@@ -54,7 +54,7 @@ __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 enum ev_kind { EV_BEGIN = 1, EV_END = 2 };
 
 struct omp_ev {
-    uint64_t time_ns;
+    uint64_t time; /* event_time(): TSC ticks or ns */
     uint64_t id;
     uint64_t parent; /* BEGIN: enclosing region */
     uint32_t kind;
@@ -124,6 +124,16 @@ int ompt_tool_active(void) { return atomic_load_explicit(&tool_active, memory_or
 
 static uint32_t gettid_now(void) { return (uint32_t)syscall(SYS_gettid); }
 
+/* A region event's time: the TSC where the clock runs on it (see
+ * agent_omp_clock.c), else CLOCK_MONOTONIC ns. */
+static inline uint64_t event_time(void)
+{
+    int clock = atomic_load_explicit(&omp_events_clock, memory_order_relaxed);
+    if (__builtin_expect(clock == OMP_EVENT_CLOCK_UNKNOWN, 0))
+        clock = omp_choose_event_clock();
+    return clock == OMP_EVENT_CLOCK_TSC ? __rdtsc() : agent_now_ns();
+}
+
 /* This thread's state: registered at its first callback (thread_begin for
  * threads the runtime knows). Allocation happens once per thread. */
 static struct omp_thread_state *thread_state(void)
@@ -163,7 +173,7 @@ static void push(struct omp_thread_state *s, uint32_t kind, uint64_t t, uint64_t
         return;
     }
     struct omp_ev *e = &s->ring[h & (RING_SIZE - 1)];
-    e->time_ns = t;
+    e->time = t;
     e->id = id;
     e->parent = parent;
     e->kind = kind;
@@ -217,6 +227,7 @@ static inline __attribute__((always_inline)) bool here_regs(uint64_t *pc, uint64
 #endif
 }
 
+/* now: event_time() */
 static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
 {
     if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
@@ -287,11 +298,16 @@ static uint64_t region_begin(unsigned requested)
     struct omp_thread_state *s = thread_state();
     if (!s)
         return id;
-    uint64_t now = agent_now_ns();
+    uint64_t now = event_time();
     push(s, EV_BEGIN, now, id, agent_omp_region & ~AGENT_OMP_OUTSIDE_BODY, requested);
-    if (context_interval_ns == 0 || now - s->last_capture_ns >= context_interval_ns) {
-        s->last_capture_ns = now;
+    if (context_interval_ns == 0) {
         capture_context(s, id, now);
+    } else { /* OPPROF_OMP_CONTEXT_NS: the interval on the clock */
+        uint64_t now_ns = agent_now_ns();
+        if (now_ns - s->last_capture_ns >= context_interval_ns) {
+            s->last_capture_ns = now_ns;
+            capture_context(s, id, now);
+        }
     }
     return id;
 }
@@ -323,22 +339,12 @@ void omp_rec_hook_time(uint64_t *start)
     *start = now;
 }
 
-/* Nanoseconds per TSC tick, from the unwinder's calibration taken in the
- * constructor (unwind_table.h) to now; 0 when there is none yet. */
-static double tsc_ns_per_tick(void)
-{
-    uint64_t ns = agent_now_ns() - unwind_ns0, tsc = __rdtsc() - unwind_tsc0;
-    if (unwind_tsc0 == 0 || ns == 0 || tsc == 0)
-        return 0;
-    return (double)ns / (double)tsc;
-}
-
 uint64_t ompt_hook_ns(void)
 {
     uint64_t ticks = 0;
     for (struct omp_thread_state *s = atomic_load(&threads_head); s; s = s->next)
         ticks += atomic_load_explicit(&s->hook_ticks, memory_order_relaxed);
-    return (uint64_t)((double)ticks * tsc_ns_per_tick());
+    return (uint64_t)((double)ticks * omp_tsc_ns_per_tick());
 }
 
 /* GNU libgomp has no OMPT: agent_gomp.c reports what the callbacks would. */
@@ -360,7 +366,7 @@ void omp_rec_region_end(uint64_t id, unsigned actual)
 {
     struct omp_thread_state *s = thread_state();
     if (s)
-        push(s, EV_END, agent_now_ns(), id, 0, actual);
+        push(s, EV_END, event_time(), id, 0, actual);
 }
 
 /* Returns 1 the first time this thread is seen (the caller then arranges
@@ -420,7 +426,7 @@ static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encounterin
     if (!s)
         return;
     uint64_t v = __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED);
-    push(s, EV_END, agent_now_ns(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
+    push(s, EV_END, event_time(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
     omp_rec_hook_time(&t);
 }
 
@@ -429,11 +435,10 @@ static void on_implicit_task(ompt_scope_endpoint_t endpoint, ompt_data_t *parall
 {
     if (flags & ompt_task_initial)
         return; /* the initial task of a thread: not a parallel region */
-    uint64_t t = __rdtsc();
+    uint64_t t = __rdtsc(), now = t; /* the hook's start and the body's edge: a few instructions apart */
     struct omp_thread_state *s = thread_state();
     if (!s)
         return;
-    uint64_t now = __rdtsc();
     if (endpoint == ompt_scope_begin) {
         uint64_t v = parallel_data ? __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED) : 0;
         if (index == 0 && parallel_data && actual < (1u << 24))
@@ -485,7 +490,7 @@ void omp_rec_thread_end(void)
     struct omp_thread_state *s = my_state;
     atomic_fetch_sub(&alive_threads, 1);
     if (s) {
-        body_end(s, agent_now_ns());
+        body_end(s, __rdtsc());
         my_state = NULL;
         atomic_store(&s->state, 1);
     }
@@ -594,7 +599,7 @@ static void process_event(const struct omp_thread_state *s, const struct omp_ev 
         e->id = ev->id;
         e->referenced = referenced;
         e->begun = 1;
-        e->begin_ns = ev->time_ns;
+        e->begin_ns = omp_event_ns_at_anchor(ev->time); /* taken at this drain's start */
         e->parent = ev->parent;
         e->opener_tid = s->tid;
         e->requested = ev->arg;
@@ -604,7 +609,7 @@ static void process_event(const struct omp_thread_state *s, const struct omp_ev 
         if (ev->arg > tick.max_requested)
             tick.max_requested = ev->arg;
     } else if (ev->kind == EV_END && e->id == ev->id && e->begun) {
-        e->end_ns = ev->time_ns;
+        e->end_ns = omp_event_ns_at_anchor(ev->time);
         e->actual = ev->arg;
         uint64_t d = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
         tick.regions_ended++;
@@ -621,8 +626,9 @@ void ompt_writer_drain(agent_emit_fn emit, bool final)
 {
     if (!atomic_load(&tool_active))
         return;
-    uint64_t now = agent_now_ns(), now_tsc = __rdtsc();
-    double ns_per_tick = tsc_ns_per_tick(); /* body times are in ticks */
+    struct omp_clock_anchor anchor = omp_event_anchor_take();
+    uint64_t now = anchor.ns, now_tsc = anchor.tsc;
+    double ns_per_tick = anchor.ns_per_tick; /* body times are in ticks */
     if (!info_emitted) {
         struct opr_omp_info info = {now, runtime_omp_version, (uint32_t)strlen(runtime_version)};
         emit(OPR_REC_OMP_INFO, &info, sizeof info, runtime_version, info.text_len);

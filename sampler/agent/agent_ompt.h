@@ -56,6 +56,25 @@ OMPT_HIDDEN uint64_t omp_rec_hook_now(void);
 /* Writer: that time on every thread so far, in ns (0: no OpenMP seen). */
 OMPT_HIDDEN uint64_t ompt_hook_ns(void);
 
+/* Region event times (agent_omp_clock.c): the clock the hooks read, decided
+ * at a process's first event (omp_choose_event_clock, which returns it). */
+enum { OMP_EVENT_CLOCK_UNKNOWN = 0, OMP_EVENT_CLOCK_TSC = 1, OMP_EVENT_CLOCK_MONOTONIC = 2 };
+OMPT_HIDDEN extern _Atomic int omp_events_clock;
+OMPT_HIDDEN int omp_choose_event_clock(void);
+/* Writer: a (CLOCK_MONOTONIC ns, TSC) pair read now and the TSC rate; event
+ * times are converted against the last one taken (omp_event_ns_at_anchor),
+ * or against a fresh one when it is old (omp_rec_event_ns): a region
+ * event's or opener context's time in CLOCK_MONOTONIC ns. */
+struct omp_clock_anchor {
+    uint64_t ns, tsc;
+    double ns_per_tick;
+};
+OMPT_HIDDEN struct omp_clock_anchor omp_event_anchor_take(void);
+OMPT_HIDDEN uint64_t omp_event_ns_at_anchor(uint64_t t);
+OMPT_HIDDEN uint64_t omp_rec_event_ns(uint64_t t);
+/* ns per TSC tick from the unwinder's calibration (constructor) to now; 0: none. */
+OMPT_HIDDEN double omp_tsc_ns_per_tick(void);
+
 /* Writer thread, writer lock held. */
 OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);
 OMPT_HIDDEN void ompt_writer_drain(agent_emit_fn emit, bool final);

@@ -277,7 +277,9 @@ static struct context_last *context_last_at(uint32_t tid, bool add)
 
 static void emit_omp_context(const struct agent_slot *slot, uint32_t stack_id, uint32_t py_plus1, uint32_t flags)
 {
-    struct opr_omp_context c = {slot->omp_region, slot->time_ns, slot->tid, stack_id, py_plus1, flags};
+    /* time_ns holds capture_context's event time (agent_ompt.c) */
+    struct opr_omp_context c = {
+        slot->omp_region, omp_rec_event_ns(slot->time_ns), slot->tid, stack_id, py_plus1, flags};
     emit(OPR_REC_OMP_CONTEXT, &c, sizeof c, NULL, 0);
 }
 

@@ -60,6 +60,9 @@ void agent_unwind_init(void)
     rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
     unwind_cache_init();
     agent_unwind_defer_init();
+    /* The calibration's start: the vDSO's first call faults its data page
+     * in (microseconds), which would make the start's clock read late. */
+    (void)agent_now_ns();
     unwind_tsc0 = __rdtsc();
     unwind_ns0 = agent_now_ns();
 }

@@ -17,7 +17,10 @@
 # within 5 pp of the split the workload measured itself (its CPU time in
 # bodies, serial code and the rest; on a loaded machine the waiting thread
 # spins longer than the nominal split, which is logged beside), (c) >= 95 %
-# of worker samples in regions charged to the opener exactly.
+# of worker samples in regions charged to the opener exactly, (d) where the
+# workload timed its regions itself (omp_imbalance), the report's average
+# region time within 0.3 % + 10 us of that, and (e) the first 64 regions
+# recorded with begin and end times inside the ones it read around them.
 . "$(dirname "$0")/lib.sh"
 require_python3
 require_opprof
@@ -40,6 +43,7 @@ check() {
     fi
     grep -q 'OpenMP runtime swapped' "$RECORD_ERR" && fail "$_n: record swapped the runtime by default"
     truth=$(grep '^omp-truth:' "$RECORD_ERR")
+    wall=$(grep '^omp-region-wall:' "$RECORD_ERR")
     report_json "$WORK/$_n" "$WORK/$_n.json" --threading || { fail "report on $_n failed"; return; }
     "$OPPROF" report "$WORK/$_n" --threading | sed 's/^/  /'
     pycheck '
@@ -69,7 +73,58 @@ if n == 0 or ex < 0.95 * n:
     fail("exact attribution %d of %d worker samples (< 95 %%)" % (ex, n))
 if d.get("regions", 0) < 10:
     fail("only %s regions counted" % d.get("regions"))
-' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3"
+# (d) region times (begin and end events, read with the TSC where the clock
+# runs on it and converted by the writer) against the regions wall time the
+# workload measured around its own calls: the same regions, so the averages
+# differ only by the call, fork and join outside the events (a few us of
+# ~2-6 ms; 0.1-0.2 us apart on 2026-11-29), by the regions the report leaves
+# out (begun before the first tick or after the last: all alike), and by a
+# preemption between the clock read of the workload and that of the event (under
+# load), spread over the 300-1,000 regions of a run
+if sys.argv[6]:
+    want = float(sys.argv[6].split()[1])
+    got = d.get("region_avg_us", 0)
+    print("  (d) region time %.1f us on average (the workload measured %.1f us around its calls)" % (got, want))
+    if want > 0 and abs(got - want) > 0.003 * want + 10:
+        fail("average region %.1f us, the workload measured %.1f us (more than 0.3 %% + 10 us apart)" % (got, want))
+' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3" "$wall"
+    # (e) each region the stream recorded (OMP_REGION, type 40) among the
+    # first 64, against the CLOCK_MONOTONIC times the workload read just
+    # before and after the call that opened it: begin and end inside, within
+    # 2 us (event times come from the TSC, converted by the writer)
+    grep '^omp-region-time:' "$RECORD_ERR" >"$WORK/$_n.times"
+    if [ -s "$WORK/$_n.times" ]; then
+        pycheck '
+import glob, os, struct
+truth = {}
+for line in open(sys.argv[2]):
+    k, a, b = map(int, line.split()[1:4])
+    truth[k] = (a, b)
+seen, worst = 0, 0
+for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
+    data = open(path, "rb").read()
+    off = struct.unpack_from("<I", data, 12)[0]
+    while off + 8 <= len(data):
+        rtype, size = struct.unpack_from("<II", data, off)
+        if size < 8:
+            break
+        if rtype == 40 and size >= 8 + 32:
+            rid, parent, begin, end = struct.unpack_from("<4Q", data, off + 8)
+            if rid in truth and end:
+                a, b = truth[rid]
+                seen += 1
+                out = max(a - begin, end - b, 0, begin - end)
+                worst = max(worst, out)
+                if out > 2000:
+                    fail("region %d recorded %d..%d ns, the workload had it within %d..%d (%.1f us outside)" % (
+                        rid, begin, end, a, b, out / 1e3))
+        off += (size + 7) & ~7
+print("  (e) %d recorded regions of the first %d inside the times the workload read around them (worst %.1f us outside)" % (
+    seen, len(truth), worst / 1e3))
+if seen < 10:
+    fail("only %d of the first %d regions recorded" % (seen, len(truth)))
+' "$WORK/$_n" "$WORK/$_n.times"
+    fi
 }
 
 BINDIR="$OPPROF_BUILDDIR/tests/workloads"

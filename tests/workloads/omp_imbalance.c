@@ -38,6 +38,12 @@ int omp_imbalance_main(int argc, char **argv);
 
 static double sink;
 static unsigned long long body_cpu_ns, serial_cpu_ns; /* measured truth */
+static unsigned long long region_wall_ns;             /* the regions' wall time, measured around them */
+/* The first regions' CLOCK_MONOTONIC times around the call that opens each:
+ * the profiler's times for region k (opprof's region ids count from 1 in a
+ * process) must lie inside. */
+#define TIMED_REGIONS 64
+static unsigned long long region_from_ns[TIMED_REGIONS], region_to_ns[TIMED_REGIONS];
 
 static unsigned long long thread_cpu_ns(void)
 {
@@ -104,12 +110,20 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     long regions = 0;
     do {
-        if (strcmp(mode, "gaps") == 0) {
+        struct timespec r0, r1;
+        clock_gettime(CLOCK_MONOTONIC, &r0);
+        if (strcmp(mode, "gaps") == 0)
             balanced_region();
-            serial_work(UNIT_NS);
-        } else {
+        else
             imbalanced_region();
+        clock_gettime(CLOCK_MONOTONIC, &r1);
+        region_wall_ns += (unsigned long long)((r1.tv_sec - r0.tv_sec) * 1000000000ll + (r1.tv_nsec - r0.tv_nsec));
+        if (regions < TIMED_REGIONS) {
+            region_from_ns[regions] = (unsigned long long)r0.tv_sec * 1000000000ull + (unsigned long long)r0.tv_nsec;
+            region_to_ns[regions] = (unsigned long long)r1.tv_sec * 1000000000ull + (unsigned long long)r1.tv_nsec;
         }
+        if (strcmp(mode, "gaps") == 0)
+            serial_work(UNIT_NS);
         regions++;
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) < secs);
@@ -120,6 +134,13 @@ int main(int argc, char **argv)
     double cpu = (double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec);
     fprintf(stderr, "omp-truth: body %.4f serial %.4f runtime %.4f\n", body_cpu_ns / cpu, serial_cpu_ns / cpu,
             1 - (body_cpu_ns + serial_cpu_ns) / cpu);
+    /* A region's wall time from the call to the return of its opener: what
+     * the report's average region duration should come to, less the few us
+     * of the call, fork and join outside GOMP_parallel's begin and end. */
+    fprintf(stderr, "omp-region-wall: %.1f us over %ld regions\n", regions ? region_wall_ns / 1e3 / regions : 0.0,
+            regions);
+    for (long k = 0; k < regions && k < TIMED_REGIONS; k++)
+        fprintf(stderr, "omp-region-time: %ld %llu %llu\n", k + 1, region_from_ns[k], region_to_ns[k]);
     print_runtime_maps();
     printf("omp_imbalance %s: %ld regions, %d threads (%g)\n", mode, regions, omp_get_max_threads(), sink);
     return 0;
