@@ -460,6 +460,7 @@ static void ompt_view(const struct prof_threading *t, struct threading_summary *
                offsetof(struct threading_bucket, active_omp));
         work += (double)k->work_ns, team += (double)k->team_ns, region_ns += (double)k->region_ns;
         s->regions += k->regions_ended;
+        s->omp_events_lost += k->events_lost;
         s->nested += k->nested;
         if (k->max_team > s->max_team)
             s->max_team = k->max_team;

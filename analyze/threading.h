@@ -107,6 +107,7 @@ struct threading_summary {
     double run_s, wait_s, wait_share; uint64_t nivcsw;
     double runnable_avg, runnable_max, oversub_avg, oversub_max, oversub_time_share;
     uint64_t regions; double regions_per_s, region_avg_us;
+    uint64_t omp_events_lost; /* region begin/end events the agent lost (a full ring): regions left out */
     unsigned max_requested, max_team; uint64_t nested;
     double active_max, active_avg, imbalance;
     uint64_t region_samples, spin_samples, total_samples; double spin_share;

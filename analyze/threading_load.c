@@ -71,13 +71,15 @@ static int load_region(struct prof_threading *t, uint32_t pid, const char *body)
     return 0;
 }
 
-static int load_omp_tick(struct prof_threading *t, uint32_t pid, const char *body)
+/* len >= OPR_OMP_TICK_MIN_BYTES; fields past a shorter body read as 0. */
+static int load_omp_tick(struct prof_threading *t, uint32_t pid, const char *body, size_t len)
 {
     if (profile_grow_to(&t->omp_ticks, &t->omp_ticks_cap, t->nomp_ticks + 1, sizeof *t->omp_ticks) != 0)
         return -1;
     struct prof_omp_tick *k = &t->omp_ticks[t->nomp_ticks++];
     k->pid = pid;
-    memcpy(&k->t, body, sizeof k->t);
+    memset(&k->t, 0, sizeof k->t);
+    memcpy(&k->t, body, len < sizeof k->t ? len : sizeof k->t);
     if (k->t.interval_ns > k->t.time_ns)
         k->t.interval_ns = 0;
     return 0;
@@ -135,7 +137,7 @@ int threading_load_record(struct profile *p, uint32_t pid, uint32_t type, const 
     if (type == OPR_REC_OMP_REGION)
         return load_region(t, pid, body);
     if (type == OPR_REC_OMP_TICK)
-        return load_omp_tick(t, pid, body);
+        return load_omp_tick(t, pid, body, len);
     if (type == OPR_REC_OMP_INFO)
         return load_omp_info(t, body, len);
     if (type == OPR_REC_SCHED_TICK)
@@ -248,7 +250,7 @@ static int on_omp_tick(void *ctx, void *arg, const struct opr_record *rec)
 {
     (void)arg;
     struct prof_threading *t = stream_threading(ctx);
-    return t ? load_omp_tick(t, stream_pid(ctx), rec->body) : -1;
+    return t ? load_omp_tick(t, stream_pid(ctx), rec->body, rec->len) : -1;
 }
 
 static int on_omp_info(void *ctx, void *arg, const struct opr_record *rec)
@@ -287,7 +289,7 @@ static int stream_begin(struct stream_load *sl, void *state, const struct opr_fi
         opr_record_fn fn;
     } types[] = {
         {OPR_REC_OMP_REGION, sizeof(struct opr_omp_region), on_region},
-        {OPR_REC_OMP_TICK, sizeof(struct opr_omp_tick), on_omp_tick},
+        {OPR_REC_OMP_TICK, OPR_OMP_TICK_MIN_BYTES, on_omp_tick},
         {OPR_REC_OMP_INFO, sizeof(struct opr_omp_info), on_omp_info},
         {OPR_REC_SCHED_TICK, sizeof(struct opr_sched_tick), on_sched_tick},
     };

@@ -419,7 +419,13 @@ struct opr_omp_tick {
     uint32_t max_requested; /* largest requested team */
     uint32_t nested;        /* nested regions begun in the period */
     uint32_t omp_threads;   /* OpenMP threads alive (thread_begin minus thread_end) */
+    /* Added after the first release of the record: readers take a shorter
+     * body (OPR_OMP_TICK_MIN_BYTES) and read these as 0. */
+    uint32_t events_lost; /* region begin/end events lost to a full per-thread ring in the period */
+    uint32_t pad;
 };
+#define OPR_OMP_TICK_MIN_BYTES 64 /* the body up to omp_threads */
+_Static_assert(OPR_OMP_TICK_MIN_BYTES == offsetof(struct opr_omp_tick, events_lost), "OMP_TICK's first body");
 
 struct opr_omp_context {
     uint64_t region_id;

@@ -59,6 +59,11 @@ static void print_text(FILE *out, const struct threading_summary *s)
                      "%llu nested\n",
                 (unsigned long long)s->regions, s->regions_per_s, s->region_avg_us, s->max_requested, s->max_team,
                 (unsigned long long)s->nested);
+        if (s->omp_events_lost)
+            fprintf(out,
+                    "  lost          %llu region begin/end events (an opener's event ring filled between two "
+                    "drains of the writer): the regions above and their times leave them out\n",
+                    (unsigned long long)s->omp_events_lost);
         fprintf(out, "  active        %.2f threads in OpenMP region bodies at most, %.2f on average while in regions\n",
                 s->active_max, s->active_avg);
         fprintf(out, "  imbalance     %.1f%% of team time in regions not spent in region bodies (barrier wait, "
@@ -112,6 +117,7 @@ static void print_json(FILE *out, const struct threading_summary *s, bool timeli
                  "\"max_team\": %u, \"nested\": %llu",
             (unsigned long long)s->regions, s->regions_per_s, s->region_avg_us, s->max_requested, s->max_team,
             (unsigned long long)s->nested);
+    fprintf(out, ", \"omp_events_lost\": %llu", (unsigned long long)s->omp_events_lost);
     fprintf(out, ", \"active_max\": %.3f, \"active_avg\": %.3f, \"imbalance\": %.4f", s->active_max, s->active_avg,
             s->imbalance);
     fprintf(out, ", \"region_samples\": %llu, \"spin_samples\": %llu, \"spin_share\": %.4f",

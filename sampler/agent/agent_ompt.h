@@ -75,6 +75,10 @@ OMPT_HIDDEN uint64_t omp_rec_event_ns(uint64_t t);
 /* ns per TSC tick from the unwinder's calibration (constructor) to now; 0: none. */
 OMPT_HIDDEN double omp_tsc_ns_per_tick(void);
 
+/* Writer: an opener's event ring is half full (the flag is cleared): drain
+ * the rings now. */
+OMPT_HIDDEN int ompt_drain_wanted_take(void);
+
 /* Writer thread, writer lock held. */
 OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);
 OMPT_HIDDEN void ompt_writer_drain(agent_emit_fn emit, bool final);

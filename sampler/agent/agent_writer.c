@@ -408,6 +408,8 @@ static void *writer_main(void *arg)
                 agent_unwind_serve();
                 if (python_on || agent_config.call_graph == CALL_GRAPH_DWARF)
                     agent_memmap_maybe_refresh(); /* the table of what handlers may read */
+                if (ompt_drain_wanted_take())     /* an OpenMP opener's event ring is half full */
+                    ompt_writer_drain(size_cap_reached() ? emit_nothing : emit, false);
             }
             pthread_mutex_unlock(&writer_lock);
         }

@@ -6,9 +6,12 @@
  * and the operator table's OpenMP runtime wait row.
  */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "report/report.h"
 #include "tests/unit/unit.h"
 
 #define MS 1000000ull
@@ -92,8 +95,11 @@ static void test_omp_ticks(void)
     add_sched(p, 100, 4, 5, 5, 10);
     for (unsigned k = 1; k <= 10; k++) {
         /* 4 threads in bodies 75 % of each 10 ms; 100 regions of 100 us, team 4 */
-        struct opr_omp_tick t = {1000 * MS + k * 10 * MS, 10 * MS, 30 * MS, 40 * MS, 10 * MS, 100, 100, 4, 4, 1, 4};
-        threading_load_record(p, 100, OPR_REC_OMP_TICK, (const char *)&t, sizeof t);
+        /* 3 events lost in each tick; the odd ticks as a stream from before
+         * events_lost wrote them (a shorter body: read as none lost) */
+        struct opr_omp_tick t = {
+            1000 * MS + k * 10 * MS, 10 * MS, 30 * MS, 40 * MS, 10 * MS, 100, 100, 4, 4, 1, 4, 3, 0};
+        threading_load_record(p, 100, OPR_REC_OMP_TICK, (const char *)&t, k % 2 ? OPR_OMP_TICK_MIN_BYTES : sizeof t);
     }
     struct { struct opr_omp_info i; char text[8]; } info = {{0, 201611, 4}, "test"};
     threading_load_record(p, 100, OPR_REC_OMP_INFO, (const char *)&info, sizeof info.i + 4);
@@ -106,6 +112,15 @@ static void test_omp_ticks(void)
     CU_ASSERT_DOUBLE_EQUAL(s.imbalance, 0.25, 0.001);
     CU_ASSERT_EQUAL(s.max_team, 4);
     CU_ASSERT_EQUAL(s.nested, 10);
+    CU_ASSERT_EQUAL(s.omp_events_lost, 15);
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *out = open_memstream(&text, &text_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_TEXT), 0);
+    fclose(out);
+    CU_ASSERT_TRUE(strstr(text, "lost          15 region begin/end events") != NULL); /* shown, not only counted */
+    free(text);
     CU_ASSERT_TRUE(strstr(s.view, "OMPT (test)") != NULL);
     bool nested_finding = false;
     for (size_t i = 0; i < s.nfindings; i++)
