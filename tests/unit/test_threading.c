@@ -215,6 +215,15 @@ static void test_worker_charged_to_opener(void)
     CU_ASSERT_EQUAL(s.spin_samples, 2); /* sched_yield called by the runtime is spin too */
     CU_ASSERT_TRUE(s.nops >= 1);
     CU_ASSERT_STRING_EQUAL(s.ops[0].name, "opener_fn");
+    /* the worker sample whose opener is unknown (its stack ends in the
+     * thread's start): named after the function its GCC body came from,
+     * not "start_thread" */
+    bool work_named = false;
+    for (size_t i = 0; i < s.nops; i++) {
+        CU_ASSERT_STRING_NOT_EQUAL(s.ops[i].name, "start_thread");
+        work_named = work_named || strcmp(s.ops[i].name, "work") == 0;
+    }
+    CU_ASSERT_TRUE(work_named);
     threading_summary_free(&s);
     profile_free(p);
 }
