@@ -159,7 +159,9 @@ struct agent_pycode_info {
 AGENT_HIDDEN int agent_python_probe(void); /* 1 when Python capture is on */
 AGENT_HIDDEN const char *agent_python_take_note(void);
 AGENT_HIDDEN unsigned agent_python_capture(struct py_frame_ref *out, unsigned max, uint32_t tid); /* handler */
-AGENT_HIDDEN bool agent_python_resolve(const struct py_frame_ref *f, struct agent_pycode_info *info, bool need_names);
+/* Writer: names and line of a captured frame, read through pid (this process's). */
+AGENT_HIDDEN bool agent_python_resolve(const struct py_frame_ref *f, struct agent_pycode_info *info, bool need_names,
+                                       pid_t pid);
 
 /* ---- agent_ranks.c: rank variables, other threads' Python stacks ---------- */
 /* Handler: remembers which thread state belongs to tid (fixed table, no malloc),

@@ -106,7 +106,7 @@ static bool resolve_pyframe(void *ctx, const void *frames, unsigned i, struct op
 {
     (void)ctx;
     struct agent_pycode_info info;
-    if (!agent_python_resolve((const struct py_frame_ref *)frames + i, &info, need_names))
+    if (!agent_python_resolve((const struct py_frame_ref *)frames + i, &info, need_names, stream_pid))
         return false;
     out->line = info.line;
     if (need_names)
