@@ -49,10 +49,12 @@ __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 #define ID_BITS 40
 #define ID_MASK ((1ull << ID_BITS) - 1)
 /* Events per thread between two drains (~10 ms): an opener pushes two a
- * region. 4,096 lost 40-60 % of omp_regions_gomp's events at ~600,000
- * regions a second (--size 200); 16,384 keep up to ~800,000 a second. 512
- * KB per thread of address space, touched only as far as events reach
- * (team workers push none). Lost events are counted (OMP_TICK). */
+ * region. omp_regions_gomp --size 200 opens ~10^6 regions a second: 4,096
+ * slots lost most of its events, 16,384 alone still a third (the writer gets
+ * little CPU beside a spinning team), so the opener also calls the writer
+ * when its ring is half full (push). 512 KB per thread of address space,
+ * touched only as far as events reach (team workers push none). Lost
+ * events are counted (OMP_TICK events_lost). */
 #define RING_SIZE 16384u
 #define REGION_TABLE_SIZE 65536u  /* recent regions the writer remembers */
 
