@@ -232,6 +232,12 @@ AGENT_HIDDEN extern _Atomic int agent_accepting;          /* 0 while starting/st
 AGENT_HIDDEN extern _Atomic uint64_t agent_handler_ns;    /* time spent in the handler */
 AGENT_HIDDEN extern _Atomic uint64_t agent_samples_outside_window; /* --delay/--duration: not recorded */
 AGENT_HIDDEN uint64_t agent_now_ns(void); /* CLOCK_MONOTONIC; async-signal-safe */
+/* CLOCK_MONOTONIC and the TSC read together, to convert TSC readings to the
+ * clock: TSC, clock, TSC, the tightest of three, the TSC at the middle. */
+struct agent_clock_pair {
+    uint64_t ns, tsc;
+};
+AGENT_HIDDEN struct agent_clock_pair agent_clock_pair_now(void);
 /* The kernel's CPU clock of thread tid of this process (what
  * pthread_getcpuclockid makes, from a tid): ~tid << 3 | CPUCLOCK_PERTHREAD |
  * CPUCLOCK_SCHED. Read by the off-CPU poll, timed by --timer tick. */

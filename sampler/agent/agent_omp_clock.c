@@ -81,31 +81,12 @@ double omp_tsc_ns_per_tick(void)
  * us away were threads preempted between the two reads). */
 #define EVENT_ANCHOR_MAX_NS 20000000ull
 #define EVENT_RATE_MIN_NS 5000000ull
-struct clock_pair {
-    uint64_t ns, tsc;
-};
-static struct clock_pair event_origin;
+static struct agent_clock_pair event_origin;
 static struct omp_clock_anchor event_anchor;
-
-static struct clock_pair clock_pair_now(void)
-{
-    struct clock_pair best = {0, 0};
-    uint64_t best_span = UINT64_MAX;
-    for (int i = 0; i < 3; i++) {
-        uint64_t a = __rdtsc();
-        uint64_t ns = agent_now_ns();
-        uint64_t b = __rdtsc();
-        if (b >= a && b - a < best_span) {
-            best_span = b - a;
-            best = (struct clock_pair){ns, a + (b - a) / 2};
-        }
-    }
-    return best;
-}
 
 struct omp_clock_anchor omp_event_anchor_take(void)
 {
-    struct clock_pair p = clock_pair_now();
+    struct agent_clock_pair p = agent_clock_pair_now();
     if (event_origin.tsc == 0)
         event_origin = p;
     event_anchor.ns = p.ns;

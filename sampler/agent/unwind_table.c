@@ -60,23 +60,14 @@ void agent_unwind_init(void)
     rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
     unwind_cache_init();
     agent_unwind_defer_init();
-    /* The calibration's start, read as TSC, clock, TSC (the clock at the
-     * middle), the tightest of three: a start read late (the vDSO's first
-     * call faults its data page in; an interrupt between the two reads)
-     * skews every rate taken from it, and OpenMP event times use that rate
-     * in a writer's first 5 ms (agent_omp_clock.c). */
+    /* The calibration's start, read like the writer's pairs: a start read
+     * late skews every rate taken from it, and OpenMP event times use that
+     * rate in a writer's first 5 ms (agent_omp_clock.c). The first clock
+     * read warms the vDSO. */
     (void)agent_now_ns();
-    uint64_t best_span = UINT64_MAX;
-    for (int i = 0; i < 3; i++) {
-        uint64_t a = __rdtsc();
-        uint64_t ns = agent_now_ns();
-        uint64_t b = __rdtsc();
-        if (b >= a && b - a < best_span) {
-            best_span = b - a;
-            unwind_tsc0 = a + (b - a) / 2;
-            unwind_ns0 = ns;
-        }
-    }
+    struct agent_clock_pair start = agent_clock_pair_now();
+    unwind_tsc0 = start.tsc;
+    unwind_ns0 = start.ns;
 }
 
 /* 4 buckets per octave of TSC ticks: bucket 4b+s holds [4+s, 5+s) << (b-2). */
