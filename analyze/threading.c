@@ -173,14 +173,19 @@ size_t threading_attribute(struct profile *p)
 
     uint32_t *buf = NULL;
     size_t cap = 0, charged = 0;
-    t->attributed_exact = t->attributed_near = t->unattributed = 0;
+    t->attributed_exact = t->attributed_near = t->unattributed = t->unrecorded = 0;
     for (size_t i = 0; i < p->nsamples; i++) {
         struct prof_sample *s = &p->samples[i];
         if (!s->omp_region || s->omp_region > t->nregions)
             continue;
         const struct prof_omp_region *r = &t->regions[s->omp_region - 1];
         const struct prof_thread *th = &p->threads[s->thread];
-        if (r->opener_tid == 0 || th->tid == r->opener_tid || stack_has_python(p, &p->stacks[s->stack]))
+        if (r->opener_tid == 0) { /* a placeholder: which thread opened it, and so which samples need its
+                                   * context, is not known; counted, so that the report says so */
+            t->unrecorded++;
+            continue;
+        }
+        if (th->tid == r->opener_tid || stack_has_python(p, &p->stacks[s->stack]))
             continue;
         uint64_t okey = pid_tid_key(r->pid, r->opener_tid);
         struct in_region ir = {p, s->omp_region};
@@ -648,6 +653,7 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->attributed_exact = t->attributed_exact;
     s->attributed_near = t->attributed_near;
     s->unattributed = t->unattributed;
+    s->unrecorded = t->unrecorded;
     s->contexts = t->ncontexts;
     s->contexts_repeated = t->contexts_repeated;
     threading_findings(s);

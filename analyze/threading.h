@@ -52,6 +52,7 @@ struct prof_threading {
     char *openmp_runtime, *openmp_setup, *openmp_libomp; /* from the info file */
     bool saw_libgomp, saw_libomp, saw_libiomp; /* runtimes mapped in some process */
     uint64_t attributed_exact, attributed_near, unattributed; /* set by threading_attribute */
+    uint64_t unrecorded;        /* samples in regions with no REGION record (its events lost): opener unknown */
     uint64_t contexts_repeated; /* OMP_CONTEXTs the agent sent as "unchanged", no walk */
 };
 /* prof_sample.omp_region of a team thread sampled outside any region body
@@ -111,7 +112,7 @@ struct threading_summary {
     unsigned max_requested, max_team; uint64_t nested;
     double active_max, active_avg, imbalance;
     uint64_t region_samples, spin_samples, total_samples; double spin_share;
-    uint64_t attributed_exact, attributed_near, unattributed;
+    uint64_t attributed_exact, attributed_near, unattributed, unrecorded;
     uint64_t contexts, contexts_repeated; /* openers' contexts at region begin, and those not walked */
     struct threading_op ops[8]; size_t nops;
     bool oversubscribed, multi_process_oversub;

@@ -74,6 +74,11 @@ static void print_text(FILE *out, const struct threading_summary *s)
                 (unsigned long long)(s->attributed_exact + s->attributed_near),
                 (unsigned long long)s->attributed_exact, (unsigned long long)s->attributed_near,
                 (unsigned long long)s->unattributed);
+        if (s->unrecorded)
+            fprintf(out,
+                    "                %llu samples in regions whose begin event was lost: not charged (which thread "
+                    "opened them is not known)\n",
+                    (unsigned long long)s->unrecorded);
         fprintf(out, "  contexts      %llu openers' contexts at region begin (%llu found unchanged, not walked)\n",
                 (unsigned long long)s->contexts, (unsigned long long)s->contexts_repeated);
     }
@@ -125,6 +130,7 @@ static void print_json(FILE *out, const struct threading_summary *s, bool timeli
     fprintf(out, ", \"attributed_exact\": %llu, \"attributed_near\": %llu, \"unattributed\": %llu",
             (unsigned long long)s->attributed_exact, (unsigned long long)s->attributed_near,
             (unsigned long long)s->unattributed);
+    fprintf(out, ", \"in_unrecorded_regions\": %llu", (unsigned long long)s->unrecorded);
     fprintf(out, ", \"contexts\": %llu, \"contexts_repeated\": %llu", (unsigned long long)s->contexts,
             (unsigned long long)s->contexts_repeated);
     fprintf(out, ", \"oversubscribed\": %s, \"multi_process_oversubscription\": %s, \"external_contention\": %s",

@@ -172,7 +172,7 @@ if [ -x "$GOMP" ]; then
         pycheck '
 d = load(sys.argv[1]).get("threading", {})
 n, regions, lost = int(sys.argv[2]), d.get("regions", 0), d.get("omp_events_lost", -1)
-print("  (f) %d regions counted and %d region events lost, of %d regions run" % (regions, lost, n))
+print("  (f) %d regions counted and %d region events lost, of %d regions run; %d samples in regions without a record" % (regions, lost, n, d.get("in_unrecorded_regions", -1)))
 if lost < 0:
     fail("no omp_events_lost in the report")
 elif regions > n or regions + lost < n:

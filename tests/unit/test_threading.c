@@ -193,6 +193,7 @@ static void test_worker_charged_to_opener(void)
     p->samples[4].omp_region = idx;
     CU_ASSERT_EQUAL(threading_attribute(p), 3);
     CU_ASSERT_EQUAL(p->threading->attributed_exact, 3);
+    CU_ASSERT_EQUAL(p->threading->unrecorded, 1); /* counted, not charged */
     const struct prof_stack *g = &p->stacks[p->samples[1].stack];
     CU_ASSERT_EQUAL_FATAL(g->nframes, 3);
     CU_ASSERT_EQUAL(g->frames[0], body);
@@ -213,6 +214,28 @@ static void test_worker_charged_to_opener(void)
     CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &s), 0);
     CU_ASSERT_EQUAL(s.region_samples, 5);
     CU_ASSERT_EQUAL(s.spin_samples, 2); /* sched_yield called by the runtime is spin too */
+    CU_ASSERT_EQUAL(s.unrecorded, 1);
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *out = open_memstream(&text, &text_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_JSON), 0);
+    fclose(out);
+    CU_ASSERT_TRUE(strstr(text, "\"in_unrecorded_regions\": 1,") != NULL);
+    free(text);
+    /* the text says it too, once the result has the sections it is in */
+    add_sched(p, 100, 2, 5, 5, 2);
+    struct {
+        struct opr_omp_info i;
+        char text[8];
+    } info = {{0, 201611, 4}, "test"};
+    threading_load_record(p, 100, OPR_REC_OMP_INFO, (const char *)&info, sizeof info.i + 4);
+    out = open_memstream(&text, &text_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_TEXT), 0);
+    fclose(out);
+    CU_ASSERT_TRUE(strstr(text, "1 samples in regions whose begin event was lost: not charged") != NULL);
+    free(text);
     CU_ASSERT_TRUE(s.nops >= 1);
     CU_ASSERT_STRING_EQUAL(s.ops[0].name, "opener_fn");
     /* the worker sample whose opener is unknown (its stack ends in the
