@@ -123,6 +123,9 @@ static void *resolve(const char *sym, void *_Atomic *cache)
     void *f = atomic_load_explicit(cache, memory_order_acquire);
     if (f)
         return f;
+    /* Agent time in the workload's thread, before the wrapper's own hook
+     * time starts (the first GOMP_parallel: ~50 us, most of it here). */
+    uint64_t t0 = omp_rec_hook_now();
     f = dlsym(RTLD_NEXT, sym);
     if (!f || is_own(f)) {
         struct find_arg a = {sym, NULL};
@@ -150,6 +153,7 @@ static void *resolve(const char *sym, void *_Atomic *cache)
             omp_rec_gomp_activate();
     }
     atomic_store_explicit(cache, f, memory_order_release);
+    omp_rec_setup_time(omp_rec_hook_now() - t0);
     return f;
 }
 
@@ -207,11 +211,14 @@ static unsigned requested_team(unsigned num_threads)
 /* The opener, before handing the region to the runtime. */
 static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned num_threads, unsigned arrived)
 {
+    /* Before the hook time starts: its first call resolves
+     * omp_get_max_threads, which resolve() counts itself. */
+    unsigned requested = requested_team(num_threads);
     uint64_t t = omp_rec_hook_now();
     r->fn = fn;
     r->data = data;
     atomic_store_explicit(&r->arrived, arrived, memory_order_relaxed);
-    r->id = omp_rec_region_begin(requested_team(num_threads));
+    r->id = omp_rec_region_begin(requested);
     r->saved = agent_omp_region;
     /* Fork and join are runtime time for the opener too. */
     agent_omp_region = AGENT_OMP_OUTSIDE_BODY | r->id;

@@ -364,9 +364,16 @@ void omp_rec_hook_time(uint64_t *start)
     *start = now;
 }
 
+static _Atomic uint64_t setup_ticks;
+
+void omp_rec_setup_time(uint64_t ticks)
+{
+    atomic_fetch_add_explicit(&setup_ticks, ticks, memory_order_relaxed);
+}
+
 uint64_t ompt_hook_ns(void)
 {
-    uint64_t ticks = 0;
+    uint64_t ticks = atomic_load_explicit(&setup_ticks, memory_order_relaxed);
     for (struct omp_thread_state *s = atomic_load(&threads_head); s; s = s->next)
         ticks += atomic_load_explicit(&s->hook_ticks, memory_order_relaxed);
     return (uint64_t)((double)ticks * omp_tsc_ns_per_tick());

@@ -53,6 +53,9 @@ OMPT_HIDDEN void omp_rec_thread_end(void);
  * this thread's count; *start is set to now. See agent_ompt.c. */
 OMPT_HIDDEN void omp_rec_hook_time(uint64_t *start);
 OMPT_HIDDEN uint64_t omp_rec_hook_now(void);
+/* One-time work on a workload thread outside any hook (agent_gomp.c
+ * resolving a GOMP_* entry point: dlsym, dladdr), in TSC ticks. */
+OMPT_HIDDEN void omp_rec_setup_time(uint64_t ticks);
 /* Writer: that time on every thread so far, in ns (0: no OpenMP seen). */
 OMPT_HIDDEN uint64_t ompt_hook_ns(void);
 
