@@ -148,13 +148,15 @@ size_t threading_attribute(struct profile *p)
     struct prof_threading *t = p->threading;
     if (!t || t->nregions == 0 || p->nsamples == 0)
         return 0;
-    /* Samples per (pid, tid) by time; contexts per (pid, tid) by time and per
-     * (pid, region) for the exact match. */
+    /* Samples per (pid, tid) by time; contexts per (pid, tid) by time, per
+     * (pid, region) for the exact match, and per (pid, tid) by region id for
+     * a region that repeats its opener's previous context. */
     struct key_idx *by_thread = malloc(p->nsamples * sizeof *by_thread);
     struct key_idx *ctx_thread = malloc((t->ncontexts + 1) * sizeof *ctx_thread);
     struct key_idx *ctx_region = malloc((t->ncontexts + 1) * sizeof *ctx_region);
-    if (!by_thread || !ctx_thread || !ctx_region) {
-        free(by_thread), free(ctx_thread), free(ctx_region);
+    struct key_idx *ctx_opener = malloc((t->ncontexts + 1) * sizeof *ctx_opener);
+    if (!by_thread || !ctx_thread || !ctx_region || !ctx_opener) {
+        free(by_thread), free(ctx_thread), free(ctx_region), free(ctx_opener);
         errno = ENOMEM; /* nothing charged: profile_prepare fails the load */
         return 0;
     }
@@ -167,9 +169,11 @@ size_t threading_attribute(struct profile *p)
         const struct prof_omp_context *c = &t->contexts[i];
         ctx_thread[i] = (struct key_idx){pid_tid_key(c->pid, c->tid), c->time_ns, (uint32_t)i};
         ctx_region[i] = (struct key_idx){c->region_id ^ ((uint64_t)c->pid << 40), 0, (uint32_t)i};
+        ctx_opener[i] = (struct key_idx){pid_tid_key(c->pid, c->tid), c->region_id, (uint32_t)i};
     }
     qsort(ctx_thread, t->ncontexts, sizeof *ctx_thread, cmp_key_time);
     qsort(ctx_region, t->ncontexts, sizeof *ctx_region, cmp_key_time);
+    qsort(ctx_opener, t->ncontexts, sizeof *ctx_opener, cmp_key_time);
 
     uint32_t *buf = NULL;
     size_t cap = 0, charged = 0;
@@ -196,8 +200,16 @@ size_t threading_attribute(struct profile *p)
             ctx_stack = p->samples[os].stack;
         } else {
             size_t at = lower_bound(ctx_region, t->ncontexts, r->id ^ ((uint64_t)r->pid << 40), 0);
-            if (at < t->ncontexts && ctx_region[at].key == (r->id ^ ((uint64_t)r->pid << 40)))
+            if (at < t->ncontexts && ctx_region[at].key == (r->id ^ ((uint64_t)r->pid << 40))) {
                 ctx_stack = t->contexts[ctx_region[at].idx].stack;
+            } else if (r->flags & OPR_OMP_REGION_CONTEXT_REPEATED) {
+                /* the opener's own latest context before this region: ids
+                 * count up in the order its regions began (times converted
+                 * from the TSC at two drains could cross on short regions) */
+                at = lower_bound(ctx_opener, t->ncontexts, okey, r->id);
+                if (at > 0 && ctx_opener[at - 1].key == okey)
+                    ctx_stack = t->contexts[ctx_opener[at - 1].idx].stack;
+            }
         }
         if (ctx_stack < 0) {
             exact = false;
@@ -231,6 +243,7 @@ size_t threading_attribute(struct profile *p)
     free(by_thread);
     free(ctx_thread);
     free(ctx_region);
+    free(ctx_opener);
     return charged;
 }
 
@@ -466,6 +479,7 @@ static void ompt_view(const struct prof_threading *t, struct threading_summary *
         work += (double)k->work_ns, team += (double)k->team_ns, region_ns += (double)k->region_ns;
         s->regions += k->regions_ended;
         s->omp_events_lost += k->events_lost;
+        s->contexts_repeated += k->contexts_repeated; /* no OMP_CONTEXT of their own: see below */
         s->nested += k->nested;
         if (k->max_team > s->max_team)
             s->max_team = k->max_team;
@@ -654,8 +668,11 @@ int threading_analyze(const struct profile *p, struct threading_summary *s)
     s->attributed_near = t->attributed_near;
     s->unattributed = t->unattributed;
     s->unrecorded = t->unrecorded;
-    s->contexts = t->ncontexts;
-    s->contexts_repeated = t->contexts_repeated;
+    /* Regions that repeated their opener's context: counted by the ticks
+     * (ompt_view); older agents wrote each as an OMP_CONTEXT with flag
+     * REPEATED, counted in ncontexts and t->contexts_repeated instead. */
+    s->contexts = t->ncontexts + s->contexts_repeated;
+    s->contexts_repeated += t->contexts_repeated;
     threading_findings(s);
     return 0;
 }

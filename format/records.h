@@ -407,6 +407,10 @@ struct opr_omp_region {
     uint32_t flags;       /* OPR_OMP_REGION_* */
 };
 #define OPR_OMP_REGION_NESTED 1u /* opened inside another region */
+/* The opener's stack and Python frames at this region's begin were those of
+ * its latest OMP_CONTEXT before it (the agent found them unchanged and sent
+ * no context of its own): readers take that one. */
+#define OPR_OMP_REGION_CONTEXT_REPEATED 2u
 
 struct opr_omp_tick {
     uint64_t time_ns;       /* end of the period */
@@ -422,7 +426,7 @@ struct opr_omp_tick {
     /* Added after the first release of the record: readers take a shorter
      * body (OPR_OMP_TICK_MIN_BYTES) and read these as 0. */
     uint32_t events_lost; /* region begin/end events lost to a full per-thread ring in the period */
-    uint32_t pad;
+    uint32_t contexts_repeated; /* regions begun whose opener's context was its previous one (was pad, 0) */
 };
 #define OPR_OMP_TICK_MIN_BYTES 64 /* the body up to omp_threads */
 _Static_assert(OPR_OMP_TICK_MIN_BYTES == offsetof(struct opr_omp_tick, events_lost), "OMP_TICK's first body");

@@ -31,9 +31,6 @@
 /* A queue slot that is not a sample but an OpenMP opener's calling context
  * (ompt_tool.c captures it at parallel begin; the writer emits OMP_CONTEXT). */
 #define AGENT_SLOT_OMP_CONTEXT 0x8000u
-/* With AGENT_SLOT_OMP_CONTEXT: the same context as this thread's previous
- * one (its stack and Python frames are not in the slot). */
-#define AGENT_SLOT_OMP_SAME 0x4000u
 /* --- end threading/OpenMP ------------------------------------------------ */
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))

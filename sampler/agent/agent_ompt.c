@@ -15,10 +15,11 @@
  *
  * Calling context: at every region begin (or every OPPROF_OMP_CONTEXT_NS
  * per opener thread when set), the opener's native stack and Python frames
- * go into a handler-queue slot marked AGENT_SLOT_OMP_CONTEXT, or, when they
- * are unchanged since its previous one, a slot that says so
- * (capture_context); the writer turns either into an OMP_CONTEXT record.
- * The loader charges worker samples to it (analyze/threading.c).
+ * go into a handler-queue slot marked AGENT_SLOT_OMP_CONTEXT, which the
+ * writer turns into an OMP_CONTEXT record; or, when they are unchanged since
+ * its previous one, only the region's BEGIN event says so (capture_context),
+ * and its OMP_REGION record carries OPR_OMP_REGION_CONTEXT_REPEATED. The
+ * loader charges worker samples to it (analyze/threading.c).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 #define RING_SIZE 16384u
 #define REGION_TABLE_SIZE 65536u  /* recent regions the writer remembers */
 
-enum ev_kind { EV_BEGIN = 1, EV_END = 2 };
+enum ev_kind { EV_BEGIN = 1, EV_END = 2, EV_BEGIN_REPEATED = 3 /* BEGIN; the opener's context unchanged */ };
 
 struct omp_ev {
     uint64_t time; /* event_time(): TSC ticks or ns */
@@ -92,6 +93,7 @@ struct omp_thread_state {
     struct py_frame_ref last_py[OPR_MAX_PYFRAMES];
     struct unwind_trace last_trace;
     struct unwind_trace check_trace; /* check mode's walks (not kept) */
+    uint64_t check_pcs[OPR_MAX_FRAMES];
     uint64_t writer_work_seen;       /* writer only: work_ticks already in a tick */
     uint64_t writer_dropped_seen;    /* writer only: dropped already in a tick */
     _Atomic uint64_t hook_ticks;    /* owner adds, the writer sums: omp_rec_hook_time */
@@ -101,7 +103,7 @@ struct omp_thread_state {
 struct region_entry {
     uint64_t id, parent, begin_ns, end_ns;
     uint32_t opener_tid, requested, actual;
-    uint8_t referenced, emitted, begun, pad;
+    uint8_t referenced, emitted, begun, ctx_repeated;
 };
 
 static _Atomic(struct omp_thread_state *) threads_head;
@@ -125,6 +127,10 @@ static struct region_entry *regions;
  * table, whose untouched pages each cost a page fault (730 of
  * omp_regions_gomp's 1,680 faults with 2,000 regions were that scan). */
 static uint64_t region_id_max;
+/* A full context the writer could not write (--max-size, out of memory):
+ * regions repeating the opener's context would name an older one, so no
+ * region of this stream says "repeated" after it. */
+static bool contexts_lost;
 static struct opr_omp_tick tick;
 static uint64_t last_tick_ns;
 
@@ -215,8 +221,11 @@ static void push(struct omp_thread_state *s, uint32_t kind, uint64_t t, uint64_t
  * thread's last context; the native stack is not walked again when the
  * last walk's inputs are unchanged (unwind_trace_replays: same leaf SP,
  * the same return addresses and saved frame pointers at the same stack
- * addresses), which makes the walk's result the same. Then the slot says
- * only "the same as my previous context" (AGENT_SLOT_OMP_SAME). */
+ * addresses), which makes the walk's result the same. Then nothing is
+ * queued: the region's BEGIN event says "my opener's previous context"
+ * (EV_BEGIN_REPEATED). A queue slot and an OMP_CONTEXT record per such
+ * region were ~90 % of omp_regions_gomp's stream (20,000 regions: 800 of
+ * 892 KB), most of the writer's work on it, and 1.3 MB of queue traffic. */
 static void check_repeat(struct omp_thread_state *s, uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *scratch)
 {
     unsigned walked;
@@ -252,11 +261,12 @@ static inline __attribute__((always_inline)) bool here_regs(uint64_t *pc, uint64
 #endif
 }
 
-/* now: event_time() */
-static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
+/* now: event_time(). True: the opener's context is its previous one,
+ * nothing queued (see above). */
+static bool capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
 {
     if (!atomic_load_explicit(&agent_accepting, memory_order_acquire))
-        return;
+        return false;
     uint64_t pc = 0, sp = 0, fp = 0;
     bool have_regs = here_regs(&pc, &sp, &fp);
     bool tables = agent_config.call_graph == CALL_GRAPH_DWARF && agent_unwind_tables_on() && have_regs;
@@ -264,24 +274,20 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
     unsigned npy = agent_python_capture(py, OPR_MAX_PYFRAMES, s->tid);
     bool same = s->have_last && tables && npy == s->last_npy &&
                 memcmp(py, s->last_py, npy * sizeof py[0]) == 0 && unwind_trace_replays(&s->last_trace, pc, sp, fp);
+    if (same) {
+        if (agent_unwind_check_on()) /* OPPROF_UNWIND_CHECK=1: walk anyway, compare */
+            check_repeat(s, pc, sp, fp, s->check_pcs);
+        return true;
+    }
     /* A sample taken while we fill the slot is fine: the queue is MPSC and
      * the writer consumes in order (it waits for our commit). */
     struct agent_slot *slot = agent_queue_claim();
     if (!slot)
-        return; /* the writer still has the last full context: aliases stay right */
+        return false; /* the writer still has the last full context: repeats stay right */
     slot->time_ns = now;
     slot->tid = s->tid;
     slot->omp_region = id;
     slot->defer = 0; /* walked here in full or by libunwind, never deferred */
-    if (same && agent_unwind_check_on()) /* OPPROF_UNWIND_CHECK=1: walk anyway, compare */
-        check_repeat(s, pc, sp, fp, slot->pcs);
-    if (same) {
-        slot->flags = AGENT_SLOT_OMP_CONTEXT | AGENT_SLOT_OMP_SAME;
-        slot->nframes = 0;
-        slot->npy = 0;
-        agent_queue_commit(slot);
-        return;
-    }
     slot->flags = AGENT_SLOT_OMP_CONTEXT;
     /* The writer's unwind tables first (unwind_table.c), from our own
      * registers; libunwind when they cannot do the whole stack. */
@@ -312,6 +318,7 @@ static void capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
         memcpy(s->last_pcs, slot->pcs, (size_t)n * sizeof slot->pcs[0]);
     }
     agent_queue_commit(slot);
+    return false;
 }
 
 /* ---- shared recording entry points (OMPT callbacks and agent_gomp.c) ---- */
@@ -324,16 +331,17 @@ static uint64_t region_begin(unsigned requested)
     if (!s)
         return id;
     uint64_t now = event_time();
-    push(s, EV_BEGIN, now, id, agent_omp_region & ~AGENT_OMP_OUTSIDE_BODY, requested);
+    bool repeated = false;
     if (context_interval_ns == 0) {
-        capture_context(s, id, now);
+        repeated = capture_context(s, id, now);
     } else { /* OPPROF_OMP_CONTEXT_NS: the interval on the clock */
         uint64_t now_ns = agent_now_ns();
         if (now_ns - s->last_capture_ns >= context_interval_ns) {
             s->last_capture_ns = now_ns;
-            capture_context(s, id, now);
+            repeated = capture_context(s, id, now);
         }
     }
+    push(s, repeated ? EV_BEGIN_REPEATED : EV_BEGIN, now, id, agent_omp_region & ~AGENT_OMP_OUTSIDE_BODY, requested);
     return id;
 }
 
@@ -578,8 +586,9 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
 
 static void emit_region(struct region_entry *e, agent_emit_fn emit)
 {
-    struct opr_omp_region r = {e->id, e->parent, e->begin_ns, e->end_ns, e->opener_tid,
-                               e->requested, e->actual, e->parent ? OPR_OMP_REGION_NESTED : 0};
+    uint32_t flags = (e->parent ? OPR_OMP_REGION_NESTED : 0) |
+                     (e->ctx_repeated && !contexts_lost ? OPR_OMP_REGION_CONTEXT_REPEATED : 0);
+    struct opr_omp_region r = {e->id, e->parent, e->begin_ns, e->end_ns, e->opener_tid, e->requested, e->actual, flags};
     emit(OPR_REC_OMP_REGION, &r, sizeof r, NULL, 0);
     e->emitted = 1;
 }
@@ -600,6 +609,11 @@ static struct region_entry *region_slot(uint64_t id)
 static uint64_t region_id_low(void)
 {
     return region_id_max >= REGION_TABLE_SIZE ? region_id_max - REGION_TABLE_SIZE + 1 : 0;
+}
+
+void ompt_writer_context_lost(void)
+{
+    contexts_lost = true;
 }
 
 void ompt_writer_note_sample_region(uint64_t id, agent_emit_fn emit)
@@ -625,12 +639,15 @@ static void process_event(const struct omp_thread_state *s, const struct omp_ev 
     struct region_entry *e = region_slot(ev->id);
     if (!e)
         return;
-    if (ev->kind == EV_BEGIN) {
+    if (ev->kind == EV_BEGIN || ev->kind == EV_BEGIN_REPEATED) {
         uint8_t referenced = e->id == ev->id ? e->referenced : 0;
         memset(e, 0, sizeof *e);
         e->id = ev->id;
         e->referenced = referenced;
         e->begun = 1;
+        e->ctx_repeated = ev->kind == EV_BEGIN_REPEATED;
+        if (e->ctx_repeated)
+            tick.contexts_repeated++;
         e->begin_ns = omp_event_ns_at_anchor(ev->time); /* taken at this drain's start */
         e->parent = ev->parent;
         e->opener_tid = s->tid;
@@ -731,5 +748,6 @@ void ompt_atfork_child(void)
             memset(&regions[id & (REGION_TABLE_SIZE - 1)], 0, sizeof *regions);
     memset(&tick, 0, sizeof tick);
     info_emitted = false;
+    contexts_lost = false;
 }
 

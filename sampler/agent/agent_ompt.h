@@ -84,6 +84,9 @@ OMPT_HIDDEN int ompt_drain_wanted_take(void);
 
 /* Writer thread, writer lock held. */
 OMPT_HIDDEN void ompt_writer_note_sample_region(uint64_t region_id, agent_emit_fn emit);
+/* Writer: an opener's full context (AGENT_SLOT_OMP_CONTEXT) was not written
+ * (--max-size, out of memory): later regions must not say they repeat it. */
+OMPT_HIDDEN void ompt_writer_context_lost(void);
 OMPT_HIDDEN void ompt_writer_drain(agent_emit_fn emit, bool final);
 /* In a fork child: the parent's rings and regions are not ours. */
 OMPT_HIDDEN void ompt_atfork_child(void);

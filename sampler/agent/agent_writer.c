@@ -248,47 +248,13 @@ static void emit_counter_sample(const struct agent_slot *slot)
     emit(OPR_REC_COUNTER_SAMPLE, &cs, sizeof cs, slot->ctr, slot->nctr * sizeof slot->ctr[0]);
 }
 
-/* threading/OpenMP: each opener thread's last OMP_CONTEXT (stack ids of
- * this stream), for the slots that say "the same context as this thread's
- * previous one" (AGENT_SLOT_OMP_SAME, agent_ompt.c). Open addressing by
- * tid; an opener not found (table full, or its full context was dropped
- * past --max-size) gets no context for that region: the loader charges its
- * workers by time instead, counted as approximate. */
-#define CONTEXT_LAST_SLOTS 512u
-static struct context_last {
-    uint32_t tid, stack_id, py_plus1;
-} context_last[CONTEXT_LAST_SLOTS];
-
-static struct context_last *context_last_at(uint32_t tid, bool add)
-{
-    for (uint32_t i = 0, h = tid * 2654435761u; i < CONTEXT_LAST_SLOTS; i++) {
-        struct context_last *c = &context_last[(h + i) % CONTEXT_LAST_SLOTS];
-        if (c->tid == tid)
-            return c;
-        if (c->tid == 0) {
-            if (!add)
-                return NULL;
-            c->tid = tid;
-            return c;
-        }
-    }
-    return NULL;
-}
-
-static void emit_omp_context(const struct agent_slot *slot, uint32_t stack_id, uint32_t py_plus1, uint32_t flags)
+/* threading/OpenMP: an opener's stack at region begin (regions that repeat
+ * it say so in their OMP_REGION: agent_ompt.c). */
+static void emit_omp_context(const struct agent_slot *slot, uint32_t stack_id, uint32_t py_plus1)
 {
     /* time_ns holds capture_context's event time (agent_ompt.c) */
-    struct opr_omp_context c = {
-        slot->omp_region, omp_rec_event_ns(slot->time_ns), slot->tid, stack_id, py_plus1, flags};
+    struct opr_omp_context c = {slot->omp_region, omp_rec_event_ns(slot->time_ns), slot->tid, stack_id, py_plus1, 0};
     emit(OPR_REC_OMP_CONTEXT, &c, sizeof c, NULL, 0);
-}
-
-/* An alias slot: the opener's previous context again. */
-static void drain_same_context(const struct agent_slot *slot)
-{
-    const struct context_last *c = context_last_at(slot->tid, false);
-    if (c && c->stack_id != UINT32_MAX && !size_cap_reached_with(sizeof(struct opr_omp_context) + 8))
-        emit_omp_context(slot, c->stack_id, c->py_plus1, OPR_OMP_CONTEXT_REPEATED);
 }
 
 /* Caller holds writer_lock. */
@@ -300,11 +266,6 @@ static void drain_locked(void)
         agent_memmap_maybe_refresh();
     agent_cost_calibrate_more(); /* the clock read taken out of timed handler calls */
     while ((slot = agent_queue_peek()) != NULL) {
-        if ((slot->flags & AGENT_SLOT_OMP_SAME) && (slot->flags & AGENT_SLOT_OMP_CONTEXT)) {
-            drain_same_context(slot);
-            agent_queue_release();
-            continue;
-        }
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)
             n = OPR_MAX_FRAMES;
@@ -316,27 +277,20 @@ static void drain_locked(void)
             pcs = finished;
         }
         if (size_cap_reached_with(sample_bytes_bound(slot, n))) {
-            if (slot->flags & AGENT_SLOT_OMP_CONTEXT) { /* not a sample; its repeats must not name an older one */
-                struct context_last *c = context_last_at(slot->tid, false);
-                if (c)
-                    c->stack_id = UINT32_MAX;
-            } else {
+            if (slot->flags & AGENT_SLOT_OMP_CONTEXT) /* not a sample; its repeats must not name an older one */
+                ompt_writer_context_lost();
+            else
                 note_size_cap_drop(slot->time_ns);
-            }
             agent_queue_release();
             continue;
         }
         int64_t id = opr_writer_stack_id(writer, pcs, n);
         if (slot->flags & AGENT_SLOT_OMP_CONTEXT) {
             /* threading/OpenMP: an opener's stack at region begin, not a sample */
-            struct context_last *c = context_last_at(slot->tid, true);
-            uint32_t py = id >= 0 ? python_stack_for(slot) : 0;
-            if (c) {
-                c->stack_id = id >= 0 ? (uint32_t)id : UINT32_MAX;
-                c->py_plus1 = py;
-            }
             if (id >= 0)
-                emit_omp_context(slot, (uint32_t)id, py, 0);
+                emit_omp_context(slot, (uint32_t)id, python_stack_for(slot));
+            else
+                ompt_writer_context_lost();
         } else if (id >= 0) {
             if (opr_writer_note_thread(writer, slot->tid)) {
                 threads_noted++;
@@ -464,7 +418,6 @@ static int begin_stream(void)
             return -1;
     }
     stream_pid = getpid();
-    memset(context_last, 0, sizeof context_last); /* stack ids are per stream */
     stream_fd = opr_stream_create(agent_config.result_dir, (uint32_t)stream_pid, &stream_generation);
     if (stream_fd < 0)
         return -1;

@@ -154,6 +154,9 @@ done
 # second, a team spinning on every CPU): every region is counted or its lost
 # events are. The opener asks for a drain when its event ring is half full
 # (agent_ompt.c); what still overflows is counted in OMP_TICK and shown.
+# And the result grows with samples and with the openers' distinct stacks,
+# not with regions: a region that repeats its opener's previous context
+# writes no record of its own (before, 40 bytes each).
 GOMP="$BINDIR/omp_regions_gomp"
 N=300000
 # A sanitizer build walks each opener's context ~10x slower: 300,000 regions
@@ -169,9 +172,14 @@ if [ -x "$GOMP" ]; then
         fail "record fast regions exited $RECORD_STATUS"
     elif report_json "$WORK/fast" "$WORK/fast.json" --threading; then
         "$OPPROF" report "$WORK/fast" --threading | grep -E "^  (OpenMP|lost) " | sed 's/^/  /'
+        bytes=$(du -sb "$WORK/fast" | cut -f1)
         pycheck '
 d = load(sys.argv[1]).get("threading", {})
 n, regions, lost = int(sys.argv[2]), d.get("regions", 0), d.get("omp_events_lost", -1)
+nbytes, full = int(sys.argv[3]), d.get("contexts", 0) - d.get("contexts_repeated", 0)
+print("  (g) result %d bytes for %d regions (%.2f a region); %d full opener contexts" % (nbytes, n, nbytes / n, full))
+if nbytes > 10 * n:
+    fail("result of %d bytes for %d regions: over 10 bytes a region" % (nbytes, n))
 print("  (f) %d regions counted and %d region events lost, of %d regions run; %d samples in regions without a record" % (regions, lost, n, d.get("in_unrecorded_regions", -1)))
 if lost < 0:
     fail("no omp_events_lost in the report")
@@ -179,7 +187,7 @@ elif regions > n or regions + lost < n:
     fail("%d regions counted + %d events lost do not account for the %d regions run" % (regions, lost, n))
 elif regions < 0.5 * n:
     fail("only %d of %d regions counted (%d events lost): the writer did not keep up" % (regions, n, lost))
-' "$WORK/fast.json" $N
+' "$WORK/fast.json" $N "$bytes"
     else
         fail "report --threading on the fast regions failed"
     fi

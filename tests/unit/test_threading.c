@@ -285,6 +285,58 @@ static void test_truncated_worker_named_by_region(void)
     profile_free(p);
 }
 
+/* A region whose REGION record says CONTEXT_REPEATED and that has no
+ * OMP_CONTEXT of its own: its worker samples get the opener's own latest
+ * context before it (by region id), not a later one, not another thread's,
+ * and count as exact. The ticks' contexts_repeated count as contexts. */
+static void test_repeated_context_from_opener(void)
+{
+    struct opener_fixture fx;
+    opener_fixture_make(&fx);
+    struct profile *p = fx.p;
+    uint32_t start = profile_add_frame(p, "start_thread", "libc.so.6", NULL, 0, FRAME_NATIVE);
+    uint32_t later = profile_add_frame(p, "later_fn", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t stranger = profile_add_frame(p, "stranger_fn", "prog", NULL, 0, FRAME_NATIVE);
+    uint32_t ws_frames[] = {fx.body, fx.invoke, start};
+    uint32_t later_frames[] = {fx.body, fx.invoke, later, fx.mainf};
+    uint32_t stranger_frames[] = {fx.body, fx.invoke, stranger, fx.mainf};
+    uint32_t ws = profile_add_stack(p, ws_frames, 3);
+    uint32_t ls = profile_add_stack(p, later_frames, 4);
+    uint32_t ss = profile_add_stack(p, stranger_frames, 4);
+    /* opener 100's full contexts at regions 5 (opener_fn) and 9 (later_fn);
+     * thread 102's at region 7, nearer in id and time to region 8 */
+    CU_ASSERT_EQUAL(threading_add_context(p, 100, 100, 5, 500, fx.os), 0);
+    CU_ASSERT_EQUAL(threading_add_context(p, 100, 100, 9, 9000, ls), 0);
+    CU_ASSERT_EQUAL(threading_add_context(p, 100, 102, 7, 7900, ss), 0);
+    struct opr_omp_region r8 = {8, 0, 8000, 8800, 100, 2, 2, OPR_OMP_REGION_CONTEXT_REPEATED};
+    threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r8, sizeof r8);
+    struct opr_omp_region r10 = {10, 0, 10000, 10800, 100, 2, 2, 0}; /* not repeated, no context */
+    threading_load_record(p, 100, OPR_REC_OMP_REGION, (const char *)&r10, sizeof r10);
+    size_t sorted = 0;
+    uint32_t i8 = threading_region_lookup(p, 0, &sorted, 100, 8);
+    uint32_t i10 = threading_region_lookup(p, 0, &sorted, 100, 10);
+    profile_add_sample(p, 8400, fx.t_work, ws, 1);
+    profile_add_sample(p, 10400, fx.t_work, ws, 1);
+    p->samples[0].omp_region = i8;
+    p->samples[1].omp_region = i10;
+    CU_ASSERT_EQUAL(threading_attribute(p), 2);
+    CU_ASSERT_EQUAL(p->threading->attributed_exact, 1);
+    CU_ASSERT_EQUAL(p->threading->attributed_near, 1); /* region 10: the nearest context in time */
+    const struct prof_stack *g = &p->stacks[p->samples[0].stack];
+    CU_ASSERT_EQUAL_FATAL(g->nframes, 3);
+    CU_ASSERT_EQUAL(g->frames[0], fx.body);
+    CU_ASSERT_EQUAL(g->frames[1], fx.opener); /* region 5's, not 9's later_fn nor 102's stranger_fn */
+    CU_ASSERT_EQUAL(g->frames[2], fx.mainf);
+    struct opr_omp_tick t = {10 * MS, 10 * MS, 0, 0, 0, 3, 3, 2, 2, 0, 2, 0, 1};
+    threading_load_record(p, 100, OPR_REC_OMP_TICK, (const char *)&t, sizeof t);
+    struct threading_summary sum;
+    CU_ASSERT_EQUAL_FATAL(threading_analyze(p, &sum), 0);
+    CU_ASSERT_EQUAL(sum.contexts, 4); /* 3 records + 1 repeated */
+    CU_ASSERT_EQUAL(sum.contexts_repeated, 1);
+    threading_summary_free(&sum);
+    profile_free(p);
+}
+
 /* OpenMP runtime wait is no operator's self time: the opener's fork/join
  * inside aten::_softmax (marked outside a body by the agent, or a leaf in the
  * runtime's wait code) and a worker's wait between regions go to
@@ -356,5 +408,6 @@ void register_threading_tests(void)
     CU_add_test(s, "OMP ticks: regions, active threads, imbalance, nesting", test_omp_ticks);
     CU_add_test(s, "worker samples charged to the opener", test_worker_charged_to_opener);
     CU_add_test(s, "truncated worker stacks named by their region", test_truncated_worker_named_by_region);
+    CU_add_test(s, "a repeated context is the opener's previous one", test_repeated_context_from_opener);
     CU_add_test(s, "group by op: OpenMP runtime wait is its own row", test_group_by_op_runtime_wait);
 }
