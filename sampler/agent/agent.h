@@ -197,8 +197,7 @@ AGENT_HIDDEN struct agent_slot *agent_queue_claim(void);   /* handler; NULL when
 AGENT_HIDDEN void agent_queue_commit(struct agent_slot *s); /* handler: after nframes, npy and the frames */
 AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when empty */
 AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
-AGENT_HIDDEN void
-agent_queue_prefault(void); /* writer (and the constructor before it): back the next slots with memory */
+AGENT_HIDDEN void agent_queue_prefault(void);              /* writer, constructor: back the next slots */
 AGENT_HIDDEN uint64_t agent_queue_resident_bytes(void);    /* writer: the ring's pages in memory (mincore) */
 
 /* ---- agent.c: state shared by the parts ---------------------------------- */
