@@ -173,13 +173,17 @@ if [ -x "$GOMP" ]; then
     elif report_json "$WORK/fast" "$WORK/fast.json" --threading; then
         "$OPPROF" report "$WORK/fast" --threading | grep -E "^  (OpenMP|lost) " | sed 's/^/  /'
         bytes=$(du -sb "$WORK/fast" | cut -f1)
+        report_json "$WORK/fast" "$WORK/fast.all.json" || fail "report on the fast regions failed"
         pycheck '
 d = load(sys.argv[1]).get("threading", {})
 n, regions, lost = int(sys.argv[2]), d.get("regions", 0), d.get("omp_events_lost", -1)
-nbytes, full = int(sys.argv[3]), d.get("contexts", 0) - d.get("contexts_repeated", 0)
-print("  (g) result %d bytes for %d regions (%.2f a region); %d full opener contexts" % (nbytes, n, nbytes / n, full))
-if nbytes > 10 * n:
-    fail("result of %d bytes for %d regions: over 10 bytes a region" % (nbytes, n))
+nbytes, full, samples = int(sys.argv[3]), d.get("contexts", 0) - d.get("contexts_repeated", 0), load(sys.argv[4]).get("total_weight", 0)
+# a record per region was 40 bytes; a sample with its stack ~100-300, the
+# maps, the vdso copy and the periodic ticks ~64 KB
+bound = 10 * n + 512 * samples + 65536
+print("  (g) result %d bytes for %d regions and %d samples (bound %d); %d full opener contexts" % (nbytes, n, samples, bound, full))
+if nbytes > bound:
+    fail("result of %d bytes for %d regions and %d samples: over 10 bytes a region" % (nbytes, n, samples))
 print("  (f) %d regions counted and %d region events lost, of %d regions run; %d samples in regions without a record" % (regions, lost, n, d.get("in_unrecorded_regions", -1)))
 if lost < 0:
     fail("no omp_events_lost in the report")
@@ -187,7 +191,7 @@ elif regions > n or regions + lost < n:
     fail("%d regions counted + %d events lost do not account for the %d regions run" % (regions, lost, n))
 elif regions < 0.5 * n:
     fail("only %d of %d regions counted (%d events lost): the writer did not keep up" % (regions, n, lost))
-' "$WORK/fast.json" $N "$bytes"
+' "$WORK/fast.json" $N "$bytes" "$WORK/fast.all.json"
     else
         fail "report --threading on the fast regions failed"
     fi
