@@ -537,7 +537,7 @@ struct opr_offcpu {
     uint64_t offcpu_ns;   /* interval - delta run - delta runqueue wait */
     uint32_t tid;
     uint32_t py_stack_id_plus1; /* the thread's Python stack at time_ns (0: unreadable) */
-    uint32_t state;       /* /proc task state letter at time_ns ('S', 'D') */
+    uint32_t state;             /* /proc task state letter ('S', 'D', 'R'): docs/format.md */
     uint32_t pad;
 };
 
