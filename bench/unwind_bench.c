@@ -45,6 +45,10 @@ void agent_memmap_maybe_refresh(void) {}
 void agent_phdr_enter_handler(void) {}
 void agent_phdr_leave_handler(void) {}
 uint64_t agent_now_ns(void) { return 0; }
+struct agent_clock_pair agent_clock_pair_now(void)
+{
+    return (struct agent_clock_pair){0, 0};
+}
 uint64_t agent_thread_cpu_ns(void)
 {
     return 0;

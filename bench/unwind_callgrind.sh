@@ -21,7 +21,7 @@ command -v valgrind >/dev/null || { echo "unwind_callgrind: valgrind not found" 
 # the bench's own stacks without frame pointers.
 ${CC:-gcc} -std=gnu11 -O2 -g -D_GNU_SOURCE -fomit-frame-pointer -fno-optimize-sibling-calls \
     -I"$src" -I"$tmp" $(pkg-config --cflags libunwind 2>/dev/null || true) \
-    "$src/bench/unwind_bench.c" "$src/sampler/agent/unwind_table.c" "$src/sampler/agent/unwind_compile.c" "$src/sampler/agent/unwind_build.c" "$src/sampler/agent/unwind_cache.c" "$src/sampler/agent/unwind_defer.c" \
+    "$src/bench/unwind_bench.c" "$src/sampler/agent/unwind_table.c" "$src/sampler/agent/unwind_sample.c" "$src/sampler/agent/unwind_compile.c" "$src/sampler/agent/unwind_build.c" "$src/sampler/agent/unwind_cache.c" "$src/sampler/agent/unwind_defer.c" \
     -o "$tmp/unwind_bench" $(pkg-config --libs libunwind 2>/dev/null || echo -lunwind) -ldl
 "$tmp/unwind_bench" "$iter" # outside valgrind: both walks give the same stacks
 valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/unwind_bench" "$iter" \

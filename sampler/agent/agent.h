@@ -7,6 +7,7 @@
  *   agent_queue.c    the lock-free queue between the handler and the writer
  *   agent_writer.c   the writer thread: stack dedup, maps, threads, the stream
  *   agent_signals.c  keeps the workload's own SIGTRAP handling working
+ *   unwind_sample.c  a sample's unwind: tables or libunwind, timing, check mode
  *   unwind_table.c   the handler's stack walk on unwind tables (unwind_table.h),
  *   unwind_build.c   which the writer compiles (unwind_compile.c) from each
  *                    object's .eh_frame

@@ -2,10 +2,11 @@
  * sampler/agent/unwind_table.c — the handler's side of the table-driven
  * unwinder (format and reasons: unwind_table.h).
  *
- * SIGNAL-HANDLER CODE: everything here except agent_unwind_init() runs in
- * the SIGTRAP handler: no malloc, no locks, no stdio; atomics, reads of the
- * published tables and of the sampled thread's stack (each stack word is
- * checked against the readable mappings first, agent_memmap.c).
+ * SIGNAL-HANDLER CODE: everything here runs in the SIGTRAP handler (or in
+ * the writer, on a copy of a stack): no malloc, no locks, no stdio;
+ * atomics, reads of the published tables and of the sampled thread's stack
+ * (each stack word is checked against the readable mappings first,
+ * agent_memmap.c).
  *
  * Per frame: binary search of the module index, binary search of the
  * module's rows, CFA = SP or FP + offset, return address and caller's FP
@@ -13,18 +14,14 @@
  * one the tables cannot do, the whole sample goes to libunwind (the
  * interrupted context is still there to start from), and the reason is
  * counted; when its module's table is only not built yet, the walk is
- * left to the writer with a copy of the stack (unwind_defer.c).
+ * left to the writer with a copy of the stack (unwind_defer.c). Which
+ * walker a sample gets, its timing and counts, and the check mode are in
+ * unwind_sample.c.
  */
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <x86intrin.h> /* __rdtsc: one instruction, no call */
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "sampler/agent/unwind_table.h"
 
@@ -39,50 +36,6 @@ struct unwind_counters unwind_counts;
 _Atomic uint64_t unwind_hist[2][UNWIND_HIST_BUCKETS];
 uint64_t unwind_tsc0, unwind_ns0;
 struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
-
-static bool tables_on = true;
-static bool check_on;
-static bool memo_on = true;
-static bool rule_cache_on = true;
-static struct unwind_memo_slot memo_pool[UNWIND_MEMO_SLOTS]; /* bss: a slot's pages are touched by its thread only */
-static __thread struct unwind_memo_slot *my_memo __attribute__((tls_model("initial-exec")));
-static __thread bool my_memo_none __attribute__((tls_model("initial-exec"))); /* the pool was full */
-
-void agent_unwind_init(void)
-{
-    const char *mode = getenv("OPPROF_UNWIND");
-    tables_on = !(mode && strcmp(mode, "libunwind") == 0);
-    const char *check = getenv("OPPROF_UNWIND_CHECK");
-    check_on = tables_on && check && strcmp(check, "1") == 0;
-    const char *memo = getenv("OPPROF_UNWIND_MEMO");
-    memo_on = !(memo && strcmp(memo, "0") == 0);
-    const char *rule_cache = getenv("OPPROF_UNWIND_RULE_CACHE");
-    rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
-    unwind_cache_init();
-    agent_unwind_defer_init();
-    /* The calibration's start, read like the writer's pairs: a start read
-     * late skews every rate taken from it, and OpenMP event times use that
-     * rate in a writer's first 5 ms (agent_omp_clock.c). The first clock
-     * read warms the vDSO. */
-    (void)agent_now_ns();
-    struct agent_clock_pair start = agent_clock_pair_now();
-    unwind_tsc0 = start.tsc;
-    unwind_ns0 = start.ns;
-}
-
-/* 4 buckets per octave of TSC ticks: bucket 4b+s holds [4+s, 5+s) << (b-2). */
-static void time_into(int which, uint64_t ticks)
-{
-    unsigned k = (unsigned)ticks;
-    if (ticks >= 4) {
-        unsigned b = 63u - (unsigned)__builtin_clzll(ticks);
-        k = b * 4 + (unsigned)((ticks >> (b - 2)) & 3);
-    }
-    atomic_fetch_add_explicit(&unwind_hist[which][k], 1, memory_order_relaxed);
-}
-
-bool agent_unwind_tables_on(void) { return tables_on; }
-bool agent_unwind_check_on(void) { return check_on; }
 
 /* Module holding pc in index ix, or NULL. */
 static struct unwind_module *find_module(struct unwind_index *ix, uint64_t pc)
@@ -379,8 +332,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
      * it is kept in the trace only when a rule bases a CFA on it. */
     int fp_source = -1;
     struct memo_walk mw;
-    memo_walk_begin(&mw, memo_on ? ms : NULL, replayed);
-    struct unwind_rule_cache_entry *rc = rule_cache_on && ms ? ms->rules : NULL;
+    memo_walk_begin(&mw, unwind_memo_on ? ms : NULL, replayed);
+    struct unwind_rule_cache_entry *rc = unwind_rule_cache_on && ms ? ms->rules : NULL;
     unsigned lookups = 0, cache_hits = 0;
     *truncated = false;
     if (tr) {
@@ -571,234 +524,4 @@ bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t pc, uint64_t s
     }
     agent_memmap_end(rd.memmap);
     return same;
-}
-
-/*
- * libunwind's unw_backtrace walks CFI from the handler itself, through the
- * kernel's signal frame, into the interrupted code. Its first entries are
- * this handler's own frames and the sigreturn trampoline: drop everything
- * before the interrupted PC. libunwind's dl_iterate_phdr calls are served
- * from a snapshot while we are in here (agent_phdr.c): the real one takes
- * the loader lock, which the interrupted thread may hold.
- */
-/* Room for the handler's own frames above the interrupted PC, so that a
- * stack of max frames is not cut short by the frames that are dropped. */
-#define LIBUNWIND_HANDLER_FRAMES 16
-
-unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
-{
-    uint64_t raw[OPR_MAX_FRAMES + LIBUNWIND_HANDLER_FRAMES];
-    uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    if (max > OPR_MAX_FRAMES)
-        max = OPR_MAX_FRAMES;
-    int asked = (int)max + LIBUNWIND_HANDLER_FRAMES;
-    agent_phdr_enter_handler();
-    int n = unw_backtrace((void **)raw, asked);
-    agent_phdr_leave_handler();
-    int skip = -1;
-    for (int i = 0; i < n && i < LIBUNWIND_HANDLER_FRAMES; i++) {
-        if (raw[i] == ip) {
-            skip = i;
-            break;
-        }
-    }
-    if (skip < 0) {
-        pcs[0] = ip;
-        *flags |= OPR_SAMPLE_UNWIND_FAILED;
-        return 1;
-    }
-    unsigned kept = (unsigned)(n - skip);
-    if (kept > max || n == asked) {
-        kept = kept > max ? max : kept;
-        *flags |= OPR_SAMPLE_TRUNCATED;
-    }
-    memcpy(pcs, raw + skip, kept * sizeof pcs[0]);
-    return kept;
-}
-
-static void count_fallback(enum unwind_result res)
-{
-    atomic_fetch_add_explicit(&unwind_counts.fallback_samples, 1, memory_order_relaxed);
-    _Atomic uint64_t *c = NULL;
-    switch (res) {
-    case UNWIND_FAIL_NO_MODULE: c = &unwind_counts.fallback_no_module; break;
-    case UNWIND_FAIL_NOT_BUILT: c = &unwind_counts.fallback_not_built; break;
-    case UNWIND_FAIL_NO_TABLE: c = &unwind_counts.fallback_no_table; break;
-    case UNWIND_FAIL_RULE: c = &unwind_counts.fallback_rule; break;
-    case UNWIND_FAIL_READ: c = &unwind_counts.fallback_read; break;
-    case UNWIND_OK: break;
-    }
-    if (c)
-        atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-/* Both ways; the table's stack is the one recorded when it had one. Each
- * walk is timed; the order alternates from sample to sample, since the
- * second walk finds the stack in the cache that the first brought in. */
-static __thread unsigned check_turn;
-
-static void count_replay(unsigned replayed)
-{
-    if (replayed == 0)
-        return;
-    atomic_fetch_add_explicit(&unwind_counts.replay_samples, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&unwind_counts.replay_frames, replayed, memory_order_relaxed);
-}
-
-static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
-                                struct unwind_memo_slot *memo, uint32_t *defer)
-{
-    struct unwind_resume rs;
-    unsigned replayed = 0;
-    uint64_t other[OPR_MAX_FRAMES];
-    uint16_t other_flags = 0;
-    unsigned n = 0, m = 0;
-    bool truncated = false;
-    enum unwind_result res = UNWIND_OK;
-    uint64_t table_ticks = 0, lib_ticks = 0;
-    bool tables_first = (check_turn++ & 1) == 0;
-    for (int pass = 0; pass < 2; pass++) {
-        uint64_t t0 = __rdtsc();
-        if ((pass == 0) == tables_first) {
-            /* with the memo, as the handler walks: its copies are compared too */
-            res = unwind_table_walk_resumable((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
-                                              (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
-                                              (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, max, &n, &truncated,
-                                              memo, &replayed, &rs);
-            table_ticks = __rdtsc() - t0;
-        } else {
-            m = unwind_libunwind_walk(uc, other, max < OPR_MAX_FRAMES ? max : OPR_MAX_FRAMES, &other_flags);
-            lib_ticks = __rdtsc() - t0;
-        }
-    }
-    if (res == UNWIND_OK) {
-        time_into(0, table_ticks);
-        time_into(1, lib_ticks);
-    }
-    atomic_fetch_add_explicit(&unwind_counts.check_samples, 1, memory_order_relaxed);
-    if (res != UNWIND_OK) {
-        atomic_fetch_add_explicit(&unwind_counts.check_table_failed, 1, memory_order_relaxed);
-        count_fallback(res);
-        /* The writer finishes the walk and compares it with libunwind's
-         * (the part walked here first: a prefix that differs already is
-         * kept as the buffer's verdict). */
-        if (unwind_defer_wanted(res, &rs)) {
-            unsigned walked = rs.nframes > 1 ? rs.nframes - 1 : 0;
-            bool same = walked <= m && memcmp(pcs, other, walked * sizeof pcs[0]) == 0;
-            *defer = unwind_defer_keep(&rs, same ? UNWIND_DEFER_CHECK : UNWIND_DEFER_CHECK_DIFFERS);
-        }
-        memcpy(pcs, other, m * sizeof other[0]);
-        *flags |= other_flags;
-        return m;
-    }
-    bool length_only;
-    if (unwind_check_differs(pcs, n, truncated, other, m, other_flags & OPR_SAMPLE_TRUNCATED, &length_only)) {
-        atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
-        if (length_only)
-            atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
-    count_replay(replayed);
-    if (truncated)
-        *flags |= OPR_SAMPLE_TRUNCATED;
-    return n;
-}
-
-struct unwind_memo_slot *unwind_memo_for(int32_t tid)
-{
-    if (my_memo || my_memo_none || !(memo_on || rule_cache_on) || tid <= 0)
-        return my_memo;
-    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++) {
-        int32_t expected = 0;
-        if (atomic_load_explicit(&memo_pool[i].owner, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_strong(&memo_pool[i].owner, &expected, tid)) {
-            /* a freed slot may hold an exited thread's walk: start empty */
-            memo_pool[i].memo.nframes = 0;
-            my_memo = &memo_pool[i];
-            return my_memo;
-        }
-    }
-    my_memo_none = true;
-    return NULL;
-}
-
-void unwind_memo_reap(void)
-{
-    pid_t pid = getpid();
-    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++) {
-        int32_t tid = atomic_load_explicit(&memo_pool[i].owner, memory_order_acquire);
-        if (tid > 0 && syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH)
-            atomic_store_explicit(&memo_pool[i].owner, 0, memory_order_release);
-    }
-}
-
-unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags, int32_t tid,
-                             uint32_t *defer)
-{
-    *defer = 0;
-    if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
-        uint64_t t0 = __rdtsc();
-        unsigned n = unwind_libunwind_walk(uc, pcs, max, flags);
-        time_into(1, __rdtsc() - t0);
-        return n;
-    }
-    uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    uint64_t fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-    unsigned n;
-    bool truncated;
-    struct unwind_memo_slot *memo = unwind_memo_for(tid);
-    if (check_on)
-        return check_both_ways(uc, pcs, max, flags, memo, defer);
-    uint64_t t0 = __rdtsc();
-    unsigned replayed;
-    struct unwind_resume rs;
-    enum unwind_result res = unwind_table_walk_resumable(pc, sp, fp, pcs, max, &n, &truncated, memo, &replayed, &rs);
-    if (res == UNWIND_OK) {
-        time_into(0, __rdtsc() - t0);
-        atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
-        count_replay(replayed);
-        if (truncated)
-            *flags |= OPR_SAMPLE_TRUNCATED;
-        return n;
-    }
-    if (unwind_defer_wanted(res, &rs)) {
-        /* the writer finishes it once the table is there, or on the copy
-         * of a stack the snapshot did not know (unwind_defer.c) */
-        *defer = unwind_defer_keep(&rs, UNWIND_DEFER_PLAIN);
-        if (*defer) {
-            if (n == 0) /* stopped before the leaf: the slot keeps its PC */
-                pcs[n++] = pc;
-            time_into(0, __rdtsc() - t0);
-            return n;
-        }
-    }
-    count_fallback(res);
-    n = unwind_libunwind_walk(uc, pcs, max, flags);
-    time_into(1, __rdtsc() - t0);
-    return n;
-}
-
-/* A fork child has the parent's tables (the address space was copied); only
- * reader counts may be stale, and the counters are the parent's. */
-void agent_unwind_atfork_child(void)
-{
-    /* The parent's threads are not here, and this one has a new tid: every
-     * memo is free again (only claimed slots are written: the pool's other
-     * pages stay shared with the parent). */
-    for (unsigned i = 0; i < UNWIND_MEMO_SLOTS; i++)
-        if (atomic_load_explicit(&memo_pool[i].owner, memory_order_relaxed) != 0)
-            atomic_store_explicit(&memo_pool[i].owner, 0, memory_order_relaxed);
-    my_memo = NULL;
-    my_memo_none = false;
-    unwind_build_atfork_child();
-    unwind_defer_atfork_child();
-    atomic_store(&unwind_index_readers[0], 0);
-    atomic_store(&unwind_index_readers[1], 0);
-    memset(&unwind_counts, 0, sizeof unwind_counts);
-    memset(unwind_hist, 0, sizeof unwind_hist);
-    for (unsigned i = 0; i < UNWIND_MAX_EXAMPLES; i++)
-        atomic_store(&unwind_examples[i].state, 0);
 }

@@ -189,7 +189,7 @@ enum unwind_result {
     UNWIND_FAIL_READ,
 };
 
-/* ---- handler side (unwind_table.c), async-signal-safe ------------------- */
+/* ---- handler side (unwind_table.c, unwind_sample.c), async-signal-safe -- */
 /* Set-up from the environment (constructor): OPPROF_UNWIND=libunwind turns
  * the tables off, OPPROF_UNWIND_CHECK=1 unwinds every sample both ways. */
 AGENT_HIDDEN void agent_unwind_init(void);
@@ -284,8 +284,11 @@ struct unwind_memo_slot {
 AGENT_HIDDEN enum unwind_result unwind_table_walk_memo(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs,
                                                        unsigned max, unsigned *nframes, bool *truncated,
                                                        struct unwind_memo_slot *memo, unsigned *replayed);
-/* Handler: this thread's memo, claimed from the pool on first use; NULL
- * when the pool is full or OPPROF_UNWIND_MEMO=0. */
+/* OPPROF_UNWIND_MEMO=0 and OPPROF_UNWIND_RULE_CACHE=0 turn these off
+ * (set by agent_unwind_init, unwind_sample.c; read by the walk). */
+AGENT_HIDDEN extern bool unwind_memo_on, unwind_rule_cache_on;
+/* Handler (unwind_sample.c): this thread's memo, claimed from the pool on
+ * first use; NULL when the pool is full or OPPROF_UNWIND_MEMO=0. */
 AGENT_HIDDEN struct unwind_memo_slot *unwind_memo_for(int32_t tid);
 /* Writer: frees the memos of threads that have exited (tgkill(pid, tid, 0)
  * says ESRCH: the thread cannot be in a handler any more). */
@@ -359,7 +362,8 @@ AGENT_HIDDEN uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unw
 AGENT_HIDDEN unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint64_t *out, unsigned max,
                                           uint16_t *flags);
 AGENT_HIDDEN void unwind_defer_atfork_child(void);
-/* libunwind from the handler (unw_backtrace, the handler's own frames dropped). */
+/* libunwind from the handler (unw_backtrace, the handler's own frames
+ * dropped; unwind_sample.c). */
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
 AGENT_HIDDEN void agent_unwind_atfork_child(void);
 
