@@ -9,7 +9,10 @@
  * libc's qsort calling back into us), the same set every run. At the bottom
  * of each, the registers are taken once (unw_getcontext) and both unwinders
  * walk that same live stack ITER times:
- *   walk_tables()    unwind_table_walk(), the agent handler's fast path
+ *   walk_tables()    unwind_table_walk(), the table walk alone
+ *   walk_rules()     the handler's walk with its rule cache and the memo off
+ *                    (a stack unlike the thread's previous one)
+ *   walk_memo()      the handler's walk with the memo (the same stack again)
  *   walk_libunwind() unw_backtrace(), what the handler called before
  *   walk_libunwind_cold() the same after unw_flush_cache (ITER/10 + 1 times)
  * callgrind's inclusive instruction counts of these two functions divided by
@@ -83,8 +86,8 @@ static void find_stack(void)
 /* ---- the two walks --------------------------------------------------------- */
 #define MAX_FRAMES 256
 static long iterations = 200;
-static uint64_t walks_tables, walks_memo, walks_libunwind, walks_cold, frames_total, frames_replayed;
-static struct unwind_memo_slot memo;
+static uint64_t walks_tables, walks_rules, walks_memo, walks_libunwind, walks_cold, frames_total, frames_replayed;
+static struct unwind_memo_slot memo, rules_only;
 static int mismatches;
 
 __attribute__((noinline)) static unsigned walk_tables(const ucontext_t *uc, uint64_t *pcs)
@@ -95,6 +98,22 @@ __attribute__((noinline)) static unsigned walk_tables(const ucontext_t *uc, uint
                           (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, MAX_FRAMES, &n, &truncated) != UNWIND_OK)
         return 0;
     return n;
+}
+
+/* The handler's walk when the memo does not meet it (a stack unlike the
+ * thread's previous one, as in an import's deep and changing stacks): each
+ * frame's rule from the thread's rule cache (hot after the first walk
+ * here), each frame walked. */
+__attribute__((noinline)) static unsigned walk_rules(const ucontext_t *uc, uint64_t *pcs)
+{
+    unsigned n = 0, replayed = 0;
+    bool truncated;
+    unwind_memo_on = false;
+    enum unwind_result res = unwind_table_walk_memo(
+        (uint64_t)uc->uc_mcontext.gregs[REG_RIP], (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+        (uint64_t)uc->uc_mcontext.gregs[REG_RBP], pcs, MAX_FRAMES, &n, &truncated, &rules_only, &replayed);
+    unwind_memo_on = true;
+    return res == UNWIND_OK ? n : 0;
 }
 
 /* The handler's walk with the thread's memo of its previous walk: here the
@@ -143,6 +162,12 @@ __attribute__((noinline)) static void measure_here(void)
         na = walk_tables((const ucontext_t *)&ctx, a);
         walks_tables++;
     }
+    for (long i = 0; i < iterations; i++) {
+        nc = walk_rules((const ucontext_t *)&ctx, c);
+        walks_rules++;
+    }
+    if (nc != na || memcmp(a, c, na * sizeof a[0]) != 0)
+        mismatches++; /* the rule cache's frames must be the walk's */
     for (long i = 0; i < iterations; i++) {
         nc = walk_memo((const ucontext_t *)&ctx, c);
         walks_memo++;
@@ -232,7 +257,7 @@ int main(int argc, char **argv)
     unwind_rescan(true); /* every loaded object's table, as the writer would */
     /* Warm both: libunwind caches per-thread, our tables are built. */
     down(4);
-    walks_tables = walks_memo = walks_libunwind = walks_cold = 0;
+    walks_tables = walks_rules = walks_memo = walks_libunwind = walks_cold = 0;
     frames_total = frames_replayed = 0;
     mismatches = 0;
     int stacks = 0;

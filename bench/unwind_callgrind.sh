@@ -34,6 +34,7 @@ ir_of() { # inclusive Ir of function $1 (callgrind_annotate prints "1,234 (5%)  
     awk -v f="$1" '$0 ~ (":" f "([ .]|$)") { gsub(",", "", $1); print $1; exit }' "$tmp/annotate.txt"
 }
 tables=$(ir_of walk_tables)
+rules=$(ir_of walk_rules)
 memo=$(ir_of walk_memo)
 libunwind=$(ir_of walk_libunwind)
 cold=$(ir_of walk_libunwind_cold)
@@ -43,9 +44,10 @@ if [ -z "$tables" ] || [ -z "$libunwind" ] || [ -z "$walks" ] || [ "$walks" -eq 
     trap - EXIT
     exit 1
 fi
-awk -v t="$tables" -v m="${memo:-0}" -v l="$libunwind" -v w="$walks" -v c="${cold:-0}" -v cw="${cold_walks:-1}" 'BEGIN {
+awk -v t="$tables" -v r="${rules:-0}" -v m="${memo:-0}" -v l="$libunwind" -v w="$walks" -v c="${cold:-0}" -v cw="${cold_walks:-1}" 'BEGIN {
     printf "instructions per stack walk (callgrind, the same stacks):\n"
     printf "  table unwinder                    %10.0f\n", t / w
+    printf "  handler, rule cache, memo off     %10.0f  (x%.2f of the tables; a stack unlike the previous one)\n", r / w, r / t
     printf "  table unwinder with the memo      %10.0f  (x%.2f of the tables; same leaf each time: the best case)\n", m / w, m / t
     printf "  libunwind, trace cache hot        %10.0f  (x%.2f of the tables)\n", l / w, l / t
     printf "  libunwind, caches flushed         %10.0f  (x%.2f of the tables)\n", c / cw, (c / cw) / (t / w)

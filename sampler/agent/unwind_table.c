@@ -107,7 +107,7 @@ struct stack_reader {
     uint64_t missed;         /* the last address the snapshot refused (0: none) */
 };
 
-static bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
+static inline __attribute__((always_inline)) bool read_stack_word(struct stack_reader *r, uint64_t addr, uint64_t *out)
 {
     if (addr & 7)
         return false; /* the stack slots we read are 8-aligned; anything else is a wrong rule */
