@@ -33,6 +33,24 @@ static void add_sched(struct profile *p, uint32_t pid, unsigned nthreads, unsign
     }
 }
 
+/* The threading section as report prints it (malloc'ed text; the caller
+ * frees it), or NULL when it could not be printed. */
+static char *threading_text(const struct profile *p, enum report_format format)
+{
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *out = open_memstream(&text, &text_len);
+    if (!out)
+        return NULL;
+    int rc = report_print_threading(out, p, format);
+    fclose(out);
+    if (rc != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 static void test_single_process_fits(void)
 {
     struct profile *p = profile_new_empty();
@@ -113,12 +131,8 @@ static void test_omp_ticks(void)
     CU_ASSERT_EQUAL(s.max_team, 4);
     CU_ASSERT_EQUAL(s.nested, 10);
     CU_ASSERT_EQUAL(s.omp_events_lost, 15);
-    char *text = NULL;
-    size_t text_len = 0;
-    FILE *out = open_memstream(&text, &text_len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_TEXT), 0);
-    fclose(out);
+    char *text = threading_text(p, FORMAT_TEXT);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     CU_ASSERT_TRUE(strstr(text, "lost          15 region begin/end events") != NULL); /* shown, not only counted */
     free(text);
     CU_ASSERT_TRUE(strstr(s.view, "OMPT (test)") != NULL);
@@ -215,12 +229,8 @@ static void test_worker_charged_to_opener(void)
     CU_ASSERT_EQUAL(s.region_samples, 5);
     CU_ASSERT_EQUAL(s.spin_samples, 2); /* sched_yield called by the runtime is spin too */
     CU_ASSERT_EQUAL(s.unrecorded, 1);
-    char *text = NULL;
-    size_t text_len = 0;
-    FILE *out = open_memstream(&text, &text_len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_JSON), 0);
-    fclose(out);
+    char *text = threading_text(p, FORMAT_JSON);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     CU_ASSERT_TRUE(strstr(text, "\"in_unrecorded_regions\": 1,") != NULL);
     free(text);
     /* the text says it too, once the result has the sections it is in */
@@ -230,10 +240,8 @@ static void test_worker_charged_to_opener(void)
         char text[8];
     } info = {{0, 201611, 4}, "test"};
     threading_load_record(p, 100, OPR_REC_OMP_INFO, (const char *)&info, sizeof info.i + 4);
-    out = open_memstream(&text, &text_len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    CU_ASSERT_EQUAL(report_print_threading(out, p, FORMAT_TEXT), 0);
-    fclose(out);
+    text = threading_text(p, FORMAT_TEXT);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     CU_ASSERT_TRUE(strstr(text, "1 samples in regions whose begin event was lost: not charged") != NULL);
     free(text);
     CU_ASSERT_TRUE(s.nops >= 1);
