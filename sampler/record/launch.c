@@ -494,12 +494,21 @@ static _Noreturn void exec_workload(const struct record_options *o, const char *
     _exit(err == ENOENT ? 127 : 126);
 }
 
-/* Waits for the workload, polling so that a terminal can show the live
- * counts (show_status) while it runs. Returns its wait status. */
+/* Waits for the workload; returns its wait status. It sleeps until the
+ * workload ends (its pidfd, Linux 5.3+) or a signal for it arrives, and wakes
+ * every 200 ms only to show the live counts on a terminal (show_status). It
+ * used to wake every 20 ms to look: ~25 us of CPU a wake-up on these VMs,
+ * ~3 ms of a 2.5 s torch_train.py recording that no overhead figure showed
+ * (perf record --no-inherit of record). Without pidfd_open it still does. */
 static int wait_for_workload(pid_t child, const struct opr_live *live, const struct run_facts *facts,
                              bool show_status)
 {
     int status = 0;
+    int pidfd = -1;
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+#endif
+    uint64_t sleep_ns = show_status ? 200000000ull : pidfd >= 0 ? UINT64_MAX : 20000000ull;
     for (;;) {
         pid_t w = waitpid(child, &status, WNOHANG);
         if (w == child)
@@ -517,9 +526,10 @@ static int wait_for_workload(pid_t child, const struct opr_live *live, const str
         }
         launch_signals_poll(); /* pass on a signal sent to record alone (launch_signals.c) */
         /* a signal ends the sleep early (EINTR), so it is decided at once */
-        struct timespec ts = {0, show_status ? 200000000L : 20000000L};
-        nanosleep(&ts, NULL);
+        launch_signals_sleep(pidfd, sleep_ns);
     }
+    if (pidfd >= 0)
+        close(pidfd);
     return status;
 }
 

@@ -16,9 +16,14 @@
  *    what is sent to record alone. record waits up to SENTINEL_WAIT_NS for
  *    its word before passing a signal on.
  * Handlers only note the signal; the decision runs in record's wait loop.
+ * Those signals are blocked but while that loop sleeps (ppoll unblocks them
+ * for the sleep alone): one that arrives just before the sleep begins still
+ * ends it, so the loop can sleep until the workload ends instead of waking
+ * to look (launch.c, wait_for_workload).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -44,6 +49,9 @@ static pid_t workload, sentinel = -1;
 static int sentinel_rd = -1, sentinel_wr = -1;
 static uint64_t pending_since_ns;
 static enum launch_signal_route route;
+static sigset_t mask_before;   /* record's mask before start */
+static sigset_t mask_sleeping; /* mask_before, the forwarded signals unblocked */
+static bool masked;
 
 static uint64_t now_ns(void)
 {
@@ -121,8 +129,34 @@ void launch_signals_start(pid_t child)
     sigemptyset(&sa.sa_mask);
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    for (size_t i = 0; i < NSIGNALS; i++)
+    sigset_t forwarded;
+    sigemptyset(&forwarded);
+    for (size_t i = 0; i < NSIGNALS; i++) {
         sigaction(forwarded_signals[i], &sa, NULL);
+        sigaddset(&forwarded, forwarded_signals[i]);
+    }
+    masked = sigprocmask(SIG_BLOCK, &forwarded, &mask_before) == 0;
+    mask_sleeping = mask_before;
+    for (size_t i = 0; i < NSIGNALS; i++)
+        sigdelset(&mask_sleeping, forwarded_signals[i]);
+}
+
+void launch_signals_sleep(int pidfd, uint64_t max_ns)
+{
+    struct pollfd fds[2];
+    nfds_t n = 0;
+    if (pidfd >= 0)
+        fds[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+    if (pending_sig) {
+        /* a signal kill() sent waits for the sentinel's word, or its time */
+        if (sentinel_rd >= 0)
+            fds[n++] = (struct pollfd){.fd = sentinel_rd, .events = POLLIN};
+        uint64_t waited = now_ns() - pending_since_ns;
+        uint64_t left = waited < SENTINEL_WAIT_NS ? SENTINEL_WAIT_NS - waited : 0;
+        max_ns = left < max_ns ? left : max_ns;
+    }
+    struct timespec ts = {(time_t)(max_ns / 1000000000ull), (long)(max_ns % 1000000000ull)};
+    ppoll(fds, n, max_ns == UINT64_MAX ? NULL : &ts, masked ? &mask_sleeping : NULL);
 }
 
 /* Whether the sentinel received sig (bytes for other signals are dropped). */
@@ -161,6 +195,12 @@ void launch_signals_poll(void)
 
 void launch_signals_stop(void)
 {
+    /* Unblocked while the handler still notes them: one that arrived after
+     * the last sleep is not taken with its default action (which would end
+     * record before it writes what it collected). */
+    if (masked)
+        sigprocmask(SIG_SETMASK, &mask_before, NULL);
+    masked = false;
     set_simple_handlers(SIG_DFL);
     if (sentinel > 0) {
         kill(sentinel, SIGKILL);

@@ -28,10 +28,12 @@ void launch_torch_shapes_print_summary(FILE *f, const char *absdir, uint64_t cpu
 
 /* launch_signals.c: signals meant to stop the workload reach it once. start
  * after the fork (installs the handlers, starts a sentinel process in the
- * process group); poll from the wait loop (passes on, after the sentinel's
- * word, a signal that was sent to record alone); stop once the workload
- * ended. received: the last such signal record got (0: none); route: how it
- * reached the workload. */
+ * process group, and blocks those signals but inside sleep); poll from the
+ * wait loop (passes on, after the sentinel's word, a signal that was sent to
+ * record alone); sleep between two polls, until pidfd (the workload's, -1:
+ * none) is readable, such a signal arrives or max_ns pass (UINT64_MAX: no
+ * limit); stop once the workload ended. received: the last such signal
+ * record got (0: none); route: how it reached the workload. */
 enum launch_signal_route {
     LAUNCH_SIGNAL_NONE,
     LAUNCH_SIGNAL_TERMINAL,  /* from the terminal: the workload got it directly */
@@ -41,6 +43,7 @@ enum launch_signal_route {
 #include <sys/types.h>
 void launch_signals_start(pid_t child);
 void launch_signals_poll(void);
+void launch_signals_sleep(int pidfd, uint64_t max_ns);
 void launch_signals_stop(void);
 int launch_signals_received(void);
 enum launch_signal_route launch_signals_route(void);

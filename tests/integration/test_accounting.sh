@@ -13,7 +13,9 @@
 #      finished and no info.tmp stays (base: "(0 lost)", info unfinished);
 #   4. messages: a workload that ignores SIGINT is not "interrupted"; "did not
 #      finish" is warned once; attach's paranoid advice at paranoid=2 (root);
-#   5. 500 quick forks: the overhead line includes the agent's start-up CPU.
+#   5. 500 quick forks: the overhead line includes the agent's start-up CPU;
+#   6. record itself sleeps while the workload runs (it used to wake every
+#      20 ms to look: CPU no overhead figure showed).
 . "$(dirname "$0")/lib.sh"
 require_all
 ACCT_PROBE=${ACCT_PROBE:-$OPPROF_BUILDDIR/tests/workloads/acct_probe}
@@ -179,4 +181,27 @@ log "500 forks: $line"
 echo "$line" | grep -q "start-up in 501 processes" &&
     pass "500 forks: the overhead line includes the start-up of 501 processes" ||
     fail "500 forks: no start-up cost in the overhead line"
+
+# 6. record's own wake-ups while a 3 s workload sleeps: its voluntary context
+# switches over one second of the run (from /proc, so load does not move
+# them: a process asleep is not switched). The 20 ms poll made ~50; waiting
+# on the workload's pidfd, 0. Without pidfd_open (Linux < 5.3) record still
+# polls: skipped there.
+"$OPPROF" record -q -o "$WORK/asleep" -- sleep 3 >/dev/null 2>&1 &
+rec=$!
+sleep 1
+a=$(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "/proc/$rec/status" 2>/dev/null)
+sleep 1
+b=$(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "/proc/$rec/status" 2>/dev/null)
+wait "$rec"
+st=$?
+if [ -z "$a" ] || [ -z "$b" ]; then
+    fail "record asleep: could not read /proc/$rec/status (record exit $st)"
+elif ! python3 -c 'import os, sys; sys.exit(0 if hasattr(os, "pidfd_open") and os.pidfd_open(os.getpid()) >= 0 else 1)' 2>/dev/null; then
+    log "note: no pidfd_open here: record polls every 20 ms ($((b - a)) wake-ups in 1 s)"
+elif [ $((b - a)) -le 5 ] && [ "$st" -eq 0 ]; then
+    pass "record asleep: $((b - a)) wake-ups in 1 s of a sleeping workload (the old 20 ms poll: ~50)"
+else
+    fail "record asleep: $((b - a)) wake-ups in 1 s of a sleeping workload, expected <= 5 (exit $st)"
+fi
 finish
