@@ -15,7 +15,7 @@
  *   walk_memo()      the handler's walk with the memo (the same stack again)
  *   walk_libunwind() unw_backtrace(), what the handler called before
  *   walk_libunwind_cold() the same after unw_flush_cache (ITER/10 + 1 times)
- * callgrind's inclusive instruction counts of these two functions divided by
+ * callgrind's inclusive instruction counts of these functions divided by
  * the walks give instructions per sample. Each stack is also checked: the
  * two must give the same frames (the bench stops otherwise).
  *
@@ -83,7 +83,7 @@ static void find_stack(void)
     stack_lo = here - (64u << 20);
 }
 
-/* ---- the two walks --------------------------------------------------------- */
+/* ---- the walks ------------------------------------------------------------- */
 #define MAX_FRAMES 256
 static long iterations = 200;
 static uint64_t walks_tables, walks_rules, walks_memo, walks_libunwind, walks_cold, frames_total, frames_replayed;
