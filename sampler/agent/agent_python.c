@@ -192,6 +192,15 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     return read_mem_via(r->task, addr, buf, len);
 }
 
+/* Several regions in one process_vm_readv (py_reader.readv): the writer's
+ * names of a new code object (python_code.c). Copies only (copy_all): the
+ * handler reads in place and never names code. */
+static unsigned agent_readv(void *ctx, const struct py_span *spans, unsigned n)
+{
+    const struct agent_reader *r = ctx;
+    return r->copy_all ? py_readv_task(r->task, spans, n) : 0;
+}
+
 /* This thread's last innermost frame (struct py_innermost_memo): a thread
  * sampled while its Python code waits in one long native call (a torch
  * operator) finds the same frame at the same instruction sample after
@@ -208,8 +217,8 @@ static __thread volatile sig_atomic_t memos_busy __attribute__((tls_model("initi
 static struct py_target target_with(struct agent_reader *r, struct py_innermost_memo *memo,
                                     struct py_outer_memo *outer)
 {
-    return (struct py_target){layout,        code_type_addr, unicode_type_addr, {agent_read, r}, pthread_tid_offset,
-                              memo,          outer};
+    return (struct py_target){
+        layout, code_type_addr, unicode_type_addr, {agent_read, r, agent_readv}, pthread_tid_offset, memo, outer};
 }
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)

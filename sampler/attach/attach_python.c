@@ -77,6 +77,14 @@ static bool rd_for_walker(void *ctx, uint64_t addr, void *buf, size_t len, unsig
     return rd(ctx, addr, buf, len);
 }
 
+/* Several regions in one process_vm_readv (py_reader.readv: a new code
+ * object's names). A refusal is noted by the single reads that follow. */
+static unsigned rdv_for_walker(void *ctx, const struct py_span *spans, unsigned n)
+{
+    const struct attach_python *py = ctx;
+    return py_readv_task(py->pid, spans, n);
+}
+
 /* ---- finding the runtime ------------------------------------------------ */
 
 struct py_symbols {
@@ -188,7 +196,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
     py->runtime = sym.runtime + bias;
     py->target.code_type = sym.code_type ? sym.code_type + bias : 0;
     py->target.unicode_type = sym.unicode_type ? sym.unicode_type + bias : 0;
-    py->target.mem = (struct py_reader){rd_for_walker, py};
+    py->target.mem = (struct py_reader){rd_for_walker, py, rdv_for_walker};
     unsigned major = 0, minor = 0;
     uint64_t version = 0;
     if (sym.version && rd(py, sym.version + bias, &version, sizeof(uint32_t))) {

@@ -60,12 +60,28 @@ struct py_layout; /* python_layout.h: where one CPython version keeps each field
  * (python_walk.c: in_current_chunk). */
 #define PY_READ_INNERMOST 1u
 
-/* Copies len bytes at the target's address addr into buf; true only when all
- * of them were read. Must be async-signal-safe when the walk runs in a handler. */
+/* One region of a vectored read (py_reader.readv). */
+struct py_span {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+};
+
+/* read: copies len bytes at the target's address addr into buf; true only
+ * when all of them were read. Must be async-signal-safe when the walk runs
+ * in a handler. readv (optional, NULL: none): copies spans[0..n) in one
+ * system call and returns how many leading spans were read whole, so that
+ * naming a code object takes two reads instead of four (python_code.c); the
+ * caller reads the others itself. */
 struct py_reader {
     bool (*read)(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags);
     void *ctx;
+    unsigned (*readv)(void *ctx, const struct py_span *spans, unsigned n);
 };
+/* A readv for a process's memory: spans[0..n) (n <= 4) with one
+ * process_vm_readv of task (a pid or tid); how many leading spans were read
+ * whole. */
+unsigned py_readv_task(int task, const struct py_span *spans, unsigned n);
 
 /* What one thread's previous walk found innermost, so that the next walk
  * can skip reading the code object of a frame that has not moved: the same

@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "sampler/common/common.h"
 #include "sampler/common/python_layout.h"
@@ -24,7 +27,10 @@
  * torch_train.py the writer made ~4,200 of them a run, ~3.5 per code object
  * it named, mostly a header and then a short name or table. A read that
  * runs past the object's mapping fails as a whole, and is then made in two
- * as before. */
+ * as before. Where the reader has a vectored read, the three heads of a
+ * code object named (file name, qualified name, line table) are one read:
+ * two reads a code object, not four (the whole torch_train.py --steps 60
+ * recording: 3,232 -> 2,406 process_vm_readv, strace -c). */
 #define INLINE_BYTES 96
 #define LINETABLE_INLINE_BYTES 512
 
@@ -54,20 +60,33 @@ static bool read_code_points(const struct py_target *t, uint64_t data, unsigned 
     return true;
 }
 
+/* The bytes read_str reads first at obj: the header and INLINE_BYTES more
+ * (0: obj is no str pointer to read, or the layout's header is too big). */
+static size_t str_head_bytes(const struct py_layout *L, uint64_t obj)
+{
+    size_t hbytes = (size_t)L->ascii_state + 4;
+    if (obj == 0 || (obj & 7) || hbytes > 128 || hbytes < (size_t)L->ascii_length + 8 ||
+        hbytes < (size_t)L->object_type + 8)
+        return 0;
+    return hbytes + INLINE_BYTES;
+}
+
 /* Reads a str object as UTF-8 into out (NUL-terminated, cut at cap). Only a
  * real compact str is accepted: a code object freed and reused between the
- * sample and now could point anywhere. */
-static bool read_str(const struct py_target *t, uint64_t obj, char *out, size_t cap)
+ * sample and now could point anywhere. pre: its first str_head_bytes bytes
+ * when a vectored read brought them already, else NULL. */
+static bool read_str(const struct py_target *t, uint64_t obj, const uint8_t *pre, char *out, size_t cap)
 {
     const struct py_layout *L = t->layout;
-    uint8_t head[128 + INLINE_BYTES];
-    size_t hbytes = (size_t)L->ascii_state + 4, got = hbytes + INLINE_BYTES;
-    if (obj == 0 || (obj & 7) || hbytes > sizeof head - INLINE_BYTES || hbytes < (size_t)L->ascii_length + 8 ||
-        hbytes < (size_t)L->object_type + 8)
+    uint8_t buf[128 + INLINE_BYTES];
+    size_t got = str_head_bytes(L, obj);
+    if (got == 0)
         return false;
-    if (!read_mem(t, obj, head, got)) {
+    size_t hbytes = got - INLINE_BYTES;
+    const uint8_t *head = pre ? pre : buf;
+    if (!pre && !read_mem(t, obj, buf, got)) {
         got = hbytes;
-        if (!read_mem(t, obj, head, hbytes))
+        if (!read_mem(t, obj, buf, hbytes))
             return false;
     }
     uint64_t type, length;
@@ -95,28 +114,39 @@ static bool read_str(const struct py_target *t, uint64_t obj, char *out, size_t 
     return read_code_points(t, obj + L->compact_data, kind, length, out, cap);
 }
 
+/* The bytes read_line reads first at linetable + bytes_size: ob_size, then
+ * the table's first LINETABLE_INLINE_BYTES (0: not in one read). */
+static size_t line_head_bytes(const struct py_layout *L, uint64_t linetable)
+{
+    if (linetable == 0 || (linetable & 7) || L->bytes_size < 0 || L->bytes_data < L->bytes_size + 8 ||
+        L->bytes_data - L->bytes_size > 64)
+        return 0;
+    return (size_t)(L->bytes_data - L->bytes_size) + LINETABLE_INLINE_BYTES;
+}
+
 /* The line of f's instruction from co_linetable (a bytes object), or
- * first_line when the table cannot be read. */
-static int read_line(const struct py_target *t, uint64_t linetable, int first_line, int32_t instr)
+ * first_line when the table cannot be read. pre: its first line_head_bytes
+ * bytes when a vectored read brought them already, else NULL. */
+static int read_line(const struct py_target *t, uint64_t linetable, const uint8_t *pre, int first_line, int32_t instr)
 {
     const struct py_layout *L = t->layout;
     uint64_t size = 0;
     /* ob_size and, after it, the table's first bytes */
-    uint8_t head[64 + LINETABLE_INLINE_BYTES];
+    uint8_t buf[64 + LINETABLE_INLINE_BYTES];
     if (linetable == 0 || (linetable & 7))
         return first_line;
-    bool inline_ok = L->bytes_size >= 0 && L->bytes_data >= L->bytes_size + 8 && L->bytes_data - L->bytes_size <= 64;
-    size_t skip = inline_ok ? (size_t)(L->bytes_data - L->bytes_size) : sizeof size;
-    size_t got = inline_ok ? skip + LINETABLE_INLINE_BYTES : sizeof size;
-    if (!inline_ok || !read_mem(t, linetable + L->bytes_size, head, got)) {
+    size_t got = line_head_bytes(L, linetable);
+    size_t skip = got ? got - LINETABLE_INLINE_BYTES : sizeof size;
+    const uint8_t *head = pre ? pre : buf;
+    if (!pre && (got == 0 || !read_mem(t, linetable + L->bytes_size, buf, got))) {
         got = sizeof size;
-        if (!read_mem(t, linetable + L->bytes_size, head, sizeof size))
+        if (!read_mem(t, linetable + L->bytes_size, buf, sizeof size))
             return first_line;
     }
     memcpy(&size, head, sizeof size);
     if (size == 0 || size >= (1u << 20))
         return first_line;
-    if (inline_ok && skip + size <= got)
+    if (got > sizeof size && skip + size <= got)
         return python_line_lookup(L->linetable_format, head + skip, size, first_line, instr);
     int line = first_line;
     uint8_t *table = malloc(size);
@@ -124,6 +154,63 @@ static int read_line(const struct py_target *t, uint64_t linetable, int first_li
         line = python_line_lookup(L->linetable_format, table, size, first_line, instr);
     free(table);
     return line;
+}
+
+unsigned py_readv_task(int task, const struct py_span *spans, unsigned n)
+{
+    struct iovec local[4], remote[4];
+    if (n > 4)
+        return 0;
+    for (unsigned i = 0; i < n; i++) {
+        local[i] = (struct iovec){spans[i].buf, spans[i].len};
+        remote[i] = (struct iovec){(void *)(uintptr_t)spans[i].addr, spans[i].len};
+    }
+    long got = syscall(SYS_process_vm_readv, task, local, n, remote, n, 0);
+    unsigned whole = 0;
+    /* a partial read ends at an element: those before it are whole */
+    for (size_t sum = 0; got > 0 && whole < n && sum + spans[whole].len <= (size_t)got; whole++)
+        sum += spans[whole].len;
+    return whole;
+}
+
+/* The heads read_str and read_line read first, for the file name, the
+ * qualified name (names only) and the line table, in one vectored read
+ * where the reader has one; a head not read whole there stays NULL and is
+ * read as before (a head that runs past its object's mapping fails as a
+ * whole, and is then read shorter). */
+struct code_heads {
+    uint8_t filename[128 + INLINE_BYTES], qualname[128 + INLINE_BYTES], linetable[64 + LINETABLE_INLINE_BYTES];
+    const uint8_t *filename_pre, *qualname_pre, *linetable_pre;
+};
+
+static void read_heads(const struct py_target *t, bool names, uint64_t filename, uint64_t qualname, uint64_t linetable,
+                       struct code_heads *h)
+{
+    h->filename_pre = h->qualname_pre = h->linetable_pre = NULL;
+    if (!t->mem.readv)
+        return;
+    const struct py_layout *L = t->layout;
+    struct py_span spans[3];
+    const uint8_t **pre[3];
+    unsigned n = 0;
+    size_t len;
+    if (names && (len = str_head_bytes(L, filename)) != 0) {
+        spans[n] = (struct py_span){filename, h->filename, len};
+        pre[n++] = &h->filename_pre;
+    }
+    if (names && (len = str_head_bytes(L, qualname)) != 0) {
+        spans[n] = (struct py_span){qualname, h->qualname, len};
+        pre[n++] = &h->qualname_pre;
+    }
+    if ((len = line_head_bytes(L, linetable)) != 0) {
+        spans[n] = (struct py_span){linetable + (uint64_t)L->bytes_size, h->linetable, len};
+        pre[n++] = &h->linetable_pre;
+    }
+    if (n < 2)
+        return; /* one read either way */
+    unsigned whole = t->mem.readv(t->mem.ctx, spans, n);
+    for (unsigned i = 0; i < whole && i < n; i++)
+        *pre[i] = spans[i].buf;
 }
 
 bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, const struct py_code_names *names,
@@ -146,9 +233,11 @@ bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, co
     if (type != t->code_type || py_code_fingerprint(name, filename, first_line) != f->fingerprint)
         return false; /* the address now holds another code object (or none) */
     *first_line_out = first_line;
-    if (names && (!read_str(t, filename, names->filename, names->filename_cap) ||
-                  !read_str(t, qualname, names->qualname, names->qualname_cap)))
+    struct code_heads h;
+    read_heads(t, names != NULL, filename, qualname, linetable, &h);
+    if (names && (!read_str(t, filename, h.filename_pre, names->filename, names->filename_cap) ||
+                  !read_str(t, qualname, h.qualname_pre, names->qualname, names->qualname_cap)))
         return false;
-    *line_out = read_line(t, linetable, first_line, f->instr);
+    *line_out = read_line(t, linetable, h.linetable_pre, first_line, f->instr);
     return true;
 }

@@ -43,6 +43,26 @@ static bool fake_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned 
     return true;
 }
 
+/* A vectored read as process_vm_readv does it: spans in order, stopping at
+ * the first that is not all readable (fake_readv_limit: the end of the
+ * readable memory, so that a test can cut a span short). */
+static uint64_t fake_readv_limit = BASE + sizeof fake.mem;
+static unsigned fake_readv_calls;
+
+static unsigned fake_readv(void *ctx, const struct py_span *spans, unsigned n)
+{
+    struct fake *f = ctx;
+    fake_readv_calls++;
+    unsigned whole = 0;
+    for (; whole < n; whole++) {
+        const struct py_span *sp = &spans[whole];
+        if (sp->addr < BASE || sp->addr + sp->len > fake_readv_limit)
+            break;
+        memcpy(sp->buf, f->mem + (sp->addr - BASE), sp->len);
+    }
+    return whole;
+}
+
 static void put64(uint64_t addr, uint64_t v) { memcpy(fake.mem + (addr - BASE), &v, 8); }
 static void put32(uint64_t addr, uint32_t v) { memcpy(fake.mem + (addr - BASE), &v, 4); }
 static void put8(uint64_t addr, uint8_t v) { fake.mem[addr - BASE] = v; }
@@ -142,7 +162,7 @@ static struct py_target build(void)
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
 }
 
 static void test_layout_lookup(void)
@@ -370,6 +390,44 @@ static void test_resolve(void)
     CU_ASSERT_FALSE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
 }
 
+/* The same names and lines through a reader with a vectored read: one
+ * read for the code object and one for its three heads, and the same
+ * results when that read stops short (a head past the readable memory: the
+ * rest are read one by one, shorter where they must be). */
+static void test_resolve_vectored(void)
+{
+    struct py_target t = build();
+    t.mem.readv = fake_readv;
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    char filename[64], qualname[64];
+    struct py_code_names names = {filename, sizeof filename, qualname, sizeof qualname};
+    int first_line = 0, line = 0;
+    unsigned reads = fake.reads, calls = fake_readv_calls;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(filename, "a.py");
+    CU_ASSERT_STRING_EQUAL(qualname, "f");
+    CU_ASSERT_EQUAL(line, 13);
+    CU_ASSERT_EQUAL(fake.reads - reads, 1); /* the code object; its heads in the vectored read */
+    CU_ASSERT_EQUAL(fake_readv_calls - calls, 1);
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[1], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(qualname, "g\xc3\xa9");
+    CU_ASSERT_EQUAL(line, 22);
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[2], NULL, &first_line, &line)); /* lines only: one head, no readv */
+    CU_ASSERT_EQUAL(line, 12);
+    /* The vectored read stops at the first head: each is read alone. */
+    fake_readv_limit = BASE;
+    filename[0] = qualname[0] = '\0';
+    reads = fake.reads;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_STRING_EQUAL(filename, "a.py");
+    CU_ASSERT_STRING_EQUAL(qualname, "f");
+    CU_ASSERT_EQUAL(line, 13);
+    CU_ASSERT_EQUAL(fake.reads - reads, 4);
+    fake_readv_limit = BASE + sizeof fake.mem;
+    t.mem.readv = NULL;
+}
+
 /* 3.9: tstate->frame -> PyFrameObject.f_back; frame 0 (code 0, f_lasti 10
  * bytes = 5 code units), frame 1 (code 1, f_lasti -1: not started). The
  * state's thread_id is a pthread_t whose struct holds the tid at 0x40. */
@@ -395,7 +453,7 @@ static void test_walk_3_9(void)
     static const uint8_t lnotab[] = {8, 3};
     put64(LINETABLE + L->bytes_size, sizeof lnotab);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, 0x40, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, 0x40, NULL, NULL};
     uint64_t tid = 0;
     CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
     CU_ASSERT_EQUAL(tid, 4343);
@@ -428,7 +486,7 @@ static void test_walk_3_12_shims(void)
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(out[0].is_entry, 0);
@@ -518,7 +576,7 @@ static void test_walk_3_14_tagged(void)
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
     put64(TSTATE + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     for (unsigned i = 0; i < 3; i++)
@@ -580,6 +638,7 @@ void register_python_walk_tests(void)
                 test_walk_chunk_and_memo);
     CU_add_test(s, "outer frames unchanged since the last walk: no code object read", test_walk_outer_memo);
     CU_add_test(s, "names and lines; reused address refused", test_resolve);
+    CU_add_test(s, "names and lines through a vectored read, whole or cut short", test_resolve_vectored);
     CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
     CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
     CU_add_test(s, "3.13 _Py_DebugOffsets: real bytes accepted, corruptions refused", test_debug_offsets);
