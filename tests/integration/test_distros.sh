@@ -467,25 +467,34 @@ fi
 # 1.13 on the host runs 1 thread: no region at all), so this is where the
 # runtime's waiting meets the hook. tests/workloads/torch_shapes.py is
 # recorded with and without --torch-shapes; each operator's share of operator
-# time (self, of the aten:: rows) must move by at most 3 pp, as
-# test_torch_shapes.sh requires on the host.
-# Why 3 pp holds: ~4,000-5,000 samples fall inside operators (24 iterations at
-# 1 kHz), so a 44 % share (bmm) has a sampling sigma of ~0.8 pp and the
-# difference of two runs ~1.1 pp: 3 pp is ~2.7 sigma, and a miss is measured
-# once more (a real shift misses both times). The machine's load no longer
-# enters: the opener's fork/join wait in libgomp, 90 % of layer_norm's and
-# softmax's self samples on a loaded machine and 35-63 % of all samples from
-# run to run (measured with and without the hook alike), is the
+# time (self, of the aten:: rows) must move by at most 3 pp beyond what the
+# plain runs themselves spread, as test_torch_shapes.sh requires 3 pp on the
+# host (1 thread there: no region).
+# The bound: 3 pp plus how far the two plain runs of the same attempt lie
+# apart (a control: plain, hooked, plain2), the hooked share measured from
+# the plain runs' mean. Why: ~4,000-5,000 samples fall inside operators (24
+# iterations at 1 kHz), so a 44 % share (bmm) has a sampling sigma of
+# ~0.8 pp; but on a loaded machine the operators' CPU time itself moves from
+# run to run, hook or not. Measured with two busy loops beside it (6 pairs):
+# the plain runs alone read bmm at 45.6-49.1 %, layer_norm at 3.0-6.6 % (its
+# kernel 57 ms in one run, 122 ms in another, for the same calls), and
+# hooked minus plain fell between -3.5 and +3.3 pp in either direction;
+# quiet, within 0.6 pp. A fixed 3 pp bound missed there (CI: bmm -3.25 pp,
+# then -3.11; -3.70, then -0.94). The control's spread takes in what the
+# machine did to this attempt; a real shift beyond it still misses, twice
+# (a miss is measured once more).
+# The opener's fork/join wait in libgomp (35-74 % of all samples from run to
+# run, more under load, with and without the hook alike) is the
 # "[OpenMP runtime wait]" row, not operator self time. Before that row, 4
 # paired runs differed by up to 7.3 pp (layer_norm) and 5.3 pp (softmax) in
-# either direction; after it, by 1.7 pp at most.
+# either direction; after it, by 1.7 pp at most on a quiet machine.
 # Also checked: the wait row is the Threading section's runtime spin/wait
 # (two code paths over the same samples: equal to 0.05 pp).
 TS_ITERS=${OPPROF_TEST_TORCH_SHAPES_ITERS:-24}
 check_torch_shapes_shares() {
     local label=$1 root=$2 opprof=$3 py=$4 try run
     for try in 1 2; do
-        for run in hooked plain; do
+        for run in plain hooked plain2; do
             local opt=
             [ "$run" = hooked ] && opt=--torch-shapes
             log "+ [$label] opprof record $opt -o $RW/ts-$run-$try -- $py torch_shapes.py --iters $TS_ITERS"
@@ -512,15 +521,17 @@ def shares(t):
     ops = {k: v["self_pct"] for k, v in t.items() if k.startswith("aten::")}
     s = sum(ops.values())
     return {k: 100 * v / s for k, v in ops.items()} if s else {}
-h, p = rows("hooked"), rows("plain")
-sh, sp = shares(h), shares(p)
+h, p, p2 = rows("hooked"), rows("plain"), rows("plain2")
+sh, sp, sp2 = shares(h), shares(p), shares(p2)
 for name in ("aten::mm", "aten::bmm", "aten::addmm", "aten::native_layer_norm", "aten::_softmax"):
-    a, b = sh.get(name, 0.0), sp.get(name, 0.0)
-    print("%s: %s self share of operator time %.2f %% with --torch-shapes, %.2f %% without (%+.2f pp)"
-          % (label, name, a, b, a - b))
-    if not b or abs(a - b) > 3:
+    a, b, c = sh.get(name, 0.0), sp.get(name, 0.0), sp2.get(name, 0.0)
+    spread = abs(b - c)
+    print("%s: %s self share of operator time %.2f %% with --torch-shapes, %.2f and %.2f %% without "
+          "(%+.2f pp from their mean; bound 3 + %.2f pp, the plain runs' spread)"
+          % (label, name, a, b, c, a - (b + c) / 2, spread))
+    if not b or not c or abs(a - (b + c) / 2) > 3 + spread:
         bad.append(name)
-for run, t in (("hooked", h), ("plain", p)):
+for run, t in (("hooked", h), ("plain", p), ("plain2", p2)):
     wait = t.get("[OpenMP runtime wait]", {}).get("self_pct", 0.0)
     thr = 100 * json.load(open("%s-%s-thr.json" % (base, run)))["threading"]["spin_share"]
     print("%s (%s): [OpenMP runtime wait] %.2f %% of samples, Threading's runtime spin/wait %.2f %%" % (label, run, wait, thr))
@@ -531,12 +542,12 @@ if bad:
 sys.exit(1 if bad else 0)
 PY
         then
-            pass "$label: --torch-shapes moves no operator's share by more than 3 pp (2 OpenMP threads)"
+            pass "$label: --torch-shapes moves no operator's share by more than 3 pp beyond the plain runs' own spread (2 OpenMP threads)"
             return
         fi
         log "note: $label: --torch-shapes shares off on attempt $try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
     done
-    fail "$label: --torch-shapes moved an operator's share by more than 3 pp on both attempts (see above)"
+    fail "$label: --torch-shapes moved an operator's share by more than 3 pp beyond the plain runs' spread on both attempts (see above)"
 }
 if root_available trixie; then
     ROOT="$ROOTS_DIR/trixie"
