@@ -289,6 +289,7 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     slot->npy = agent_python_capture(agent_slot_py(slot), OPR_MAX_PYFRAMES, slot->tid);
     slot->omp_region = agent_omp_region; /* threading: OpenMP region (initial-exec TLS, ompt/ompt.h) */
     agent_queue_commit(slot);
+    agent_writer_sample_queued(); /* a quiet process's writer sleeps long: the first sample ends it */
     agent_counters_leave();
     /* Our own cost, so that overhead is measured, not guessed (two vDSO
      * clock reads: ~40 ns). */

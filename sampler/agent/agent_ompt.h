@@ -96,6 +96,9 @@ OMPT_HIDDEN int ompt_tool_active(void);
 /* sampler/agent_threads.c: the OS-level thread view (schedstat), polled by
  * the writer thread; final: also re-read context switches, always emit. */
 OMPT_HIDDEN void agent_threads_poll(agent_emit_fn emit, bool final);
+/* Whether the last poll found no thread that ran, waited on a runqueue,
+ * started or ended since the poll before (the writer sleeps longer then). */
+OMPT_HIDDEN bool agent_threads_quiet(void);
 OMPT_HIDDEN void agent_threads_atfork_child(void);
 /* The writer thread's tid, set by the writer before anything polls. */
 OMPT_HIDDEN void agent_threads_set_writer(uint32_t tid);

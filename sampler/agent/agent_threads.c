@@ -2,7 +2,8 @@
  * sampler/agent/agent_threads.c — the OS-level thread view, polled by the agent's
  * writer thread: works with any OpenMP runtime (or none) and without OMPT.
  *
- * Every ~10 ms (the writer's drain period; 50 ms past 64 threads) it reads,
+ * Every ~10 ms (the writer's drain period; 50 ms past 64 threads; up to 80 ms
+ * while no thread runs, agent_threads_quiet) it reads,
  * for each thread of the process but the writer itself,
  * /proc/self/task/<tid>/schedstat ("run_ns wait_ns timeslices": time on a
  * CPU and time runnable but waiting on the runqueue), and every ~250 ms its
@@ -30,7 +31,7 @@
 
 #include "sampler/agent/agent.h"
 
-#define POLL_NS 9000000ull         /* the writer wakes every 10 ms */
+#define POLL_NS 9000000ull         /* the writer wakes every 10 ms (or less often: quiet) */
 #define POLL_MANY_NS 49000000ull   /* with more than MANY_THREADS threads */
 #define MANY_THREADS 64
 #define STATUS_EVERY 25            /* polls between two reads of .../status */
@@ -52,6 +53,10 @@ static size_t ntracked;
 static uint32_t gen;
 static uint64_t last_poll_ns;
 static uint64_t created_at_listing; /* threads_created at the last listing of /proc/self/task */
+/* The last poll found every thread as the poll before it left it: none ran
+ * or waited on a runqueue (schedstat's three values unchanged), none came
+ * or went. The writer then sleeps longer (agent_writer.c). */
+static bool poll_quiet;
 static uint32_t writer_tid;
 static struct opr_sched_thread *entries;
 static uint32_t cpus_online, cpus_affinity, limit_milli;
@@ -203,6 +208,7 @@ static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uin
     ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
     agent_writer_counts.schedstat_reads++;
     if (n <= 0) {
+        poll_quiet = false;
         t->gen = 0; /* exited */
         return;
     }
@@ -219,6 +225,8 @@ static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uin
         p = *end == ' ' ? end + 1 : end;
     }
     unsigned long long run = v[0], wait = v[1], slices = v[2];
+    if (t->gen + 1 != gen || run != t->run || wait != t->wait || slices != t->slices)
+        poll_quiet = false; /* new since the last poll, or it ran or waited */
     /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
     if (t->gen + 1 == gen && run >= t->run && wait >= t->wait && slices >= t->slices)
         agent_offcpu_note(emit, now, interval_ns, t->tid, run - t->run, wait - t->wait, slices - t->slices, run,
@@ -265,6 +273,7 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
     last_poll_ns = now;
     gen++;
+    poll_quiet = interval_ns != 0; /* until a thread says otherwise (poll_thread) */
     bool status_now = final || gen % STATUS_EVERY == 1;
 
     /* The list of threads: listing /proc/self/task (getdents on a directory
@@ -295,6 +304,11 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     }
     struct opr_sched_tick tick = {now, n, cpus_online, cpus_affinity, limit_milli};
     emit(OPR_REC_SCHED_TICK, &tick, sizeof tick, entries, n * sizeof *entries);
+}
+
+bool agent_threads_quiet(void)
+{
+    return poll_quiet && ntracked > 0;
 }
 
 void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns)
@@ -356,5 +370,6 @@ void agent_threads_atfork_child(void)
     trap_blocked_threads = trap_blocked_gone_ns = 0;
     atomic_store(&threads_created, 0);
     created_at_listing = 0;
+    poll_quiet = false;
     agent_tstate_reset(); /* ranks: the parent's threads are not ours */
 }

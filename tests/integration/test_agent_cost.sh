@@ -16,13 +16,15 @@
 #      at start, one for the code an import maps late, one per 5 s of wall
 #      time (the safety re-read), + 1 for a missed address that was mapped.
 #   3. A Python thread asleep (time.sleep in nap()): the off-CPU poll charges
-#      each 10 ms of the sleep to the stack read when it began, without
+#      each poll interval of the sleep to the stack read when it began, without
 #      reading the thread's stat and frames again while schedstat shows it
 #      has not been switched in since (offcpu_same_wait): the blocked time
 #      the report gives ("other wait", two copies of the one result: one row
 #      each) must still be the sleep the workload measured. Wall time, not
 #      CPU time: a wake-up delayed by load shows as runqueue wait, not as
 #      blocked time, so the bound does not depend on the machine's load.
+#      And the writer sleeps longer while nothing runs: at most one poll per
+#      80 ms once the process is quiet (about 20 in the 1.5 s nap, not 150).
 #   4. OpenMP (omp_regions_gomp: GNU libgomp through the GOMP_* wrappers; and
 #      omp_regions_llvm through OMPT when clang built it): the agent's own
 #      time around the regions, in the workload's threads, is measured and
@@ -190,6 +192,13 @@ outside = int((float(sys.argv[4]) - slept) / 0.009) + 3
 (ok if 0 < same <= polls and same >= polls - outside - 2 else fail)(
     "nap: %d of %d off-CPU polls reused the stack of a thread that had not run since (at least %d: at most %d polls outside the sleep)"
     % (same, polls, polls - outside - 2, outside))
+# Quiet: while no thread runs the writer sleeps 20, 40, then 80 ms between
+# polls (agent_writer.c), so the sleep holds about slept / 0.08 of them
+# (+ 3 for the ramp, + 3 for its two ends); at 10 ms it was ~150.
+quiet = outside + int(slept / 0.08) + 6
+(ok if polls <= quiet else fail)(
+    "nap: %d schedstat polls in all, at most %d (%d outside the sleep + the sleep at one per 80 ms once quiet)"
+    % (polls, quiet, outside))
 for r in rows:
     w = r["other_wait_s"] or 0
     # polls every ~10 ms: the first interval of the sleep is charged only
