@@ -5,15 +5,16 @@
  * there, so the workload's handlers never run on it) and may allocate. One
  * exception, marked: agent_writer_sample_queued runs in the SIGTRAP handler.
  *
- * Every ~10 ms (longer while the process is quiet) it drains the handler queue into this process's stream file
- * (docs/format.md) through format/'s stream writer, which writes each
- * distinct call chain once as a STACK record (samples refer to it by id,
- * which keeps a sample at ~32 bytes on disk instead of perf's kilobytes of
- * stack copy), each Python code object once as PYCODE and each distinct
- * Python chain once as PYSTACK (names resolved by agent_python.c), and what
- * the report needs to symbolize later: executable mappings (re-read from
- * /proc/self/maps whenever a PC falls outside the known ones, so dlopen'ed
- * libraries are covered), their build-ids, thread names and the command line.
+ * Every ~10 ms (longer while the process is quiet) it drains the handler
+ * queue into this process's stream file (docs/format.md) through format/'s
+ * stream writer, which writes each distinct call chain once as a STACK
+ * record (samples refer to it by id, which keeps a sample at ~32 bytes on
+ * disk instead of perf's kilobytes of stack copy), each Python code object
+ * once as PYCODE and each distinct Python chain once as PYSTACK (names
+ * resolved by agent_python.c), and what the report needs to symbolize later:
+ * executable mappings (re-read from /proc/self/maps whenever a PC falls
+ * outside the known ones, so dlopen'ed libraries are covered), their
+ * build-ids, thread names and the command line.
  * This file decides what the agent writes and when: samples and their tails,
  * lost-sample counters, limits, the agent's cost, and an END record on a
  * clean shutdown.
@@ -365,7 +366,8 @@ static uint64_t drain_locked(void)
  * or thread that moved. */
 static void next_drain_interval(uint64_t drained)
 {
-    if (drained == 0 && agent_threads_quiet()) {
+    /* past --max-size the poll is not made, and what it last said is old */
+    if (drained == 0 && !size_cap_reached() && agent_threads_quiet()) {
         drain_interval_ns =
             drain_interval_ns * 2 > QUIET_INTERVAL_MAX_NS ? QUIET_INTERVAL_MAX_NS : drain_interval_ns * 2;
         atomic_store_explicit(&writer_quiet, 1, memory_order_release);
