@@ -435,7 +435,7 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
         if (run + wait > 0 && (pid_load[i] >= 0.1 * (run + wait) || busy))
             s->nprocesses++;
     }
-    /* Involuntary switches: the last value per thread. */
+    /* Involuntary switches and switches in: the last value per thread. */
     hashmap_clear(&index);
     for (size_t i = t->nsched_ticks; i-- > 0;) {
         const struct prof_sched_tick *k = &t->sched_ticks[i];
@@ -444,8 +444,10 @@ static int os_view(const struct prof_threading *t, struct threading_summary *s, 
             const struct prof_sched_thread *e = &t->sched_threads[k->first + j];
             if (!last_for(&index, last, pid_tid_key(k->pid, e->tid), &fresh))
                 goto nomem;
-            if (fresh)
+            if (fresh) {
                 s->nivcsw += e->nivcsw;
+                s->switches_in += e->timeslices;
+            }
         }
     }
     free(last), free(pids), free(prev_time), free(first_time), free(pid_load);

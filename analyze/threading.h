@@ -106,6 +106,7 @@ struct threading_summary {
     unsigned online, affinity; double cgroup_limit, usable_cpus;
     unsigned nprocesses, nthreads;
     double run_s, wait_s, wait_share; uint64_t nivcsw;
+    uint64_t switches_in; /* times threads were switched in (schedstat timeslices), summed over threads */
     double runnable_avg, runnable_max, oversub_avg, oversub_max, oversub_time_share;
     uint64_t regions; double regions_per_s, region_avg_us;
     uint64_t omp_events_lost; /* region begin/end events the agent lost (a full ring): regions left out */

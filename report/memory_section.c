@@ -55,7 +55,9 @@ static void print_text(FILE *out, const struct memory_summary *s, size_t limit)
               out);
         return;
     }
-    fputs("  RSS read every ~10 ms in each process; peak = the largest reading, kernel peak = VmHWM\n", out);
+    fputs("  RSS read every ~10 ms in each process (20 ms while it moves by <= 1 MiB); peak = the largest reading, "
+          "kernel peak = VmHWM\n",
+          out);
     uint64_t agent = 0;
     for (size_t i = 0; i < s->nprocs; i++)
         agent = s->procs[i].agent_at_peak > agent ? s->procs[i].agent_at_peak : agent;

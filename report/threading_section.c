@@ -116,8 +116,10 @@ static void print_json(FILE *out, const struct threading_summary *s, bool timeli
             s->nthreads, s->runnable_avg, s->runnable_max);
     fprintf(out, ", \"oversubscription_avg\": %.3f, \"oversubscription_max\": %.3f, \"oversubscribed_time_share\": %.4f",
             s->oversub_avg, s->oversub_max, s->oversub_time_share);
-    fprintf(out, ", \"run_s\": %.4f, \"wait_s\": %.4f, \"wait_share\": %.4f, \"involuntary_switches\": %llu", s->run_s,
-            s->wait_s, s->wait_share, (unsigned long long)s->nivcsw);
+    fprintf(out,
+            ", \"run_s\": %.4f, \"wait_s\": %.4f, \"wait_share\": %.4f, \"involuntary_switches\": %llu, "
+            "\"switches_in\": %llu",
+            s->run_s, s->wait_s, s->wait_share, (unsigned long long)s->nivcsw, (unsigned long long)s->switches_in);
     fprintf(out, ", \"regions\": %llu, \"regions_per_s\": %.1f, \"region_avg_us\": %.2f, \"max_requested\": %u, "
                  "\"max_team\": %u, \"nested\": %llu",
             (unsigned long long)s->regions, s->regions_per_s, s->region_avg_us, s->max_requested, s->max_team,

@@ -187,6 +187,10 @@ AGENT_HIDDEN void agent_offcpu_note(agent_emit_fn emit, uint64_t now_ns, uint64_
 /* Writer: one reading per writer period, written when it moved; final forces one. */
 AGENT_HIDDEN void agent_memory_poll(agent_emit_fn emit, bool final);
 AGENT_HIDDEN void agent_memory_atfork_child(void);
+/* Whether the last poll found the RSS moved by more than 1 MiB, a new peak
+ * or a major fault (or could not read them): the writer then keeps its
+ * 10 ms period. */
+AGENT_HIDDEN bool agent_memory_moved(void);
 /* agent_writer.c: PYSTACK id + 1 of captured frames (0: none), records written as needed. */
 AGENT_HIDDEN uint32_t agent_writer_python_stack(const struct py_frame_ref *py, unsigned n);
 
@@ -200,6 +204,8 @@ AGENT_HIDDEN struct agent_slot *agent_queue_peek(void);    /* writer; NULL when 
 AGENT_HIDDEN void agent_queue_release(void);               /* writer: done with the peeked slot */
 AGENT_HIDDEN void agent_queue_prefault(void);              /* writer, constructor: back the next slots */
 AGENT_HIDDEN uint64_t agent_queue_resident_bytes(void);    /* writer: the ring's pages in memory (mincore) */
+AGENT_HIDDEN uint64_t agent_queue_consumed(void);          /* writer: bytes consumed since the start (or reset) */
+AGENT_HIDDEN size_t agent_queue_capacity(void);            /* the ring's bytes */
 
 /* ---- agent.c: state shared by the parts ---------------------------------- */
 struct agent_config {
@@ -275,6 +281,8 @@ AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
 struct agent_writer_counts {
     uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
     uint64_t offcpu_same_wait;
+    uint64_t drains, quiet_drains,
+        steady_drains; /* agent_writer.c's periodic drains, and the longer sleeps after them */
 };
 AGENT_HIDDEN extern struct agent_writer_counts agent_writer_counts;
 AGENT_HIDDEN uint64_t agent_cost_handler_cpu_estimate_ns(void); /* writer */

@@ -148,6 +148,9 @@ void agent_cost_emit(agent_emit_fn emit)
     c.offcpu_same_wait = agent_writer_counts.offcpu_same_wait;
     c.omp_hook_ns = ompt_hook_ns();
     c.clock_read_ns = clock_read_ns;
+    c.drains = agent_writer_counts.drains;
+    c.quiet_drains = agent_writer_counts.quiet_drains;
+    c.steady_drains = agent_writer_counts.steady_drains;
     emit(OPR_REC_AGENT_CPU, &c, sizeof c, NULL, 0);
 }
 

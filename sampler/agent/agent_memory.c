@@ -32,10 +32,16 @@ static struct {
     bool limit_written;
     struct opr_mem_tick last; /* the last one written */
     uint64_t last_poll_ns;    /* the last reading, written or not */
+    bool moved; /* the last poll saw the RSS move by more than MEM_STEADY_BYTES, a new peak or a major fault */
 } mem;
 /* /proc/self/statm, open (-1: not yet). Apart from mem, which a fork child
  * clears: the child must close the parent's file, not forget it. */
 static int statm_fd = -1;
+/* RSS that moves by at most this from one poll to the next is steady for
+ * the writer's period (agent_writer.c): torch_train.py's loop moves it by
+ * -1.1 to +1.0 MiB every 10-40 ms (its allocator's 256 KiB chunks), with
+ * no new peak and no major fault. */
+#define MEM_STEADY_BYTES (1u << 20)
 
 /* This process's statm; the file is opened once and read again from
  * offset 0 (each read of a /proc file renders it afresh). */
@@ -70,6 +76,7 @@ void agent_memory_poll(agent_emit_fn emit, bool final)
         mem.limit_written = true;
     }
     struct opr_mem_tick t = {.time_ns = agent_now_ns()};
+    mem.moved = true;
     if (read_statm(&t) != 0)
         return;
     struct rusage ru;
@@ -91,11 +98,20 @@ void agent_memory_poll(agent_emit_fn emit, bool final)
     mem.last_poll_ns = t.time_ns;
     bool changed = !mem.have || final || t.rss_bytes != mem.last.rss_bytes || t.hwm_bytes != mem.last.hwm_bytes ||
                    t.majflt != mem.last.majflt;
+    uint64_t drss =
+        t.rss_bytes > mem.last.rss_bytes ? t.rss_bytes - mem.last.rss_bytes : mem.last.rss_bytes - t.rss_bytes;
+    mem.moved =
+        !mem.have || drss > MEM_STEADY_BYTES || t.hwm_bytes != mem.last.hwm_bytes || t.majflt != mem.last.majflt;
     if (!changed)
         return;
     emit(OPR_REC_MEM_TICK, &t, sizeof t, NULL, 0);
     mem.last = t;
     mem.have = true;
+}
+
+bool agent_memory_moved(void)
+{
+    return mem.moved;
 }
 
 /* Fork child: its stream starts afresh (a baseline reading, its own limit). */

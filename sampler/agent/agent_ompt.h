@@ -99,6 +99,10 @@ OMPT_HIDDEN void agent_threads_poll(agent_emit_fn emit, bool final);
 /* Whether the last poll found no thread that ran, waited on a runqueue,
  * started or ended since the poll before (the writer sleeps longer then). */
 OMPT_HIDDEN bool agent_threads_quiet(void);
+/* Whether the last poll found that no thread was switched in (it stayed on
+ * its CPU, or off it, or left it once) and none started or ended (the
+ * writer drains less often then). */
+OMPT_HIDDEN bool agent_threads_steady(void);
 OMPT_HIDDEN void agent_threads_atfork_child(void);
 /* The writer thread's tid, set by the writer before anything polls. */
 OMPT_HIDDEN void agent_threads_set_writer(uint32_t tid);

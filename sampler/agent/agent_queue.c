@@ -247,6 +247,15 @@ uint64_t agent_queue_resident_bytes(void)
     return resident_last = resident * page;
 }
 
+uint64_t agent_queue_consumed(void)
+{
+    return tail;
+}
+size_t agent_queue_capacity(void)
+{
+    return ring_bytes;
+}
+
 void agent_queue_prefault(void)
 {
     if (!ring || prefaulted >= ring_bytes)

@@ -57,6 +57,15 @@ static uint64_t created_at_listing; /* threads_created at the last listing of /p
  * or waited on a runqueue (schedstat's three values unchanged), none came
  * or went. The writer then sleeps longer (agent_writer.c). */
 static bool poll_quiet;
+/* The last poll found that no thread was switched in since the poll before
+ * (schedstat's runqueue wait and count of times switched in unchanged; the
+ * run time may have grown) and none came or went: each thread stayed on its
+ * CPU, or off it, or left it once. Its figures then say no more than the
+ * samples do (the writer drains less often, agent_writer.c). Not "ran the
+ * whole interval": a running thread's schedstat run time is brought up to
+ * date only at scheduler ticks (4 ms here), so a thread on its CPU
+ * throughout read 8.0 of 10.1 ms. */
+static bool poll_steady;
 static uint32_t writer_tid;
 static struct opr_sched_thread *entries;
 static uint32_t cpus_online, cpus_affinity, limit_milli;
@@ -208,7 +217,7 @@ static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uin
     ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
     agent_writer_counts.schedstat_reads++;
     if (n <= 0) {
-        poll_quiet = false;
+        poll_quiet = poll_steady = false;
         t->gen = 0; /* exited */
         return;
     }
@@ -225,8 +234,11 @@ static void poll_thread(struct tracked *t, agent_emit_fn emit, uint64_t now, uin
         p = *end == ' ' ? end + 1 : end;
     }
     unsigned long long run = v[0], wait = v[1], slices = v[2];
-    if (t->gen + 1 != gen || run != t->run || wait != t->wait || slices != t->slices)
+    bool known = t->gen + 1 == gen;
+    if (!known || run != t->run || wait != t->wait || slices != t->slices)
         poll_quiet = false; /* new since the last poll, or it ran or waited */
+    if (!known || wait != t->wait || slices != t->slices)
+        poll_steady = false; /* new since the last poll, or switched in */
     /* ranks: a Python thread blocked for part of the interval (seen in the last poll) */
     if (t->gen + 1 == gen && run >= t->run && wait >= t->wait && slices >= t->slices)
         agent_offcpu_note(emit, now, interval_ns, t->tid, run - t->run, wait - t->wait, slices - t->slices, run,
@@ -273,7 +285,7 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
     last_poll_ns = now;
     gen++;
-    poll_quiet = interval_ns != 0; /* until a thread says otherwise (poll_thread) */
+    poll_quiet = poll_steady = interval_ns != 0; /* until a thread says otherwise (poll_thread) */
     bool status_now = final || gen % STATUS_EVERY == 1;
 
     /* The list of threads: listing /proc/self/task (getdents on a directory
@@ -309,6 +321,11 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
 bool agent_threads_quiet(void)
 {
     return poll_quiet && ntracked > 0;
+}
+
+bool agent_threads_steady(void)
+{
+    return poll_steady && ntracked > 0;
 }
 
 void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns)
@@ -370,6 +387,6 @@ void agent_threads_atfork_child(void)
     trap_blocked_threads = trap_blocked_gone_ns = 0;
     atomic_store(&threads_created, 0);
     created_at_listing = 0;
-    poll_quiet = false;
+    poll_quiet = poll_steady = false;
     agent_tstate_reset(); /* ranks: the parent's threads are not ours */
 }

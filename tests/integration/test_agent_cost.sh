@@ -9,6 +9,15 @@
 #      one per new thread whose stack was missed (2; kernels before 6.11 have
 #      no PROCMAP_QUERY to add it alone) and one per 5 s of wall time (the
 #      safety re-read); the old cost was one per drain.
+#   1b. One busy native thread (known_split --threads 1): while no thread is
+#      switched in and the RSS stays, the writer drains 20 ms apart (a
+#      steady process, agent_writer.c). Every 10 ms poll must have a reason:
+#      polls <= wall / 20 ms + the threads' switches in (schedstat: a
+#      preemption by the machine's load, a wake-up) + 12 for the start. On a
+#      loaded machine the switches raise the bound with the load itself; on a
+#      quiet one the agent before it polled ~195 times against ~100. And the
+#      threading view's run time stays the thread's CPU time (the samples'
+#      total: both read the thread's CPU clock) whatever the period.
 #   2. A Python workload (py_split.py): the readable-memory table of the
 #      Python walk used to be re-read every second and after every missed
 #      address (8-10 reads in an 8 s run); now only after a dlclose, a missed
@@ -137,6 +146,28 @@ if [ "$#" -ge 6 ]; then
 else
     fail "native: no handler CPU figures in the overhead line"
 fi
+
+# 1b. a steady native process
+t0=$(date +%s.%N)
+record "$WORK/steady" -- "$KNOWN_SPLIT" --threads 1 --seconds 2
+t1=$(date +%s.%N)
+[ "$RECORD_STATUS" -eq 0 ] || die "opprof record of known_split --threads 1 failed"
+report_json "$WORK/steady" "$WORK/steady.json" || fail "opprof report steady failed"
+report_json "$WORK/steady" "$WORK/steady_thr.json" --threading || fail "opprof report steady --threading failed"
+pycheck '
+doc = load(sys.argv[1]); wall = float(sys.argv[2])
+a, t = doc["agent"], load(sys.argv[3])["threading"]
+polls, switches = a["schedstat_reads"], t["switches_in"]
+# the threads: main + the worker, read once each per poll
+per_poll = max(1, t["threads"])
+bound = int(wall / 0.02) + switches + 12
+(ok if polls / per_poll <= bound else fail)(
+    "steady: %d polls (%d schedstat reads / %d threads) in %.2f s, at most %d (one per 20 ms + %d switches in + 12; %d drains, %d of them steady)"
+    % (polls // per_poll, polls, per_poll, wall, bound, switches, a["writer_drains"], a["writer_steady_drains"]))
+cpu = doc["total_weight"] * 1e-3  # 1 kHz task-clock: 1 ms of the thread`s CPU a sample
+(ok if abs(t["run_s"] - cpu) <= 0.03 * cpu + 0.02 else fail)(
+    "steady: the threading view ran %.3f s, the samples say %.3f s of CPU" % (t["run_s"], cpu))
+' "$WORK/steady.json" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$WORK/steady_thr.json"
 
 # 2. Python
 PY=$(command -v python3 2>/dev/null || true)
