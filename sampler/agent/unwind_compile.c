@@ -681,7 +681,7 @@ static struct unwind_table *pack(struct build *b)
     if (block == MAP_FAILED)
         goto out;
     t = block;
-    unwind_table_point(t, bytes, b->base, (uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets);
+    unwind_table_point(t, block, bytes, b->base, (uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets);
     memcpy((uint32_t *)t->pc_off, pc_off, n * sizeof *pc_off);
     memcpy((uint16_t *)t->rule_of, rule_of, n * sizeof *rule_of);
     memcpy((struct unwind_rule *)t->rules, rs.rules, rs.n * sizeof *rs.rules);
@@ -725,7 +725,10 @@ void unwind_table_free(struct unwind_table *t)
         atomic_fetch_sub_explicit(&tables_mapped_bytes, t->map_bytes, memory_order_relaxed);
         if (t->from_file)
             atomic_fetch_sub_explicit(&tables_file_bytes, t->map_bytes, memory_order_relaxed);
-        munmap(t, t->map_bytes);
+        const void *block = unwind_table_block(t);
+        munmap((void *)(uintptr_t)block, t->map_bytes);
+        if (block != (const void *)t)
+            free(t); /* a cached table's struct (unwind_cache_load) */
     }
 }
 

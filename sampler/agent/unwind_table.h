@@ -389,9 +389,16 @@ AGENT_HIDDEN void unwind_table_account(size_t bytes, bool from_file); /* a table
  * bucket[] start (unwind_cache.c; pc_off and rule_of follow the struct). */
 AGENT_HIDDEN size_t unwind_table_layout(uint32_t nrows, uint32_t nrules, uint32_t nbuckets, size_t *rules_at,
                                         size_t *buckets_at);
-/* Fills a block's struct unwind_table: counts, base and the array pointers. */
-AGENT_HIDDEN void unwind_table_point(struct unwind_table *t, size_t map_bytes, uint64_t base, uint32_t nrows,
-                                     uint32_t nrules, uint32_t nbuckets);
+/* Fills t: counts, base and the pointers to block's arrays. t is the block's
+ * own first bytes (a table compiled here) or, for one mapped read-only from
+ * the cache, a copy of them apart from it (unwind_cache.c). */
+AGENT_HIDDEN void unwind_table_point(struct unwind_table *t, const void *block, size_t map_bytes, uint64_t base,
+                                     uint32_t nrows, uint32_t nrules, uint32_t nbuckets);
+/* The block t's arrays are in: t itself, or the mapping apart from it. */
+static inline const void *unwind_table_block(const struct unwind_table *t)
+{
+    return (const char *)t->pc_off - sizeof *t;
+}
 
 /* ---- tables kept across runs (unwind_cache.c), writer side ---------------- */
 struct dl_phdr_info;
