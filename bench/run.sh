@@ -218,6 +218,10 @@ overhead_case() {
     echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| floor cpu $(col 2 "oc_$_name.nl.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
+# torch-long: the same loop 4x as long, so that the imports (~0.65 s of
+# CPU, where the agent loads its tables and meets most new Python code) are
+# a tenth of the run, as in training, not a quarter; 0 leaves the row out.
+TORCH_LONG_STEPS=${BENCH_TORCH_LONG_STEPS:-240}
 OMP_REGIONS=${BENCH_OMP_REGIONS:-20000} # ~0.6 s: 2,000 took 37 ms, where the agent's start-up (its first maps read, the tables) set the ratio
 if [ "${BENCH_ONLY_OPENMP:-0}" != 1 ]; then # BENCH_ONLY_OPENMP: straight to the OpenMP section
 echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
@@ -236,6 +240,8 @@ printf "%-10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "v
 overhead_case native "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     overhead_case pytorch /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS"
+    [ "$TORCH_LONG_STEPS" -gt 0 ] 2>/dev/null &&
+        overhead_case torch-long /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_LONG_STEPS"
 else
     echo "pytorch    (torch not importable by /usr/bin/python3: skipped)"
 fi
@@ -265,7 +271,7 @@ fi
     OC_RECORD_ARGS="--timer tick" overhead_case openmp-tk "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
 cat oc_runs
 echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
-echo "tests/workloads/torch_train.py --steps $TORCH_STEPS; openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
+echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $TORCH_LONG_STEPS); openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
 echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"
