@@ -239,7 +239,7 @@ struct opr_agent_cpu {
     uint64_t clock_read_ns;    /* one read of the thread CPU clock, measured at start (0: not measured) */
     uint64_t drains;           /* the writer's periodic drains (appended: 0 in older streams) */
     uint64_t quiet_drains;     /* of them, followed by a longer sleep: nothing ran */
-    uint64_t steady_drains;    /* of them, followed by a longer sleep: every thread ran through or not at all */
+    uint64_t steady_drains;    /* of them, followed by a longer sleep: no thread switched in, RSS steady */
 };
 
 /* The handler's CPU time over all calls of one AGENT_CPU record: the timed

@@ -281,8 +281,8 @@ AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
 struct agent_writer_counts {
     uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
     uint64_t offcpu_same_wait;
-    uint64_t drains, quiet_drains,
-        steady_drains; /* agent_writer.c's periodic drains, and the longer sleeps after them */
+    /* agent_writer.c's periodic drains, and the longer sleeps after them */
+    uint64_t drains, quiet_drains, steady_drains;
 };
 AGENT_HIDDEN extern struct agent_writer_counts agent_writer_counts;
 AGENT_HIDDEN uint64_t agent_cost_handler_cpu_estimate_ns(void); /* writer */
