@@ -214,8 +214,10 @@ static void emit_lost_if_changed(bool force)
  * adds to the shared live counter), plus what this process has buffered and
  * extra bytes it is about to write, would reach the cap less this process's
  * closing records (END, cost, accounting, the final thread and memory
- * readings, LIMITS: ~0.9 KB plus 80 bytes a sampled thread, measured on
- * known_split; 1 KB plus 80 a thread reserved). So a single process's stream
+ * readings, UNWIND, LIMITS: 1,064 bytes plus 80 a sampled thread, the last
+ * ten records of a capped known_split run with AGENT_CPU's drain counts;
+ * 1 KB reserved let that run pass the cap by 8 bytes; 1.25 KB plus 80 a
+ * thread reserved). So a single process's stream
  * stays under the cap; with several, each reserves its own closing records
  * only, and the dir may pass the cap by the others' (docs/opprof.1). */
 static uint64_t threads_noted; /* threads this image wrote a THREAD record for */
@@ -225,7 +227,7 @@ static bool size_cap_reached_with(uint64_t extra)
     if (agent_config.max_bytes == 0)
         return false;
     uint64_t total = live ? __atomic_load_n(&live->bytes, __ATOMIC_RELAXED) : opr_writer_bytes(writer);
-    uint64_t reserve = 1024 + 80 * threads_noted;
+    uint64_t reserve = 1280 + 80 * threads_noted;
     return total + opr_writer_pending(writer) + extra + reserve >= agent_config.max_bytes;
 }
 
