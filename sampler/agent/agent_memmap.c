@@ -17,9 +17,10 @@
  * publishes it with an atomic index; before overwriting the table not in use
  * it waits until no handler is still reading it (handlers count themselves in
  * and out). A pointer outside every known range is reported as a miss, with
- * its address; the caller does not read it in place (the Python walk copies
- * it with process_vm_readv instead, agent_python.c: the table lags new
- * mappings by up to MISS_CHECK_NS plus a drain, which cut chains short).
+ * its address; the caller does not read it in place on the table's word (the
+ * Python walk asks the kernel whether it is readable now first,
+ * agent_python.c: the table lags new mappings by up to MISS_CHECK_NS plus a
+ * drain, and refusing those reads cut chains short).
  *
  * When to re-read: a full read of the maps cost the writer ~1.5 ms of CPU in
  * a process that imported torch (1,691 lines; 0.4 ms hand-parsed on the VM
@@ -105,13 +106,6 @@ void agent_memmap_end(int t)
  * handler call); 0 until then, when agent_memmap_readable_now says no. */
 static uint64_t page_bytes;
 
-/* Handler: is [addr, addr+len) inside one readable mapping of table t? */
-bool agent_memmap_readable(int t, uint64_t addr, size_t len)
-{
-    uint64_t start, end;
-    return agent_memmap_readable_range(t, addr, len, &start, &end);
-}
-
 /* Handler: whether [addr, addr + len) is readable now, asked of the
  * kernel without copying it. FUTEX_CMP_REQUEUE with nothing to wake or
  * requeue reads one 32-bit word (get_user: EFAULT when the page is unmapped
@@ -155,7 +149,9 @@ static long range_index(const struct memmap_table *m, uint64_t addr)
     return -1;
 }
 
-bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
+/* Handler: the lookup; a miss is noted for the writer, and wakes it when
+ * wake is set (once until it has looked). */
+static bool lookup(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end, bool wake)
 {
     if (t < 0)
         return false;
@@ -171,9 +167,30 @@ bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *sta
     uint64_t missed = i >= 0 ? m->end[i] : addr;
     unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
     atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], missed, memory_order_relaxed);
-    if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0)
-        agent_wake_writer(); /* a new mapping: the sooner it is in the table, the fewer reads are copied */
+    if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0 && wake)
+        agent_wake_writer();
     return false;
+}
+
+/* Handler: is [addr, addr+len) inside one readable mapping of table t? A
+ * miss does not wake the writer: it looks at its next drain (the Python
+ * walk, the one caller, reads what the table misses after a one-word check,
+ * agent_memmap_readable_now, at ~1-3 us; the futex wake cost the handler
+ * 7-15 us on this VM, an interrupt sent to the writer's idle CPU, and
+ * 1-2 % of a PyTorch run's handler calls paid it: its p99). */
+bool agent_memmap_readable(int t, uint64_t addr, size_t len)
+{
+    uint64_t start, end;
+    return lookup(t, addr, len, &start, &end, false);
+}
+
+/* Handler: the same, for a stack read. A miss here is a stack the table
+ * does not know yet (a thread started since the last look), whose walk
+ * copies it through the kernel (unwind_defer.c) until the writer has
+ * looked: it is woken at once. */
+bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
+{
+    return lookup(t, addr, len, start, end, true);
 }
 
 /* Writer thread: the index of the table not published, once no handler

@@ -125,25 +125,27 @@ const char *agent_python_take_note(void)
  * mapped: the thread walks its own frames, which nobody frees while it is
  * stopped in here; except the innermost one, which may be in the middle of
  * being popped (_PyEvalFrameClearAndPop: f_code decref'd, the data-stack
- * chunk munmapped, and only then current_frame moves on). A sample taken on
- * the way out of that munmap (kernel mode is sampled) found the chunk gone
- * though the mapping table still listed it: so the innermost frame and its
- * code object (PY_READ_INNERMOST) are read in place only once the kernel
- * says they are readable now (agent_memmap_readable_now: a futex word
- * read, ~3 us in the handler against ~10 us for the process_vm_readv copy
- * it replaced), else copied (check_innermost); the rest read in place, or
- * copied when the table does not list them (yet: see agent_read). Two exceptions save those
- * system calls: an innermost frame inside the chunk the thread state
- * names now is read in place (python_walk.c: in_current_chunk, 3.11+), and
- * one found unmoved since the thread's previous sample, or moved on in the
- * same call (up to 8 samples in a row), reuses that sample's code object
- * reference (innermost_memo below; py_split.py: 2,757 -> 626 copies a 3 s
- * run). The off-CPU poll walks ANOTHER
- * thread's frames, which that thread may pop and free (CPython munmaps
- * data-stack chunks) between the mapping check and the read, so there every
- * region is copied with process_vm_readv (copy_all), which fails with EFAULT
- * instead of faulting; so does the writer's name resolution. Handler-safe:
- * a table lookup, memcpy and a system call or two. */
+ * chunk munmapped, and only then current_frame moves on), or not set yet
+ * (3.11 sets tstate->cframe before cframe.current_frame: stack garbage). A
+ * sample taken on the way out of that munmap (kernel mode is sampled) found
+ * the chunk gone though the mapping table still listed it: so the innermost
+ * frame and its code object (PY_READ_INNERMOST) are read in place only once
+ * the kernel says they are readable now (agent_memmap_readable_now: a futex
+ * word read per page, ~1-3 us in the handler, against ~10 us for the
+ * process_vm_readv copy it replaced). What the table does not list (yet:
+ * see agent_read) takes the same check. Two exceptions save those system
+ * calls: an innermost frame inside the chunk the thread state names now is
+ * read in place (python_walk.c: in_current_chunk, 3.11+), and one found
+ * unmoved since the thread's previous sample, or moved on in the same call
+ * (up to 8 samples in a row), reuses that sample's code object reference
+ * (innermost_memo below; py_split.py: 2,757 -> 626 copies a 3 s run,
+ * when these were copies). The
+ * off-CPU poll walks ANOTHER thread's frames, which that thread may pop and
+ * free (CPython munmaps data-stack chunks) between any check and the read,
+ * so there every region is copied with process_vm_readv (copy_all), which
+ * fails with EFAULT instead of faulting; so does the writer's name
+ * resolution. Handler-safe: a table lookup, memcpy and a system call or
+ * two. */
 struct agent_reader {
     int table;           /* agent_memmap table (handler) */
     bool copy_all;       /* copy every region with process_vm_readv (writer) */
@@ -163,33 +165,40 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     const struct agent_reader *r = ctx;
     if (r->copy_all)
         return read_mem_via(r->task, addr, buf, len);
+    bool listed = agent_memmap_readable(r->table, addr, len);
     /* The innermost frame and its code object must also be readable now
      * (the table may still list a chunk just unmapped): they are only this
      * thread's to free (its frame holds the code until the pop), and the
-     * thread is stopped here. Else copied, like a table miss below (a gone
-     * mapping's copy fails with EFAULT). */
-    bool innermost = r->check_innermost && (flags & PY_READ_INNERMOST);
-    if (agent_memmap_readable(r->table, addr, len) && (!innermost || agent_memmap_readable_now(addr, len))) {
+     * thread is stopped here. */
+    if (listed && !(r->check_innermost && (flags & PY_READ_INNERMOST))) {
         memcpy(buf, (const void *)(uintptr_t)addr, len);
         return true;
     }
     /* Not in the table: memory mapped since the writer's last look, or
-     * garbage. Copied, which is safe for either (EFAULT, no fault). The
-     * table learns of a new mapping only from a miss like this one (the
-     * miss wakes the writer, which adds every mapping missed since its last
-     * look, at most every 5 ms: agent_memmap.c); refusing the read cut the chain short
-     * (no <module>, no entry frame to splice at) for the first 20-35 ms in
-     * each new pymalloc arena or data-stack chunk: 22-91 of ~11,700
-     * py_split.py samples at 4000 Hz per run. Every miss measured on
-     * py_split.py (3.9-3.13) and torch_train.py was such a mapping (all
-     * readable): 440-1,500 reads per 3 s run, 800 in 5 s of torch_train at
-     * 1 kHz, one syscall each (2-6 us in a handler, rdtsc-timed on
-     * py_split.py and torch_train.py: the copy takes the mm's lock, which
-     * the writer's mmap and mprotect hold at times); a read the table covers
-     * (the fast path) is unchanged. torch_train.py --steps 60: ~1,000 such
-     * copies a run when the writer added one missed mapping per 20 ms,
-     * ~300 since it adds all of them on a wake-up. */
-    return read_mem_via(r->task, addr, buf, len);
+     * garbage (the innermost frame above). Read in place once the kernel
+     * says it is readable now, like the innermost frame (between the check
+     * and the read only another thread could unmap it, and a live frame's
+     * memory is not another thread's to free); else refused, as a copy
+     * would be. The table learns of a new mapping only from a miss like
+     * this one (the writer adds every mapping missed since its last look at
+     * its next drain, agent_memmap.c); refusing unlisted reads outright cut
+     * the chain short (no <module>, no entry frame to splice at) for the
+     * first 20-35 ms in each new pymalloc arena or data-stack chunk: 22-91
+     * of ~11,700 py_split.py samples at 4000 Hz per run. Every miss
+     * measured on py_split.py (3.9-3.13) and torch_train.py was such a
+     * mapping (all readable). They used to be copied with process_vm_readv,
+     * 10-20 us each in the handler (the task lookup, access check and page
+     * pinning on caches the workload has just cooled), and the first miss
+     * woke the writer (a futex wake: 7-15 us more). Three torch_train.py
+     * --steps 60 runs, a throw-away build timing each part of 1 in 8
+     * handler calls (2026-11-29): 18 of the 19 Python walks over 10 us held
+     * such a copy, and 22 of 862 calls paid the wake. What stays is a
+     * system call per page, and more reads that miss between two drains. */
+    if (agent_memmap_readable_now(addr, len)) {
+        memcpy(buf, (const void *)(uintptr_t)addr, len);
+        return true;
+    }
+    return false;
 }
 
 /* Several regions in one process_vm_readv (py_reader.readv): the writer's
