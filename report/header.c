@@ -102,10 +102,14 @@ const char *report_sampled_modes(const struct profile *p)
 bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
 {
     memset(c, 0, sizeof *c);
-    if (!p->agent_handler_calls || !p->process_cpu_ns)
+    /* A run shorter than one sampling period still paid the agent's start-up
+     * and writer: shown, with no handler figures (`opprof record -- true`:
+     * ~2 ms of start-up against the command's ~1 ms). */
+    if (!p->process_cpu_ns || (!p->agent_handler_calls && !p->agent_writer_cpu_ns && !p->acct.startup_cpu_ns))
         return false;
     const struct profile_agent_cpu *a = &p->agent_cpu;
-    c->cpu_clock = a->handler_timed > 0;
+    c->handler_called = p->agent_handler_calls > 0;
+    c->cpu_clock = c->handler_called && a->handler_timed > 0;
     c->handler_ns = (double)(c->cpu_clock ? a->handler_cpu_est_ns : p->agent_handler_ns);
     uint64_t calls = c->cpu_clock ? a->handler_calls : p->agent_handler_calls;
     c->per_sample_ns = c->handler_ns / (double)(calls ? calls : 1);
@@ -134,7 +138,10 @@ static void print_overhead(FILE *out, const struct profile *p)
     if (!report_agent_cost(p, &c))
         return;
     const struct profile_agent_cpu *a = &p->agent_cpu;
-    if (c.cpu_clock) {
+    if (!c.handler_called) {
+        fprintf(out, "  overhead    no handler call (no sample) + %.3f s writer thread CPU (%" PRIu64 " maps reads)",
+                (double)c.writer_cpu_ns / 1e9, a->maps_rereads);
+    } else if (c.cpu_clock) {
         fprintf(out, "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f; CPU time of 1 in %u samples",
                 c.per_sample_ns / 1e3, c.median_ns / 1e3, c.p99_ns / 1e3, a->timed_every);
         if (c.clock_read_ns > 0)

@@ -30,6 +30,7 @@ size_t report_text_width(const char *s);
  * handler figures (no AGENT_COST records, or no process CPU time). */
 struct profile;
 struct report_agent_cost {
+    bool handler_called;     /* the handler ran at least once (a run too short for one sample: not) */
     bool cpu_clock;          /* handler time on the thread CPU clock (AGENT_CPU); else wall time */
     double handler_ns;       /* handler time, all calls (timed calls' mean x calls on the CPU clock) */
     double per_sample_ns;    /* handler_ns per handler call */

@@ -509,8 +509,11 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
     struct report_agent_cost c;
     if (p && report_agent_cost(p, &c)) { /* the overhead line's figures, and the writer's counters */
         const struct profile_agent_cpu *a = &p->agent_cpu;
-        fprintf(out, ",\"agent\":{\"handler_clock\":\"%s\",\"handler_ns_per_sample\":%.0f",
-                c.cpu_clock ? "thread_cpu" : "wall", c.per_sample_ns);
+        if (c.handler_called)
+            fprintf(out, ",\"agent\":{\"handler_clock\":\"%s\",\"handler_ns_per_sample\":%.0f",
+                    c.cpu_clock ? "thread_cpu" : "wall", c.per_sample_ns);
+        else /* no sample: no handler figures */
+            fputs(",\"agent\":{\"handler_clock\":null,\"handler_ns_per_sample\":null", out);
         if (c.cpu_clock) /* quantiles of the timed calls; a wall-time recording has none */
             fprintf(out,
                     ",\"handler_median_ns\":%.0f,\"handler_p99_ns\":%.0f,\"handler_timed_every\":%u"

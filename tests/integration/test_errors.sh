@@ -89,6 +89,39 @@ check_status 1 false
 check_status 0 true
 check_status 143 sh -c 'kill -TERM $$'
 
+log "=== a run too short for one sample still shows what the agent cost"
+# `true` ends before its first 1 ms of CPU: no sample, no handler call, but
+# the agent's start-up and writer ran in its process, and the share they
+# make of its CPU time is what record's user needs to see.
+# (report says "has no samples" and exits 1 after printing it all)
+"$OPPROF" report "$WORK/st-0" >"$WORK/zero.txt" 2>&1
+"$OPPROF" report "$WORK/st-0" --format json >"$WORK/zero.json" 2>/dev/null
+if grep -q "has no samples" "$WORK/zero.txt" && [ -s "$WORK/zero.json" ]; then
+    if grep -q "overhead    no handler call (no sample) + " "$WORK/zero.txt"; then
+        pass "0-sample report: overhead line without handler figures"
+    else
+        fail "0-sample report: no overhead line"
+        show report "$WORK/zero.txt" 8
+    fi
+    pycheck '
+d = load(sys.argv[1]); a = d.get("agent"); acct = d.get("accounting") or {}
+if not a:
+    fail("0-sample report: no agent figures in the JSON")
+else:
+    cpu = acct.get("process_cpu_ns", 0)
+    want = 100.0 * (a["writer_cpu_ns"] + a["startup_cpu_ns"] + a["omp_hook_ns"]) / cpu if cpu else -1
+    print("0 samples: start-up %d ns, writer %d ns, process CPU %d ns: share %.3f %% (computed %.3f)"
+          % (a["startup_cpu_ns"], a["writer_cpu_ns"], cpu, a["share_pct"], want))
+    if a["handler_ns_per_sample"] is not None or a["handler_median_ns"] is not None:
+        fail("0-sample report: handler figures without a handler call")
+    if a["startup_cpu_ns"] <= 0 or abs(a["share_pct"] - want) > 0.01:
+        fail("0-sample report: the share is not start-up + writer over the process CPU time")
+' "$WORK/zero.json"
+else
+    fail "opprof report of a 0-sample run: no 'has no samples' error or no JSON"
+    show report "$WORK/zero.txt" 8
+fi
+
 log "=== workload killed by SIGSEGV / SIGKILL still has samples"
 for spec in "139:--crash-after" "137:--sigkill-self-after"; do
     want=${spec%%:*}
