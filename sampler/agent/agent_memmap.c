@@ -66,6 +66,7 @@ static struct memmap_table tables[2];
 static _Atomic int current = -1;          /* index of the published table, -1: none */
 static _Atomic int readers[2];            /* handlers reading each table */
 static _Atomic int miss_seen;             /* a lookup found no range */
+static _Atomic int miss_woke;             /* a stack read's miss woke the writer since it last looked */
 /* The addresses of the last misses, newest at miss_next - 1: during an
  * import a thread's walk misses in several new mappings (data-stack chunks,
  * arenas, the heap grown) between two looks of the writer, and when the
@@ -167,7 +168,9 @@ static bool lookup(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *
     uint64_t missed = i >= 0 ? m->end[i] : addr;
     unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
     atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], missed, memory_order_relaxed);
-    if (atomic_exchange_explicit(&miss_seen, 1, memory_order_release) == 0 && wake)
+    atomic_store_explicit(&miss_seen, 1, memory_order_release);
+    /* its own flag: a Python read's miss just before must not hold it back */
+    if (wake && atomic_exchange_explicit(&miss_woke, 1, memory_order_relaxed) == 0)
         agent_wake_writer();
     return false;
 }
@@ -255,6 +258,7 @@ void agent_memmap_refresh(void)
     tables[next].count = fill.n;
     atomic_store_explicit(&current, next, memory_order_release);
     atomic_store(&miss_seen, 0);
+    atomic_store(&miss_woke, 0);
     last_refresh_ns = agent_now_ns();
 }
 
@@ -349,6 +353,7 @@ void agent_memmap_maybe_refresh(void)
         return;
     last_miss_check_ns = now;
     atomic_store(&miss_seen, 0);
+    atomic_store(&miss_woke, 0);
     for (unsigned i = 0; i < MISS_SLOTS; i++) {
         uint64_t addr = atomic_exchange(&miss_addrs[i], 0);
         if (addr == 0 || table_holds(addr)) /* taken, or in a range another slot's query added */
@@ -376,4 +381,5 @@ void agent_memmap_atfork_child(void)
     query_fd = -1;
     atomic_store(&readers[0], 0);
     atomic_store(&readers[1], 0);
+    atomic_store(&miss_woke, 0); /* the child's writer is a new thread: the first stack miss wakes it */
 }
