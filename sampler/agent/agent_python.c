@@ -177,9 +177,10 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     /* Not in the table: memory mapped since the writer's last look, or
      * garbage (the innermost frame above). Read in place once the kernel
      * says it is readable now, like the innermost frame (between the check
-     * and the read only another thread could unmap it, and a live frame's
-     * memory is not another thread's to free); else refused, as a copy
-     * would be. The table learns of a new mapping only from a miss like
+     * and the read only another thread could unmap it: a live frame's
+     * memory is not another thread's to free, and a garbage pointer takes
+     * the chance the innermost frame's check always took); else refused,
+     * as a copy would be. The table learns of a new mapping only from a miss like
      * this one (the writer adds every mapping missed since its last look at
      * its next drain, agent_memmap.c); refusing unlisted reads outright cut
      * the chain short (no <module>, no entry frame to splice at) for the
