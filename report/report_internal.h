@@ -27,7 +27,9 @@ size_t report_text_width(const char *s);
 
 /* header.c: the agent's own cost, as the overhead line prints it and the
  * JSON report's "agent" object carries it. False: the recording has no
- * handler figures (no AGENT_COST records, or no process CPU time). */
+ * agent figures at all (no handler call, writer CPU or start-up recorded:
+ * attach mode, an older stream), or no process CPU time. A run without a
+ * sample has them without handler figures (handler_called false). */
 struct profile;
 struct report_agent_cost {
     bool handler_called;     /* the handler ran at least once (a run too short for one sample: not) */
