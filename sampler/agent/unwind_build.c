@@ -146,7 +146,7 @@ void unwind_rescan(bool build_all)
     qsort(scanned, nscanned, sizeof scanned[0], module_order);
     struct unwind_index *ix = &unwind_indexes[next];
     const struct unwind_index *old = cur >= 0 ? &unwind_indexes[cur] : NULL;
-    size_t j = 0;
+    size_t j = 0, same = 0;
     for (size_t i = 0; i < nscanned; i++) {
         struct unwind_module *m = &ix->mod[i];
         *m = scanned[i];
@@ -157,10 +157,14 @@ void unwind_rescan(bool build_all)
             old->mod[j].eh_frame_hdr == m->eh_frame_hdr) {
             atomic_store(&m->table, atomic_load(&old->mod[j].table));
             atomic_store(&m->state, atomic_load(&old->mod[j].state));
+            same++;
         }
     }
     ix->count = nscanned;
     /* before the index is published: a handler that enters it reads its generation */
+    if (old && same < old->count)
+        atomic_fetch_add_explicit(&unwind_index_removals, 1, memory_order_release);
+    ix->removals = atomic_load(&unwind_index_removals);
     ix->generation = atomic_load(&unwind_index_generation) + 1;
     atomic_fetch_add_explicit(&unwind_index_generation, 1, memory_order_release);
     atomic_store_explicit(&unwind_index_current, next, memory_order_release);

@@ -28,6 +28,7 @@
 struct unwind_index unwind_indexes[2];
 _Atomic int unwind_index_current = -1;
 _Atomic uint64_t unwind_index_generation;
+_Atomic uint64_t unwind_index_removals;
 _Atomic int unwind_index_readers[2];
 _Atomic int unwind_index_miss;
 _Atomic int unwind_build_wanted; /* some module is UNWIND_MOD_WANTED */
@@ -234,7 +235,7 @@ static inline void memo_walk_begin(struct memo_walk *w, struct unwind_memo_slot 
     w->meeting = w->spliced = false;
     w->generation = 0;
     if (w->mo) {
-        w->generation = atomic_load_explicit(&unwind_index_generation, memory_order_acquire);
+        w->generation = atomic_load_explicit(&unwind_index_removals, memory_order_acquire);
         w->meeting = w->mo->nframes != 0 && w->mo->generation == w->generation;
         *replayed = 0;
     }
@@ -353,7 +354,7 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         goto out;
     }
     struct unwind_index *ix = &unwind_indexes[ix_id];
-    uint32_t ix_generation = (uint32_t)ix->generation;
+    uint32_t ix_generation = (uint32_t)ix->removals;
     struct unwind_module *m = NULL;
     for (;;) {
         pcs[n++] = pc;
