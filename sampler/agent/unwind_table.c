@@ -60,10 +60,14 @@ static struct unwind_module *find_module(struct unwind_index *ix, uint64_t pc)
  * upper bound. Every index read from the table is clamped: a cached table
  * is mapped from a file whose rows and buckets are not checked on loading
  * (unwind_cache.c), so a damaged one gives a wrong rule, never a read
- * outside the block. */
-static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_t pc)
+ * outside the block. [*lo, *hi) gets the PCs the row covers, pc's alone
+ * when that is not known (past the last row) or the row does not hold pc
+ * (a damaged table). */
+static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_t pc, uint64_t *lo_pc, uint64_t *hi_pc)
 {
     uint64_t off = pc - t->base;
+    *lo_pc = pc;
+    *hi_pc = pc + 1;
     if (pc < t->base || t->nrows == 0 || off < t->pc_off[0])
         return &t->rules[0];
     uint64_t b = off >> UNWIND_BUCKET_SHIFT;
@@ -85,6 +89,10 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
         }
         row = (uint32_t)(lo - 1);
     }
+    if (row + 1 < t->nrows && t->pc_off[row] <= off && off < t->pc_off[row + 1]) {
+        *lo_pc = t->base + t->pc_off[row];
+        *hi_pc = t->base + t->pc_off[row + 1];
+    }
     uint16_t k = t->rule_of[row];
     return &t->rules[k < t->nrules ? k : 0];
 }
@@ -94,6 +102,12 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
 static inline unsigned rule_cache_slot(uint64_t at)
 {
     return (unsigned)((at * 0x9E3779B97F4A7C15ull) >> 54) & (UNWIND_RULE_CACHE - 1);
+}
+
+/* The leaf cache's entry for a PC: its 64-byte block, hashed. */
+static inline unsigned leaf_cache_slot(uint64_t pc)
+{
+    return (unsigned)(((pc >> 6) * 0x9E3779B97F4A7C15ull) >> 56) & (UNWIND_LEAF_CACHE - 1);
 }
 
 /* One stack word, when it is known readable. The last readable mapping
@@ -368,12 +382,18 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         /* A return address points after the call; the call itself (pc - 1)
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
-        uint64_t at = n == 1 && !leaf_is_caller ? pc : pc - 1;
-        struct unwind_rule_cache_entry *ce = rc ? &rc[rule_cache_slot(at)] : NULL;
+        bool leaf = n == 1 && !leaf_is_caller;
+        uint64_t at = leaf ? pc : pc - 1;
+        struct unwind_rule_cache_entry *ce = rc && !leaf ? &rc[rule_cache_slot(at)] : NULL;
+        struct unwind_leaf_cache_entry *le = rc && leaf ? &ms->leaves[leaf_cache_slot(at)] : NULL;
         const struct unwind_rule *r;
         lookups++;
         if (ce && ce->at == at && ce->generation == ix_generation && ce->rule.cfa_reg != UNWIND_REG_NONE) {
             r = &ce->rule;
+            cache_hits++;
+        } else if (le && le->lo <= at && at < le->hi && le->generation == ix_generation &&
+                   le->rule.cfa_reg != UNWIND_REG_NONE) {
+            r = &le->rule;
             cache_hits++;
         } else {
             /* Callers are mostly in the same module as their callee. */
@@ -395,9 +415,12 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
                 }
                 break;
             }
-            r = find_rule(t, at);
+            uint64_t row_lo, row_hi;
+            r = find_rule(t, at, &row_lo, &row_hi);
             if (ce && r->cfa_reg != UNWIND_REG_NONE)
                 *ce = (struct unwind_rule_cache_entry){at, *r, ix_generation};
+            if (le && r->cfa_reg != UNWIND_REG_NONE)
+                *le = (struct unwind_leaf_cache_entry){row_lo, row_hi, *r, ix_generation};
         }
         if (r->cfa_reg == UNWIND_REG_NONE || (r->cfa_reg == UNWIND_REG_FP && !fp_known)) {
             res = UNWIND_FAIL_RULE;

@@ -322,18 +322,23 @@ static void check_rule_cache(uint64_t c, uint64_t s, uint64_t outer)
     fake_stack[25] = outer;
     const uint64_t deep[] = {c + 0x10, c + 0x06, c + 0x06, outer};
     walk_memo("rule cache: first walk", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
-    unsigned filled = 0;
-    struct unwind_rule_cache_entry *leaf = NULL;
-    for (unsigned i = 0; i < UNWIND_RULE_CACHE; i++) {
+    unsigned filled = 0, leaves = 0;
+    struct unwind_leaf_cache_entry *leaf = NULL;
+    for (unsigned i = 0; i < UNWIND_RULE_CACHE; i++)
         if (ms.rules[i].rule.cfa_reg != UNWIND_REG_NONE)
             filled++;
-        if (ms.rules[i].at == c + 0x10)
-            leaf = &ms.rules[i];
+    for (unsigned i = 0; i < UNWIND_LEAF_CACHE; i++) {
+        if (ms.leaves[i].rule.cfa_reg != UNWIND_REG_NONE)
+            leaves++;
+        if (ms.leaves[i].lo <= c + 0x10 && c + 0x10 < ms.leaves[i].hi)
+            leaf = &ms.leaves[i];
     }
-    /* the leaf at 0x10 and both callers at 0x05 (two lookups of one PC);
-     * the outermost frame's rule says "no caller": cached as well */
-    CHECK(filled == 3 && leaf != NULL, "rule cache: %u entries filled, leaf's %s (expected 3 and found)", filled,
-          leaf ? "found" : "missing");
+    /* both callers at 0x05 (two lookups of one PC) and the outermost
+     * frame's rule ("no caller") by PC; the leaf at 0x10 by its row's range */
+    CHECK(filled == 2 && leaves == 1 && leaf != NULL && leaf->lo == c + 0x04 && leaf->hi == c + 0x24,
+          "rule cache: %u caller entries, %u leaf entries, leaf's row %s (expected 2, 1 and [0x04, 0x24): after "
+          "mov rbp, rsp up to the epilogue)",
+          filled, leaves, leaf ? "found" : "missing");
     if (!leaf)
         return;
     /* A wrong rule in the leaf's entry: CFA = RBP + 32 reads fake_stack[11]
@@ -341,6 +346,10 @@ static void check_rule_cache(uint64_t c, uint64_t s, uint64_t outer)
     leaf->rule.cfa_off += 16;
     ms.memo.nframes = 0; /* no replay: every frame looked up */
     walk_memo("rule cache: poisoned entry used", &ms, c + 0x10, s, s + 8 * 8, 0, 1, deep);
+    /* and at another PC of the leaf's row */
+    ms.memo.nframes = 0;
+    walk_memo("rule cache: poisoned row used at another PC of the row", &ms, c + 0x0f, s, s + 8 * 8, 0, 1,
+              (uint64_t[]){c + 0x0f});
     /* still used under an index published since with no module gone (a
      * library loaded since: its rules are for code that had none) */
     ms.memo.nframes = 0;
