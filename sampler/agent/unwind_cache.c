@@ -87,56 +87,6 @@ void unwind_table_point(struct unwind_table *t, const void *block, size_t map_by
     t->bucket = (const uint32_t *)((const char *)block + buckets_at);
 }
 
-/* A table's block. A large one is anonymous memory on 2 MB pages
- * (transparent huge pages, when the kernel gives them): a lookup that the
- * rule cache misses reads three places of a table megabytes long (bucket,
- * row, rule), and on a virtual machine each 4 KB page the TLB does not hold
- * is a two-dimensional page walk. Measured on a 2-vCPU Firecracker VM
- * (2026-11-29): a random read of libtorch_cpu's 9.8 MB table, 1 ms apart,
- * took p50 0.57 / p90 7.7 us mapped from the file and p50 0.49 / p90 0.65 us
- * on huge pages (with 64 MB of other memory touched in between: p90 17.8
- * against 1.9 us); torch_train.py's steady-state lookups that missed the
- * rule cache took 4.65 us each on average, p99 78 us. A table past
- * UNWIND_HUGE_MIN is rounded up to whole 2 MB pages (at most a third more). */
-#define UNWIND_HUGE_PAGE (2ull << 20)
-#define UNWIND_HUGE_MIN (3ull << 19) /* 1.5 MB */
-
-static size_t mapped_length(size_t bytes)
-{
-    return bytes >= UNWIND_HUGE_MIN ? (bytes + UNWIND_HUGE_PAGE - 1) & ~(size_t)(UNWIND_HUGE_PAGE - 1) : bytes;
-}
-
-void *unwind_table_alloc(size_t bytes)
-{
-    size_t len = mapped_length(bytes);
-    if (len == bytes) {
-        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? NULL : p;
-    }
-    /* 2 MB-aligned: map a page more and give back what is around it */
-    char *raw = mmap(NULL, len + UNWIND_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
-        return NULL;
-    char *at = (char *)(((uintptr_t)raw + UNWIND_HUGE_PAGE - 1) & ~(uintptr_t)(UNWIND_HUGE_PAGE - 1));
-    if (at > raw)
-        munmap(raw, (size_t)(at - raw));
-    size_t tail = (size_t)(raw + len + UNWIND_HUGE_PAGE - (at + len));
-    if (tail)
-        munmap(at + len, tail);
-    (void)madvise(at, len, MADV_HUGEPAGE); /* THP off or "never": 4 KB pages, as before */
-    return at;
-}
-
-void unwind_table_unmap(const void *block, size_t bytes)
-{
-    munmap((void *)(uintptr_t)block, mapped_length(bytes));
-}
-
-bool unwind_table_huge(size_t bytes)
-{
-    return mapped_length(bytes) != bytes;
-}
-
 /* ---- where ------------------------------------------------------------------ */
 
 static char cache_dir[512]; /* "": no cache */
@@ -313,20 +263,6 @@ static bool table_sane(const struct unwind_table *t)
     return t->nrows == 0 || t->nbuckets == (t->pc_off[t->nrows - 1] >> UNWIND_BUCKET_SHIFT) + 1;
 }
 
-/* The whole file from its start (a large table's copy). */
-static bool pread_all(int fd, void *buf, size_t len)
-{
-    for (size_t got = 0; got < len;) {
-        ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        got += (size_t)r;
-    }
-    return true;
-}
-
 static bool read_all(int fd, void *buf, size_t len)
 {
     for (size_t got = 0; got < len;) {
@@ -350,7 +286,6 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     struct cache_header h;
     struct unwind_table *t = NULL;
     size_t rules_at, buckets_at, bytes = 0;
-    bool huge = false;
     bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
               (size_t)st.st_size >= sizeof(struct unwind_table) && read_all(fd, &h, sizeof h) &&
               memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.header_size == sizeof h &&
@@ -361,18 +296,8 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
         ok = h.payload_bytes == bytes - sizeof *t && (uint64_t)st.st_size == bytes;
     }
     if (ok) {
-        /* A large table is read into huge pages (unwind_table_alloc), a
-         * small one mapped from the file: read faults only (populating a
-         * writable private mapping would copy every page). */
-        huge = unwind_table_huge(bytes);
-        void *block =
-            huge ? unwind_table_alloc(bytes) : mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (block == NULL)
-            block = MAP_FAILED;
-        if (huge && block != MAP_FAILED && !pread_all(fd, block, bytes)) {
-            unwind_table_unmap(block, bytes);
-            block = MAP_FAILED;
-        }
+        /* Read faults only: populating a writable private mapping would copy every page. */
+        void *block = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         /* The struct apart from the block, so that the block stays read-only
          * as mapped: filling the struct in place took two mprotects (each a
          * TLB flush sent to every CPU the workload runs on) and a
@@ -383,12 +308,12 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
         if (ok) {
             memset(t, 0, sizeof *t);
             unwind_table_point(t, block, bytes, base, h.nrows, h.nrules, h.nbuckets);
-            t->from_file = !huge;
+            t->from_file = 1;
             ok = table_sane(t);
         }
         if (!ok) {
             if (block != MAP_FAILED)
-                unwind_table_unmap(block, bytes);
+                munmap(block, bytes);
             free(t);
             t = NULL;
         }
@@ -410,7 +335,7 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
     close(dir);
     if (!t)
         return NULL;
-    unwind_table_account(bytes, !huge);
+    unwind_table_account(bytes, true);
     cache_loaded++;
     return t;
 }

@@ -677,8 +677,8 @@ static struct unwind_table *pack(struct build *b)
     size_t nbuckets = n ? ((size_t)pc_off[n - 1] >> UNWIND_BUCKET_SHIFT) + 1 : 0;
     size_t rules_at, buckets_at;
     size_t bytes = unwind_table_layout((uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets, &rules_at, &buckets_at);
-    void *block = unwind_table_alloc(bytes);
-    if (block == NULL)
+    void *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block == MAP_FAILED)
         goto out;
     t = block;
     unwind_table_point(t, block, bytes, b->base, (uint32_t)n, (uint32_t)rs.n, (uint32_t)nbuckets);
@@ -726,7 +726,7 @@ void unwind_table_free(struct unwind_table *t)
         if (t->from_file)
             atomic_fetch_sub_explicit(&tables_file_bytes, t->map_bytes, memory_order_relaxed);
         const void *block = unwind_table_block(t);
-        unwind_table_unmap(block, t->map_bytes);
+        munmap((void *)(uintptr_t)block, t->map_bytes);
         if (block != (const void *)t)
             free(t); /* a cached table's struct (unwind_cache_load) */
     }

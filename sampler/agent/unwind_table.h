@@ -410,11 +410,6 @@ AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t l
                                                      uint64_t hi);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
-/* A table's block of bytes (read-write, zeroed; 2 MB pages when large,
- * unwind_cache.c), NULL when out of memory; unmapped with its byte count. */
-AGENT_HIDDEN void *unwind_table_alloc(size_t bytes);
-AGENT_HIDDEN void unwind_table_unmap(const void *block, size_t bytes);
-AGENT_HIDDEN bool unwind_table_huge(size_t bytes);                    /* a block of bytes is on 2 MB pages */
 AGENT_HIDDEN void unwind_table_account(size_t bytes, bool from_file); /* a table block mapped (unwind_tables_mapped_bytes) */
 /* The block of a table of these counts: its size, and where rules[] and
  * bucket[] start (unwind_cache.c; pc_off and rule_of follow the struct). */

@@ -403,50 +403,6 @@ static void unknown_register(uint8_t *b, size_t n)
  * lookups still stay inside the block (the walk finds no rule); a file
  * with a register the walk does not know, or cut short, is refused and
  * removed. */
-/* A table past 1.5 MB (t's rows and a gap row 512 MB on: 8 MB of
- * buckets) is on 2 MB pages, compiled or read from the cache, and reads
- * back the same (unwind_table_alloc). */
-static void check_cache_large(const struct unwind_table *t, struct unwind_module *m, uint64_t c, uint64_t s,
-                              uint64_t outer)
-{
-    uint32_t nrows = t->nrows + 1, nbuckets = (0x20000000u >> UNWIND_BUCKET_SHIFT) + 1;
-    size_t rules_at, buckets_at, bytes = unwind_table_layout(nrows, t->nrules, nbuckets, &rules_at, &buckets_at);
-    struct unwind_table *big = unwind_table_alloc(bytes);
-    CHECK(big != NULL && unwind_table_huge(bytes) && ((uintptr_t)big & ((2u << 20) - 1)) == 0 &&
-              !unwind_table_huge(bytes / 8),
-          "cache: a %zu-byte block is not on 2 MB pages (or a small one is)", bytes);
-    if (!big)
-        return;
-    unwind_table_point(big, big, bytes, t->base, nrows, t->nrules, nbuckets);
-    memcpy((uint32_t *)big->pc_off, t->pc_off, t->nrows * sizeof *t->pc_off);
-    ((uint32_t *)big->pc_off)[t->nrows] = 0x20000000u;
-    memcpy((uint16_t *)big->rule_of, t->rule_of, t->nrows * sizeof *t->rule_of);
-    ((uint16_t *)big->rule_of)[t->nrows] = 0;
-    memcpy((struct unwind_rule *)big->rules, t->rules, t->nrules * sizeof *t->rules);
-    for (uint32_t k = 0, row = 0; k < nbuckets; k++) {
-        while (row + 1 < nrows && big->pc_off[row + 1] <= (uint64_t)k << UNWIND_BUCKET_SHIFT)
-            row++;
-        ((uint32_t *)big->bucket)[k] = row;
-    }
-    unwind_cache_store("big.t3", big);
-    struct unwind_table *read = unwind_cache_load("big.t3", t->base);
-    const void *block = read ? unwind_table_block(read) : NULL;
-    CHECK(read && read->nbuckets == nbuckets && ((uintptr_t)block & ((2u << 20) - 1)) == 0 && !read->from_file &&
-              memcmp(read->pc_off, big->pc_off, bytes - sizeof *big) == 0,
-          "cache: a large table read back is not on 2 MB pages or differs from the one stored");
-    memset(fake_stack, 0, sizeof fake_stack);
-    fake_stack[8] = s + 16 * 8, fake_stack[9] = c + 0x06, fake_stack[17] = outer;
-    struct unwind_table *was = atomic_load(&m->table);
-    if (read) {
-        atomic_store(&m->table, read);
-        walk("cache: rbp frame, large table", c + 0x10, s, s + 8 * 8, UNWIND_OK, 3,
-             (uint64_t[]){c + 0x10, c + 0x06, outer});
-        atomic_store(&m->table, was);
-        unwind_table_free(read);
-    }
-    unwind_table_free(big);
-}
-
 static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t outer)
 {
     char dir[] = "/tmp/unwind_cfi.XXXXXX";
@@ -467,7 +423,6 @@ static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t
              (uint64_t[]){c + 0x10, c + 0x06, outer});
         unwind_table_free(mapped);
     }
-    check_cache_large(t, m, c, s, outer);
     damage_of = t;
     write_damaged(dir, "t.t3", "rows.t3", rows_past_their_arrays);
     mapped = unwind_cache_load("rows.t3", t->base);
