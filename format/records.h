@@ -149,7 +149,7 @@ struct opr_sample_run {
     uint32_t pad;
 };
 #define OPR_SAMPLE_RUN_ENTRY_MAX 30 /* bytes of one entry at most: 10 + 4 x 5 */
-#define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES */
+#define OPR_SAMPLE_TRUNCATED 1u /* unwinding stopped at OPR_MAX_FRAMES, or cut short (docs/format.md) */
 #define OPR_SAMPLE_UNWIND_FAILED 2u /* only the interrupted PC is known */
 
 /* A Python code object (function), written once per stream. */

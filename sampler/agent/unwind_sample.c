@@ -231,14 +231,40 @@ void unwind_memo_reap(void)
     }
 }
 
+/*
+ * The slow path must leave the thread time to run. A libunwind walk can
+ * take longer than a sampling period: 0.35-1.8 ms on a VM whose system
+ * calls cost ~1 us (libunwind masks signals at each step), against 250 us
+ * at -F 4000. A thread stopped where the tables cannot unwind (ld.so's lazy
+ * binding trampoline, whose CFA is on RBX) then met its next sample as the
+ * handler returned, at the same PC, and never got out: py_split.py under
+ * Python 3.11 hung in 1 of 4-6 runs there (2026-11-29). So a thread falls
+ * back again only once it has run, since its last libunwind walk ended, as
+ * long as that walk took; until then a sample keeps the frames the tables
+ * gave, flagged truncated (the report's "truncated stacks").
+ */
+static __thread uint64_t my_fallback_end, my_fallback_ticks; /* TSC; 0: none yet */
+
+static bool fallback_starves(uint64_t now)
+{
+    return my_fallback_end != 0 && now - my_fallback_end < my_fallback_ticks;
+}
+
 unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags, int32_t tid,
                              uint32_t *defer)
 {
     *defer = 0;
     if (!tables_on) { /* OPPROF_UNWIND=libunwind: timed as the libunwind path */
         uint64_t t0 = __rdtsc();
+        if (fallback_starves(t0)) {
+            pcs[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+            *flags |= OPR_SAMPLE_TRUNCATED;
+            return 1;
+        }
         unsigned n = unwind_libunwind_walk(uc, pcs, max, flags);
-        time_into(1, __rdtsc() - t0);
+        my_fallback_end = __rdtsc();
+        my_fallback_ticks = my_fallback_end - t0;
+        time_into(1, my_fallback_end - t0);
         return n;
     }
     uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -273,9 +299,20 @@ unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, 
             return n;
         }
     }
+    if (fallback_starves(t0)) {
+        /* the frames the tables gave, cut short here (counted as truncated) */
+        if (n == 0)
+            pcs[n++] = pc;
+        *flags |= OPR_SAMPLE_TRUNCATED;
+        time_into(0, __rdtsc() - t0);
+        return n;
+    }
     count_fallback(res);
+    uint64_t lib_t0 = __rdtsc();
     n = unwind_libunwind_walk(uc, pcs, max, flags);
-    time_into(1, __rdtsc() - t0);
+    my_fallback_end = __rdtsc();
+    my_fallback_ticks = my_fallback_end - lib_t0;
+    time_into(1, my_fallback_end - t0);
     return n;
 }
 
@@ -291,6 +328,7 @@ void agent_unwind_atfork_child(void)
             atomic_store_explicit(&memo_pool[i].owner, 0, memory_order_relaxed);
     my_memo = NULL;
     my_memo_none = false;
+    my_fallback_end = my_fallback_ticks = 0;
     unwind_build_atfork_child();
     unwind_defer_atfork_child();
     atomic_store(&unwind_index_readers[0], 0);

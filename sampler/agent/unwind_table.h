@@ -287,8 +287,8 @@ struct unwind_rule_cache_entry {
  * The leaf's rules, by the PC range of their table row. A leaf is the
  * interrupted instruction, a new PC at nearly every sample of a hot loop:
  * by exact PC, a third of a torch_train.py run's handler calls missed at
- * the leaf (1,369 of 4,073), in the loop as much as in the imports, and
- * each leaf filled an entry that a caller's return address then lost. An
+ * the leaf (1,369 of 4,073, 2026-11-29), and each leaf filled an entry
+ * that a caller's return address then lost. An
  * entry here holds the row's whole range: any PC in it is a hit. Indexed
  * by the PC's 64-byte block (a loop's few blocks each find their row).
  */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
@@ -363,6 +364,39 @@ static void check_rule_cache(uint64_t c, uint64_t s, uint64_t outer)
           "rule cache: the entry was not refilled from the table (cfa_off %d)", leaf->rule.cfa_off);
 }
 
+/* The handler's slow path (agent_unwind_sample, unwind_sample.c): a walk
+ * the tables cannot do goes to libunwind, but not again before the thread
+ * has run as long as that walk took; meanwhile a sample keeps the tables'
+ * frames, flagged truncated. At 0x45 (a DWARF expression) on a fake
+ * context: libunwind walks this test's real stack, where the fake PC is
+ * not, so it says "unwind failed". */
+static void check_fallback_guard(uint64_t c, uint64_t s)
+{
+    ucontext_t uc;
+    memset(&uc, 0, sizeof uc);
+    uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(c + 0x45);
+    uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s;
+    uint64_t pcs[64];
+    uint32_t defer;
+    uint16_t flags[3] = {0, 0, 0};
+    uint64_t fallbacks[3];
+    unsigned n[3];
+    for (int i = 0; i < 3; i++) {
+        if (i == 2)
+            usleep(50000); /* far longer than any libunwind walk of this stack */
+        n[i] = agent_unwind_sample(&uc, pcs, 64, &flags[i], 0, &defer);
+        fallbacks[i] = atomic_load(&unwind_counts.fallback_samples);
+    }
+    CHECK((flags[0] & OPR_SAMPLE_UNWIND_FAILED) && !(flags[0] & OPR_SAMPLE_TRUNCATED),
+          "fallback guard: the first sample did not go to libunwind (flags %#x)", flags[0]);
+    CHECK(flags[1] == OPR_SAMPLE_TRUNCATED && n[1] == 1 && pcs[0] == c + 0x45 && fallbacks[1] == fallbacks[0],
+          "fallback guard: a sample right after a libunwind walk went to libunwind too, or was not kept truncated "
+          "(flags %#x, %u frames)",
+          flags[1], n[1]);
+    CHECK((flags[2] & OPR_SAMPLE_UNWIND_FAILED) && fallbacks[2] == fallbacks[1] + 1,
+          "fallback guard: a sample 50 ms later did not go to libunwind (flags %#x)", flags[2]);
+}
+
 /* A cache file's bytes, changed by `damage`, written under `name`. */
 static void write_damaged(const char *dir, const char *from, const char *name, void (*damage)(uint8_t *, size_t))
 {
@@ -648,6 +682,7 @@ int main(void)
     walk("restored row", c + 0x30, s, s + 8 * 8, UNWIND_OK, 2, (uint64_t[]){c + 0x30, outer});
     /* 0x45: a DWARF expression: not for the tables. */
     walk("expression", c + 0x45, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x45});
+    check_fallback_guard(c, s);
     /* 0x90..0xbf: PLT entries. On the jmp (offset 0) and the push (6), the
      * return address is at RSP; from the push's end (11) one word higher. */
     memset(fake_stack, 0, sizeof fake_stack);
