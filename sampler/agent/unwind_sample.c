@@ -243,7 +243,8 @@ void unwind_memo_reap(void)
  * long as that walk took; until then a sample keeps the frames the tables
  * gave, flagged truncated (the report's "truncated stacks").
  */
-static __thread uint64_t my_fallback_end, my_fallback_ticks; /* TSC; 0: none yet */
+static __thread uint64_t my_fallback_end __attribute__((tls_model("initial-exec"))); /* TSC; 0: none yet */
+static __thread uint64_t my_fallback_ticks __attribute__((tls_model("initial-exec")));
 
 static bool fallback_starves(uint64_t now)
 {
