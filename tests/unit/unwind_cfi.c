@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "sampler/agent/unwind_table.h"
 
@@ -379,12 +380,17 @@ static void check_fallback_guard(uint64_t c, uint64_t s)
     uint64_t pcs[64];
     uint32_t defer;
     uint16_t flags[3] = {0, 0, 0};
-    uint64_t fallbacks[3];
+    uint64_t fallbacks[3], first_began = 0, first_ended = 0;
     unsigned n[3];
     for (int i = 0; i < 3; i++) {
-        if (i == 2)
-            usleep(50000); /* far longer than any libunwind walk of this stack */
+        /* the third once the thread has run past twice the first call's
+         * time (a loaded machine may stretch that walk by a time slice) */
+        while (i == 2 && __rdtsc() - first_ended < 2 * (first_ended - first_began))
+            usleep(1000);
+        uint64_t began = __rdtsc();
         n[i] = agent_unwind_sample(&uc, pcs, 64, &flags[i], 0, &defer);
+        if (i == 0)
+            first_began = began, first_ended = __rdtsc();
         fallbacks[i] = atomic_load(&unwind_counts.fallback_samples);
     }
     CHECK((flags[0] & OPR_SAMPLE_UNWIND_FAILED) && !(flags[0] & OPR_SAMPLE_TRUNCATED),
@@ -394,7 +400,7 @@ static void check_fallback_guard(uint64_t c, uint64_t s)
           "(flags %#x, %u frames)",
           flags[1], n[1]);
     CHECK((flags[2] & OPR_SAMPLE_UNWIND_FAILED) && fallbacks[2] == fallbacks[1] + 1,
-          "fallback guard: a sample 50 ms later did not go to libunwind (flags %#x)", flags[2]);
+          "fallback guard: a sample after the thread ran twice as long did not go to libunwind (flags %#x)", flags[2]);
 }
 
 /* A cache file's bytes, changed by `damage`, written under `name`. */
