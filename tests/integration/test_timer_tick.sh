@@ -91,13 +91,19 @@ else:
     if timers > 2: fail("%d POSIX timers left at the end (main + threads gone): not deleted" % timers)
     else: ok("%d POSIX timer(s) at the end, after 60 threads came and went" % timers)
     # Each thread leaves the CPU time after its last tick unsampled (up to
-    # 4 ms at 250 Hz, 60 times): the weights and the unsampled time the
-    # report counts add up to the CPU time, and the rest is said.
+    # 4 ms at 250 Hz, 60 times): the weights, the unsampled time the report
+    # counts and the agent'"'"'s own CPU time (its handler and writer, which
+    # no sample stands for: the overhead line'"'"'s share of the process'"'"'s
+    # CPU) add up to the CPU time, and the rest is said. The agent'"'"'s part
+    # is ~1 % on one VM and ~5 % on one whose system calls cost ~1 us
+    # (2026-11-29): leaving it out failed there with the agent of 0bc53fa too.
     weight_s = doc["total_weight"] * doc["period_ns"] / 1e9
-    un_s = doc.get("accounting", {}).get("unsampled_cpu_ns", 0) / 1e9
-    if weight_s > cpu * 1.02 + 0.010 or abs(weight_s + un_s - cpu) > 0.03 * cpu + 0.010:
-        fail("weights %.3f s + unsampled %.3f s, the workload reports %.3f s of CPU" % (weight_s, un_s, cpu))
-    else: ok("weights %.3f s + unsampled %.3f s = the workload'"'"'s %.3f s of CPU" % (weight_s, un_s, cpu))
+    acct = doc.get("accounting", {})
+    un_s = acct.get("unsampled_cpu_ns", 0) / 1e9
+    agent_s = doc.get("agent", {}).get("share_pct", 0) / 100 * acct.get("process_cpu_ns", 0) / 1e9
+    if weight_s > cpu * 1.02 + 0.010 or abs(weight_s + un_s + agent_s - cpu) > 0.03 * cpu + 0.010:
+        fail("weights %.3f s + unsampled %.3f s + the agent'"'"'s own %.3f s, the workload reports %.3f s of CPU" % (weight_s, un_s, agent_s, cpu))
+    else: ok("weights %.3f s + unsampled %.3f s + the agent'"'"'s own %.3f s = the workload'"'"'s %.3f s of CPU" % (weight_s, un_s, agent_s, cpu))
     # the reason given: the tail after each thread'"'"'s last tick, or threads
     # that ended before the writer armed them (a busy host delays its poll)
     said = "--timer tick" in "".join(l for l in open(sys.argv[3]) if l.startswith("  unsampled"))
