@@ -110,6 +110,24 @@ static inline unsigned leaf_cache_slot(uint64_t pc)
     return (unsigned)(((pc >> 6) * 0x9E3779B97F4A7C15ull) >> 56) & (UNWIND_LEAF_CACHE - 1);
 }
 
+/* The thread's cached rule for a lookup PC (NULL: none), and the entry a
+ * table lookup should fill (*ce for a caller, *le for the leaf; NULL
+ * without caches). */
+static inline const struct unwind_rule *cached_rule(struct unwind_memo_slot *ms, bool leaf, uint64_t at,
+                                                    uint32_t generation, struct unwind_rule_cache_entry **ce,
+                                                    struct unwind_leaf_cache_entry **le)
+{
+    *ce = ms && !leaf ? &ms->rules[rule_cache_slot(at)] : NULL;
+    *le = ms && leaf ? &ms->leaves[leaf_cache_slot(at)] : NULL;
+    const struct unwind_rule_cache_entry *c = *ce;
+    const struct unwind_leaf_cache_entry *l = *le;
+    if (c && c->at == at && c->generation == generation && c->rule.cfa_reg != UNWIND_REG_NONE)
+        return &c->rule;
+    if (l && l->lo <= at && at < l->hi && l->generation == generation && l->rule.cfa_reg != UNWIND_REG_NONE)
+        return &l->rule;
+    return NULL;
+}
+
 /* One stack word, when it is known readable. The last readable mapping
  * found is remembered: a walk reads two words per frame, nearly all in the
  * thread's stack, one mapping (remembering a page instead searched the
@@ -384,16 +402,11 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
          * instruction itself. */
         bool leaf = n == 1 && !leaf_is_caller;
         uint64_t at = leaf ? pc : pc - 1;
-        struct unwind_rule_cache_entry *ce = rc && !leaf ? &rc[rule_cache_slot(at)] : NULL;
-        struct unwind_leaf_cache_entry *le = rc && leaf ? &ms->leaves[leaf_cache_slot(at)] : NULL;
-        const struct unwind_rule *r;
+        struct unwind_rule_cache_entry *ce;
+        struct unwind_leaf_cache_entry *le;
+        const struct unwind_rule *r = cached_rule(rc ? ms : NULL, leaf, at, ix_generation, &ce, &le);
         lookups++;
-        if (ce && ce->at == at && ce->generation == ix_generation && ce->rule.cfa_reg != UNWIND_REG_NONE) {
-            r = &ce->rule;
-            cache_hits++;
-        } else if (le && le->lo <= at && at < le->hi && le->generation == ix_generation &&
-                   le->rule.cfa_reg != UNWIND_REG_NONE) {
-            r = &le->rule;
+        if (r) {
             cache_hits++;
         } else {
             /* Callers are mostly in the same module as their callee. */
