@@ -343,6 +343,42 @@ static inline void count_rule_lookups(unsigned lookups, unsigned cache_hits)
         atomic_fetch_add_explicit(&unwind_counts.rule_cache_hits, cache_hits, memory_order_relaxed);
 }
 
+/* A rule the caches did not have: from the module's table, filling the
+ * caches' slots (ce, le; NULL when off). NULL with *res set when there is
+ * none: no module at `at` (the writer is asked to rescan), no table for it,
+ * or one not built yet (asked for). *m is the module of the previous miss:
+ * callers are mostly in the same module as their callee. */
+static inline __attribute__((always_inline)) const struct unwind_rule *
+table_rule(struct unwind_index *ix, struct unwind_module **m, uint64_t at, uint32_t ix_generation,
+           struct unwind_rule_cache_entry *ce, struct unwind_leaf_cache_entry *le, enum unwind_result *res)
+{
+    if (*m == NULL || at < (*m)->lo || at >= (*m)->hi)
+        *m = find_module(ix, at);
+    if (*m == NULL) {
+        if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
+            agent_wake_writer(); /* a library loaded since the last scan: rescan now */
+        *res = UNWIND_FAIL_NO_MODULE;
+        return NULL;
+    }
+    const struct unwind_table *t = atomic_load_explicit(&(*m)->table, memory_order_acquire);
+    if (t == NULL) {
+        if (atomic_load_explicit(&(*m)->state, memory_order_relaxed) == UNWIND_MOD_NONE) {
+            *res = UNWIND_FAIL_NO_TABLE;
+        } else {
+            want_table(*m);
+            *res = UNWIND_FAIL_NOT_BUILT;
+        }
+        return NULL;
+    }
+    uint64_t row_lo, row_hi;
+    const struct unwind_rule *r = find_rule(t, at, &row_lo, &row_hi);
+    if (ce && r->cfa_reg != UNWIND_REG_NONE)
+        *ce = (struct unwind_rule_cache_entry){at, *r, ix_generation};
+    if (le && r->cfa_reg != UNWIND_REG_NONE)
+        *le = (struct unwind_leaf_cache_entry){row_lo, row_hi, *r, ix_generation};
+    return r;
+}
+
 /* The walk. With a trace (OpenMP opener contexts, not the handler), it also
  * notes every input the result depends on besides the tables: the leaf's
  * PC and SP, the leaf's FP when a rule used it, and each stack word read.
@@ -409,31 +445,9 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
         if (r) {
             cache_hits++;
         } else {
-            /* Callers are mostly in the same module as their callee. */
-            if (m == NULL || at < m->lo || at >= m->hi)
-                m = find_module(ix, at);
-            if (m == NULL) {
-                if (atomic_exchange_explicit(&unwind_index_miss, 1, memory_order_relaxed) == 0)
-                    agent_wake_writer(); /* a library loaded since the last scan: rescan now */
-                res = UNWIND_FAIL_NO_MODULE;
+            r = table_rule(ix, &m, at, ix_generation, ce, le, &res);
+            if (r == NULL)
                 break;
-            }
-            const struct unwind_table *t = atomic_load_explicit(&m->table, memory_order_acquire);
-            if (t == NULL) {
-                if (atomic_load_explicit(&m->state, memory_order_relaxed) == UNWIND_MOD_NONE) {
-                    res = UNWIND_FAIL_NO_TABLE;
-                } else {
-                    want_table(m);
-                    res = UNWIND_FAIL_NOT_BUILT;
-                }
-                break;
-            }
-            uint64_t row_lo, row_hi;
-            r = find_rule(t, at, &row_lo, &row_hi);
-            if (ce && r->cfa_reg != UNWIND_REG_NONE)
-                *ce = (struct unwind_rule_cache_entry){at, *r, ix_generation};
-            if (le && r->cfa_reg != UNWIND_REG_NONE)
-                *le = (struct unwind_leaf_cache_entry){row_lo, row_hi, *r, ix_generation};
         }
         if (r->cfa_reg == UNWIND_REG_NONE || (r->cfa_reg == UNWIND_REG_FP && !fp_known)) {
             res = UNWIND_FAIL_RULE;
