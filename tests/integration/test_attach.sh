@@ -293,6 +293,8 @@ report_json "$WORK/pystart" "$WORK/pystart.json" --group-by python || die "repor
 # judged on that attempt; three starved attempts pass on the accounting
 # checks alone, and say so.
 starved=0
+SANITIZED=0
+sanitized_build && SANITIZED=1
 for try in 1 2 3; do
     rm -rf "$WORK/pyatt"
     attach "$WORK/pyatt" -F "$HZ" -p "$PPID_T" --duration 2
@@ -328,13 +330,16 @@ if att_nopy < moved or att_nopy - moved > 0.02 * att_n + 5:
 if abs(kept - (att_n - att_nopy)) > 0.02 * att_n + 5:
     fail("info says %d samples kept their Python frames, the report has %d" % (kept, att_n - att_nopy))
 withpy = att_n - att_nopy
-if withpy < 30:
-    fail("only %d samples kept their Python frames: too few to check shares" % withpy)
-    sys.exit(1)
-if att_in < 0.9 * withpy:
-    fail("attached: run_work holds %d of the %d samples with Python frames (frames of other moments?)" % (att_in, withpy))
 lost = 100.0 * att_nopy / att_n if att_n else 100.0
 late = float(info.get("python_lag_late_pct", "0"))
+# The reader of a sanitizer build, starved, can keep too few samples to judge
+# anything but the accounting above (the ASan stage of CI on a VM whose system
+# calls cost ~1 us: 98.9-100 % left out, median lag 57-78 ms at -F 4000, 0-54
+# kept): that is what a starved attempt is judged on. In the regular build
+# too few kept is a failure, starved or not.
+if withpy < 30 and not (sys.argv[7] == "1" and lost > 25 and late >= max(5.0, lost / 2)):
+    fail("only %d samples kept their Python frames: too few to check shares" % withpy)
+    sys.exit(1)
 if lost > 25 and late >= max(5.0, lost / 2):
     starved = int(sys.argv[5]) + 1
     open(sys.argv[6], "w").write("%d\n" % starved)
@@ -345,6 +350,8 @@ if lost > 25 and late >= max(5.0, lost / 2):
     else:
         print("note: " + msg + " (3 attempts starved; the accounting above is checked)")
     sys.exit(min(failures, 100))
+if att_in < 0.9 * withpy:
+    fail("attached: run_work holds %d of the %d samples with Python frames (frames of other moments?)" % (att_in, withpy))
 print("%-8s %9s %10s %8s %7s" % ("function", "attached", "from-start", "truth", "tol"))
 for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
     sigma = 100 * math.sqrt(truth / 100 * (1 - truth / 100) / att_in)
@@ -354,7 +361,7 @@ for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
         fail("attached: %s is %.2f %% of run_work, expected %.1f +- %.1f (%d samples)" % (n, att[n], truth, t, att_in))
     if abs(att[n] - ref[n]) > t:
         fail("%s: attached %.2f %% vs from-start %.2f %% (> %.1f pp apart)" % (n, att[n], ref[n], t))
-'  "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" "$WORK/pyatt/info" "$starved" "$WORK/starved" && break
+'  "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" "$WORK/pyatt/info" "$starved" "$WORK/starved" "$SANITIZED" && break
     [ -f "$WORK/starved" ] && starved=$(cat "$WORK/starved") && rm -f "$WORK/starved"
     [ "$try" != 3 ] && { log "note: attempt $try failed (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"; FAILURES=$saved; }
 done

@@ -120,16 +120,14 @@ PY
 # (a missing frame moves 20-50 pp) and the call chain is checked exactly.
 ATTACH_TOL_PP="${OPPROF_TEST_ATTACH_TOL_PP:-5}"
 SANITIZED=0
-case "$("$OPPROF_BUILDDIR/config.status" --config 2>/dev/null)" in
-*enable-sanitizers*) SANITIZED=1 ;;
-esac
+sanitized_build && SANITIZED=1
 check_attach() {
     _label=$1
     _py=$2
     "$_py" "$OPPROF_SRCDIR/tests/workloads/py_split.py" 12 >"$WORK/att-$_label.out" 2>&1 &
     _pid=$!
     sleep 0.8
-    _ok=0 _starved=0 _rc=0
+    _ok=0 _starved=0 _few=0 _rc=0
     for _try in 1 2 3; do
         _res="$WORK/att-$_label-$_try"
         log "+ opprof record -o $_res -F $SPLIT_FREQ -p $_pid --duration 2"
@@ -152,9 +150,9 @@ check_attach() {
             fail "$_label attached: opprof record -p exited $_st or its report failed"
             break
         fi
-        if python3 - "$_label" "$_res.json" "$_res-rw.json" "$ATTACH_TOL_PP" "$_res/info" <<'PY'
+        if python3 - "$_label" "$_res.json" "$_res-rw.json" "$ATTACH_TOL_PP" "$_res/info" "$SANITIZED" <<'PY'
 import json, os, sys
-label, tol = sys.argv[1], float(sys.argv[4])
+label, tol, sanitized = sys.argv[1], float(sys.argv[4]), sys.argv[6] == "1"
 info = dict(l.rstrip("\n").split("=", 1) for l in open(sys.argv[5]) if "=" in l)
 doc = json.load(open(sys.argv[2]))
 by = {r["name"]: r for r in doc["rows"]}
@@ -221,13 +219,22 @@ print("%s attached: %.1f %% of %d samples without Python frames (%d dropped as m
       "read), %.1f %% of the reads a period or more late, lag median %s us (load %s)"
       % (label, lost, allsamples, moved_on, unread, late, info.get("python_lag_median_us", "?"),
          open("/proc/loadavg").read().split()[0]))
+# In a sanitizer build a starved reader can keep fewer than 30 samples'
+# frames (CI's ASan stage at load 3.2: 4-29 of ~4,700, 99.0-99.9 % left out,
+# 99-100 % of the reads late): too few to judge the chain on, so such an
+# attempt is starved with nothing judged but the accounting (exit 3). In the
+# regular build fewer than 30 is a failure: its reader kept 11 % or more
+# beside a CI run and two busy loops.
+starved = lost > 25 and late >= max(5.0, lost / 2) and unread <= 5
+if spins < 30 and starved and sanitized:
+    sys.exit(3)
 chain_bad = spins < 30 or rw < 90 or covered < 60 or module_share < 99.5
 split_bad = any(abs(got[n] - t) > tol for n, t in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)))
 if chain_bad:
     sys.exit(1)
 if lost > 25:
     on_time = late < max(5.0, lost / 2)
-    if not on_time and unread <= 5:
+    if starved:
         sys.exit(2)
     print("%s attached: over 25 %% lost with %s" % (label, "the reads mostly on time" if on_time else
                                                       "frames the reader never read"))
@@ -242,6 +249,9 @@ PY
         if [ "$_rc" = 2 ]; then
             _starved=$((_starved + 1))
             log "note: $_label attached: attempt $_try starved (over 25 % of samples without Python frames, the reader's reads late; see above): split not judged"
+        elif [ "$_rc" = 3 ]; then
+            _starved=$((_starved + 1)) _few=$((_few + 1))
+            log "note: $_label attached: attempt $_try starved with fewer than 30 samples keeping Python frames (sanitizer build; see above): split and call chain not judged"
         else
             log "note: $_label attached: outside ${ATTACH_TOL_PP} pp on attempt $_try (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
         fi
@@ -253,6 +263,8 @@ PY
         pass "$_label attached: sanitizer build, every sample's Python frames read after the thread moved on, counted and said by record (split and call chain: the regular build's)"
     elif [ "$_ok" = 1 ]; then
         pass "$_label attached: split (within max(${ATTACH_TOL_PP} pp, 3 sigma)) and call chain"
+    elif [ "$_starved" = 3 ] && [ "$_few" = 3 ]; then
+        pass "$_label attached: sanitizer build, the reader starved in every attempt with fewer than 30 samples keeping Python frames: counted and said by record (split and call chain: the regular build's)"
     elif [ "$_starved" = 3 ]; then
         pass "$_label attached: call chain (the split was not judged: the reader was starved in every attempt, see above)"
     else
