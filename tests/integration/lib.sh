@@ -81,7 +81,6 @@ _cleanup() {
     fi
 }
 
-# Creates $WORK, removed at exit; the test runs inside it.
 # sanitized_build: true in a build configured with --enable-sanitizers
 # (ASan/UBSan): its attach-side reader runs several times slower, so a
 # loaded machine can starve it of nearly every sample (tests say where).
@@ -92,6 +91,7 @@ sanitized_build() {
     return 1
 }
 
+# Creates $WORK, removed at exit; the test runs inside it.
 make_workdir() {
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/opprof-$TEST_NAME.XXXXXX") || die "mktemp failed"
     trap _cleanup EXIT
