@@ -163,6 +163,11 @@ bool opr_writer_note_thread(struct opr_writer *w, uint32_t tid);
 /* THREAD records again for every thread seen, with the names they have now
  * (names set after a thread's first sample). */
 void opr_writer_thread_names_again(struct opr_writer *w);
+/* A thread's name as seen elsewhere (the agent's status poll, ~250 ms): a
+ * THREAD record with its comm now when it differs from the last one written,
+ * so a thread named after its first sample that exits before the end is not
+ * left with its first name. Threads without a sample yet are ignored. */
+void opr_writer_thread_name_seen(struct opr_writer *w, uint32_t tid, const char *name);
 /* MAP records for executable mappings not written before; the vDSO's image is
  * saved once per result dir. */
 void opr_writer_read_maps(struct opr_writer *w);

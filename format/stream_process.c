@@ -165,6 +165,21 @@ void opr_writer_thread_names_again(struct opr_writer *w)
         emit_thread(w, &w->threads[i]);
 }
 
+void opr_writer_thread_name_seen(struct opr_writer *w, uint32_t tid, const char *name)
+{
+    char seen[16] = {0};
+    size_t len = strnlen(name, sizeof seen - 1);
+    if (memchr(name, '\\', len))
+        return; /* status escapes a backslash (and a newline): comm's raw form is not known from it */
+    memcpy(seen, name, len);
+    for (size_t i = 0; i < w->nthreads; i++)
+        if (w->threads[i].tid == tid) {
+            if (memcmp(seen, w->threads[i].name, sizeof seen) != 0)
+                emit_thread(w, &w->threads[i]); /* reads comm itself */
+            return;
+        }
+}
+
 /* ---- build-ids ------------------------------------------------------------- */
 
 /* The GNU build-id note in one PT_NOTE segment's bytes, 0 when it has none. */

@@ -320,6 +320,7 @@ AGENT_HIDDEN void agent_writer_atfork_parent(void);
 AGENT_HIDDEN void agent_writer_atfork_child(void);
 AGENT_HIDDEN bool agent_is_writer_thread(void);
 AGENT_HIDDEN bool agent_writer_owns_process(void); /* false in a vfork child */
+AGENT_HIDDEN void agent_writer_thread_name_seen(uint32_t tid, const char *name); /* writer thread: status poll */
 /* Handler, after queueing a sample: ends a quiet process's long sleep of
  * the writer (one futex wake per quiet stretch; agent_writer.c). */
 AGENT_HIDDEN void agent_writer_sample_queued(void);

@@ -159,6 +159,18 @@ static uint64_t read_status(struct tracked *t, bool check_mask)
         trap_blocked_threads++;
     }
     t->trap_before = trap;
+    /* "Name:\t<comm>\n", first line: a name set after the thread's first
+     * sample reaches the stream here, not only at the end (when a thread
+     * that has exited can no longer be read) */
+    if (strncmp(buf, "Name:\t", 6) == 0) {
+        char name[16];
+        size_t len = strcspn(buf + 6, "\n");
+        if (len < sizeof name) {
+            memcpy(name, buf + 6, len);
+            name[len] = '\0';
+            agent_writer_thread_name_seen(t->tid, name);
+        }
+    }
     const char *k = strstr(buf, "nonvoluntary_ctxt_switches:");
     return k ? strtoull(k + 27, NULL, 10) : UINT64_MAX;
 }

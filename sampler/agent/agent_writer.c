@@ -486,6 +486,13 @@ static void map_live_counters(void)
         live = m;
 }
 
+/* Writer thread (agent_threads.c's status read): see opr_writer_thread_name_seen. */
+void agent_writer_thread_name_seen(uint32_t tid, const char *name)
+{
+    if (writer && stream_fd >= 0)
+        opr_writer_thread_name_seen(writer, tid, name);
+}
+
 /* The stream's generation: > 0 when this pid exec'ed from an earlier image. */
 static int stream_generation;
 

@@ -2,6 +2,11 @@
 # test_threads.sh — known_split --threads 2: the same 50/30/20 split over all
 # samples, ~100 % under run_work and worker_main, and two worker threads
 # (split-w0, split-w1) in --group-by thread with about equal samples.
+# Then a worker that names itself only after 0.2 s of CPU time and exits
+# before the process does: its thread row has the name it ended with, as
+# perf's comm events give (the agent's status poll sees the rename; before
+# it, the name read at the first sample stayed, and --comm split-w0 found
+# nothing).
 . "$(dirname "$0")/lib.sh"
 require_all
 
@@ -39,5 +44,25 @@ if min(a, b) < 0.8 * max(a, b):
 if share < 95.0:
     fail("worker threads hold %.2f%% of the samples, expected >= 95%%" % share)
 ' "$WORK/thread.json" "${pid:-}"
+
+record "$WORK/late" -- "$KNOWN_SPLIT" --threads 1 --name-after 0.2 --seconds 1.5
+[ "$RECORD_STATUS" -eq 0 ] || die "known_split --name-after failed under opprof record (exit $RECORD_STATUS)"
+report_json "$WORK/late" "$WORK/late.json" --group-by thread --sort samples || die "opprof report --group-by thread failed"
+pycheck '
+doc = load(sys.argv[1])
+rows = {str(r.get("name")): r.get("samples", 0) for r in doc.get("rows", [])}
+print("threads, worker named after 0.2 s: %s" % rows)
+named = sum(n for k, n in rows.items() if "(split-w0)" in k)
+total = sum(rows.values())
+# The worker does ~1.7 of the ~1.8 s of CPU time (the main thread calibrates
+# for ~0.03 s and waits): its row, named split-w0, holds most samples.
+if named < 0.8 * total:
+    fail("the worker renamed after its first samples: %d of %d samples under split-w0 (expected >= 80 %%)" % (named, total))
+' "$WORK/late.json"
+if "$OPPROF" report "$WORK/late" --comm split-w0 >/dev/null 2>"$WORK/late-comm.err"; then
+    pass "report --comm split-w0 finds the thread that took that name after its first samples"
+else
+    fail "report --comm split-w0: $(head -n 1 "$WORK/late-comm.err")"
+fi
 
 finish

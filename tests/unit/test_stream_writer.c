@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "format/format.h"
@@ -553,6 +554,38 @@ static void test_process_records(void)
     free(k.data);
 }
 
+/* A name set after the thread's first record reaches the stream when the
+ * agent's status poll sees it (opr_writer_thread_name_seen): one THREAD
+ * record with the comm read then; none for the same name again, a name the
+ * status file escaped, or a thread without a record. */
+static void test_thread_renamed(void)
+{
+    struct sink k;
+    uint32_t pid = (uint32_t)getpid();
+    char before[16] = {0};
+    CU_ASSERT_EQUAL_FATAL(prctl(PR_GET_NAME, before), 0);
+    struct opr_writer *w = new_writer(&k, "/proc/self", NULL, NULL);
+    opr_writer_begin(w, pid, 1, 0, 1000000);
+    opr_writer_note_thread(w, pid);
+    opr_writer_thread_name_seen(w, pid, before); /* unchanged */
+    CU_ASSERT_EQUAL_FATAL(prctl(PR_SET_NAME, "opr-renamed"), 0);
+    opr_writer_thread_name_seen(w, pid, "opr-renamed");
+    opr_writer_thread_name_seen(w, pid, "opr-renamed");  /* written already */
+    opr_writer_thread_name_seen(w, pid, "a\\\\b");       /* escaped by status: not comm's form */
+    opr_writer_thread_name_seen(w, 0x7ffffff0, "other"); /* no record of that thread */
+    prctl(PR_SET_NAME, before);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(count_records(&k, OPR_REC_THREAD), 2);
+    const unsigned char *t = find_record(&k, OPR_REC_THREAD, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    struct opr_thread tr;
+    memcpy(&tr, t, sizeof tr);
+    CU_ASSERT_EQUAL(tr.tid, pid);
+    CU_ASSERT_STRING_EQUAL(tr.name, "opr-renamed");
+    opr_writer_free(w);
+    free(k.data);
+}
+
 /* Code mapped after the maps were read: a stack holding a PC in it gets that
  * one mapping's MAP record from PROCMAP_QUERY, without a full read; a PC
  * where nothing is mapped gets none. A kernel without PROCMAP_QUERY reads
@@ -614,6 +647,7 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
+    CU_add_test(s, "a thread named after its first record: THREAD again", test_thread_renamed);
     CU_add_test(s, "code mapped late: its one mapping queried, not the maps read", test_late_code_queried);
     CU_add_test(s, "maps lines parsed by hand as sscanf reads them", test_maps_parse);
     CU_add_test(s, "maps read in chunks: split lines, a long one skipped", test_maps_read);

@@ -13,7 +13,7 @@
  *
  * Usage: known_split [--threads N] [--fork | --exec] [--seconds S]
  *                    [--iterations N] [--crash-after S] [--sigkill-self-after S]
- *                    [--weights A:B:C]
+ *                    [--weights A:B:C] [--name-after S]
  *   --seconds S       about S seconds of CPU time per working thread (default 3);
  *                     calibrated by timing whole rounds at start, so the 5:3:2
  *                     ratio of iteration counts stays exact
@@ -29,6 +29,9 @@
  *   --weights A:B:C   units of spin_a, spin_b, spin_c per round instead of
  *                     5:3:2 (whole numbers summing to 10): a second known split,
  *                     for comparing two profiles (opprof diff)
+ *   --name-after S    with --threads: each worker spins S seconds of CPU time in
+ *                     unnamed_spin before it names itself, so its first samples
+ *                     come while it still has the process's name
  * The iteration counts are printed to stderr at the end. Exit status: 0, or
  * the child's status (128+signal when it died of a signal) in --fork/--exec.
  */
@@ -140,6 +143,7 @@ static int opt_fork, opt_exec;
 static double opt_seconds = 3.0;
 static uint64_t opt_iterations;
 static double opt_crash_after = -1, opt_kill_after = -1;
+static double opt_name_after;
 
 static uint64_t total_counts[3];
 static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -199,11 +203,22 @@ struct worker {
     double cpu;
 };
 
+/* --name-after: CPU time before the worker names itself. */
+static __attribute__((noinline)) void unnamed_spin(double seconds)
+{
+    double t0 = thread_cpu_s();
+    while (thread_cpu_s() - t0 < seconds)
+        for (int i = 0; i < 10000; i++)
+            sink += (uint64_t)i;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     char name[16];
     snprintf(name, sizeof name, "split-w%d", w->index);
+    if (opt_name_after > 0)
+        unnamed_spin(opt_name_after);
     pthread_setname_np(pthread_self(), name);
     double t0 = thread_cpu_s();
     sink += run_work(w->rounds, w->counts);
@@ -297,7 +312,7 @@ static int status_to_exit(int status)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: known_split [--threads N] [--fork | --exec] [--seconds S] [--iterations N]\n"
-               "                   [--crash-after S] [--sigkill-self-after S] [--weights A:B:C]\n");
+               "                   [--crash-after S] [--sigkill-self-after S] [--weights A:B:C] [--name-after S]\n");
 }
 
 static double parse_double(const char *opt, const char *v)
@@ -334,6 +349,8 @@ int main(int argc, char **argv)
             opt_crash_after = parse_double(a, v), i++;
         } else if (!strcmp(a, "--sigkill-self-after")) {
             opt_kill_after = parse_double(a, v), i++;
+        } else if (!strcmp(a, "--name-after")) {
+            opt_name_after = parse_double(a, v), i++;
         } else if (!strcmp(a, "--weights")) {
             unsigned wa, wb, wc;
             char end;
