@@ -71,13 +71,13 @@ struct opr_writer *opr_writer_new(const struct opr_writer_config *config)
 
 static void clear_id_tables(struct opr_writer *w)
 {
+    chain_trie_clear(&w->stack_trie); /* first: they hold the tables' copies */
+    chain_trie_clear(&w->py_stack_trie);
     id_table_clear(&w->stacks);
     id_table_clear(&w->py_codes);
     id_table_clear(&w->py_lines);
     id_table_clear(&w->py_stacks);
     id_table_clear(&w->py_key_stacks);
-    chain_trie_clear(&w->stack_trie);
-    chain_trie_clear(&w->py_stack_trie);
     w->py_key_hits = w->py_key_misses = 0;
 }
 
@@ -326,6 +326,7 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
     int64_t id = id_table_find_or_add(&w->stacks, pcs, n * sizeof pcs[0], &added);
     if (id < 0 || !added)
         return id;
+    const uint64_t *kept = id_table_last_added(&w->stacks); /* the trie keeps this copy */
     /* New code appeared (dlopen, JIT): its MAP records go before this STACK.
      * Asked of the kernel for those PCs alone where it can; a full read
      * (rate-limited) where it cannot. */
@@ -338,7 +339,7 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
         opr_writer_read_maps(w);
     if ((queried > 0 || reread) && w->ops.late_code)
         w->ops.late_code(w->ops.ctx);
-    writer_emit_chain(w, &w->stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, pcs, n, sizeof pcs[0]);
+    writer_emit_chain(w, &w->stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, kept, n, sizeof pcs[0]);
     return id;
 }
 
@@ -468,7 +469,7 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
     int64_t id = id_table_find_or_add(&w->py_stacks, chain, n * sizeof chain[0], &added);
     if (id < 0)
         return 0;
-    if (added)
-        writer_emit_pychain(w, (uint32_t)id, chain, n);
+    if (added) /* the trie keeps the table's copy */
+        writer_emit_pychain(w, (uint32_t)id, id_table_last_added(&w->py_stacks), n);
     return (uint32_t)id + 1;
 }

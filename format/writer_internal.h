@@ -24,9 +24,16 @@ struct id_table_entry {
 struct id_table {
     struct id_table_entry *entries;
     size_t cap, count;
+    const void *last_added; /* the table's own copy of the key added last */
 };
 /* Returns the key's id (ids count up from 0), -1 when out of memory. */
 int64_t id_table_find_or_add(struct id_table *d, const void *key, size_t len, bool *added);
+/* The table's copy of the key its last call added: valid, unchanged, until
+ * id_table_clear (a chain_trie keeps it instead of a copy of its own). */
+static inline const void *id_table_last_added(const struct id_table *d)
+{
+    return d->last_added;
+}
 void id_table_clear(struct id_table *d);
 
 /* ---- chain_trie (id_table.c): prefix sharing of STACK and PYSTACK ---------
@@ -42,13 +49,15 @@ struct chain_trie_slot {
 struct chain_trie {
     struct chain_trie_slot *slots; /* open addressing, at most half full */
     size_t cap, count;
-    unsigned char **chains;        /* each chain's elements, by id (to check a hit) */
+    const unsigned char **chains; /* each chain's elements, by id (to check a hit); not owned */
     uint32_t *chain_len;
     size_t nchains, chains_cap;
     bool failed;                   /* out of memory once: learns nothing more */
 };
 /* Remembers chain `id` (n elements of `size` bytes, a multiple of 8, leaf
- * first; ids new and increasing) and returns
+ * first; ids new and increasing; `elems` is kept, not copied, so it must
+ * stay valid and unchanged while the trie lives: the writer passes its
+ * id_table's copy, id_table_last_added) and returns
  * how many of its root-side elements an earlier chain has (0: none), with, in
  * *parent and *skip, that chain and the index its run starts at: elements
  * n-matched..n-1 equal the parent's elements skip..end. */
