@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format/format.h"
+#include "format/writer_internal.h"
 #include "symbolize/symbolize_internal.h"
 #include "tests/unit/unit.h"
 
@@ -638,6 +639,33 @@ static void test_late_code_queried(void)
     free(k.data);
 }
 
+/* A chain_trie keeps the id_table's copy of each chain (id_table_last_added),
+ * so a caller's buffer reused for the next chain changes nothing it shares. */
+static void test_trie_keeps_table_copy(void)
+{
+    bool added;
+    struct id_table chains = {0};
+    struct chain_trie t = {0};
+    uint64_t buf[4] = {10, 20, 30, 40};
+    uint32_t parent = 99, skip = 99;
+    CU_ASSERT_EQUAL(id_table_find_or_add(&chains, buf, sizeof buf, &added), 0);
+    const void *kept = id_table_last_added(&chains);
+    CU_ASSERT_TRUE(kept != (const void *)buf && memcmp(kept, buf, sizeof buf) == 0);
+    CU_ASSERT_EQUAL(chain_trie_add(&t, 0, kept, 4, sizeof buf[0], &parent, &skip), 0);
+    buf[0] = 11, buf[1] = 21; /* the next chain in the same buffer: 30, 40 shared */
+    CU_ASSERT_EQUAL(id_table_find_or_add(&chains, buf, sizeof buf, &added), 1);
+    CU_ASSERT_EQUAL(chain_trie_add(&t, 1, id_table_last_added(&chains), 4, sizeof buf[0], &parent, &skip), 2);
+    CU_ASSERT_EQUAL(parent, 0);
+    CU_ASSERT_EQUAL(skip, 2);
+    buf[0] = 12, buf[1] = 20; /* 20, 30, 40: only chain 0 has it, unchanged */
+    CU_ASSERT_EQUAL(id_table_find_or_add(&chains, buf, sizeof buf, &added), 2);
+    CU_ASSERT_EQUAL(chain_trie_add(&t, 2, id_table_last_added(&chains), 4, sizeof buf[0], &parent, &skip), 3);
+    CU_ASSERT_EQUAL(parent, 0);
+    CU_ASSERT_EQUAL(skip, 1);
+    chain_trie_clear(&t);
+    id_table_clear(&chains);
+}
+
 void register_stream_writer_tests(void)
 {
     CU_pSuite s = CU_add_suite("stream_writer", NULL, NULL);
@@ -651,4 +679,5 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "code mapped late: its one mapping queried, not the maps read", test_late_code_queried);
     CU_add_test(s, "maps lines parsed by hand as sscanf reads them", test_maps_parse);
     CU_add_test(s, "maps read in chunks: split lines, a long one skipped", test_maps_read);
+    CU_add_test(s, "a chain_trie keeps the id_table's copy of each chain", test_trie_keeps_table_copy);
 }
