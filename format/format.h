@@ -154,6 +154,9 @@ uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_
                                  const void *frames);
 /* Chains found in the chain cache (hits) and built frame by frame (misses). */
 void opr_writer_python_cache_counts(const struct opr_writer *w, uint64_t *hits, uint64_t *misses);
+/* Frames of those misses taken from the chain built before (its root-side
+ * frames with the same keys) instead of from the per-frame tables. */
+uint64_t opr_writer_python_frames_reused(const struct opr_writer *w);
 
 /* ---- the process, read from proc_dir (stream_process.c) ---- */
 void opr_writer_process(struct opr_writer *w); /* PROCESS: exe path and argv */

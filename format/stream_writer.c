@@ -78,7 +78,8 @@ static void clear_id_tables(struct opr_writer *w)
     id_table_clear(&w->py_lines);
     id_table_clear(&w->py_stacks);
     id_table_clear(&w->py_key_stacks);
-    w->py_key_hits = w->py_key_misses = 0;
+    w->py_key_hits = w->py_key_misses = w->py_frames_reused = 0;
+    w->py_prev_n = 0; /* py_chain's ids were the cleared tables' */
 }
 
 void opr_writer_reset(struct opr_writer *w)
@@ -358,11 +359,15 @@ static uint32_t python_code_id(struct opr_writer *w, const struct opr_pyframe_ke
     int64_t code_id = id_table_find_or_add(&w->py_codes, &ckey, sizeof ckey, &added_code);
     int64_t line_id = code_id < 0 ? -1 : id_table_find_or_add(&w->py_lines, &lkey, sizeof lkey, &added_line);
     *line = 0;
-    if (line_id < 0)
+    if (line_id < 0) {
+        w->py_chain_oom = true;
         return OPR_PYCODE_UNKNOWN;
+    }
     if (!added_line) {
-        if ((size_t)line_id >= w->py_line_cap)
+        if ((size_t)line_id >= w->py_line_cap) {
+            w->py_chain_oom = true;
             return OPR_PYCODE_UNKNOWN; /* its line could not be stored (out of memory) */
+        }
         /* An unreadable frame seen before keeps INT32_MIN as its line, as
          * both samplers always wrote it (readers ignore the line of an
          * unknown frame). */
@@ -370,8 +375,10 @@ static uint32_t python_code_id(struct opr_writer *w, const struct opr_pyframe_ke
         return *line == INT32_MIN ? OPR_PYCODE_UNKNOWN : (uint32_t)code_id;
     }
     int32_t *lines = writer_grow(w->py_line_values, &w->py_line_cap, (size_t)line_id, sizeof *lines, 1024);
-    if (!lines)
+    if (!lines) {
+        w->py_chain_oom = true;
         return OPR_PYCODE_UNKNOWN;
+    }
     w->py_line_values = lines;
     struct opr_pycode_names *names = &w->py_names;
     if (!w->ops.resolve_pyframe(w->ops.ctx, frames, i, names, added_code)) {
@@ -429,6 +436,10 @@ void opr_writer_python_cache_counts(const struct opr_writer *w, uint64_t *hits, 
     *hits = w->py_key_hits;
     *misses = w->py_key_misses;
 }
+uint64_t opr_writer_python_frames_reused(const struct opr_writer *w)
+{
+    return w->py_frames_reused;
+}
 
 /* A new PYSTACK: whole, or as a PYSTACK_TAIL of packed frames when an earlier
  * chain holds two or more of its root-side frames. */
@@ -458,13 +469,28 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
                                    const void *frames)
 {
     struct opr_pyframe *chain = w->py_chain;
-    for (unsigned i = 0; i < n; i++) {
+    /* Root-side frames whose keys match the last build's keep their entries
+     * (moved to where this chain's root side is): the same answers the
+     * per-frame tables would give, without two lookups a frame in tables the
+     * workload has pushed out of the cache (a miss of torch_train.py's loop
+     * differs from the last chain in its leaf frames only). */
+    unsigned same = 0, prev_n = w->py_prev_n;
+    while (same < n && same < prev_n &&
+           memcmp(&keys[n - 1 - same], &w->py_prev_keys[prev_n - 1 - same], sizeof keys[0]) == 0)
+        same++;
+    if (same && n != prev_n)
+        memmove(&chain[n - same], &chain[prev_n - same], same * sizeof chain[0]);
+    w->py_chain_oom = false;
+    for (unsigned i = 0; i < n - same; i++) {
         int32_t line;
         chain[i].code_id = python_code_id(w, &keys[i], frames, i, &line);
         chain[i].line = line;
         chain[i].flags = keys[i].is_entry ? OPR_PYFRAME_ENTRY : 0;
         chain[i].pad = 0;
     }
+    memcpy(w->py_prev_keys, keys, n * sizeof keys[0]);
+    w->py_prev_n = w->py_chain_oom ? 0 : n;
+    w->py_frames_reused += same;
     bool added;
     int64_t id = id_table_find_or_add(&w->py_stacks, chain, n * sizeof chain[0], &added);
     if (id < 0)

@@ -110,6 +110,7 @@ struct opr_writer {
     uint32_t *py_key_stack_ids;
     size_t py_key_stack_cap;
     uint64_t py_key_hits, py_key_misses;
+    uint64_t py_frames_reused;  /* frames a miss took from the last chain built (py_prev_keys) */
     int32_t *py_line_values;    /* line of each py_lines entry; INT32_MIN: unreadable */
     size_t py_line_cap;
     /* Scratch of opr_writer_python_stack, here rather than on the agent's
@@ -118,6 +119,13 @@ struct opr_writer {
     char py_code_tail[sizeof(((struct opr_pycode_names *)0)->filename) +
                       sizeof(((struct opr_pycode_names *)0)->qualname)];
     struct opr_pyframe py_chain[OPR_MAX_PYFRAMES];
+    /* The keys py_chain was last built from (py_prev_n of them; 0: none, or
+     * the build ran out of memory): a chain the cache misses is most often
+     * the last one with another instruction in its leaf frames, so its
+     * root-side frames that match are taken from py_chain as they are. */
+    struct opr_pyframe_key py_prev_keys[OPR_MAX_PYFRAMES];
+    unsigned py_prev_n;
+    bool py_chain_oom;                                     /* a frame of the chain being built could not be stored */
     struct opr_pyframe_packed py_packed[OPR_MAX_PYFRAMES]; /* a PYSTACK_TAIL's frames */
 
     struct writer_map_range *maps; /* sorted by start */

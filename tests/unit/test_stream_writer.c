@@ -363,6 +363,66 @@ static void test_python_chain_cache(void)
     free(k.data);
 }
 
+/* The chain the cache missed, built from the last one's root-side frames
+ * where their keys match (py_prev_keys): the same code ids, lines and entry
+ * flags the per-frame tables give, at the positions of a longer or shorter
+ * chain, and nothing reused after a reset (the ids restart). */
+static bool chain_is(const struct opr_writer *w, const uint32_t *codes, const int32_t *lines, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (w->py_chain[i].code_id != codes[i] || w->py_chain[i].line != lines[i] ||
+            (w->py_chain[i].flags == OPR_PYFRAME_ENTRY) != (i == n - 1))
+            return false;
+    return true;
+}
+
+static void test_python_frames_reused(void)
+{
+    struct sink k;
+    struct opr_writer *w = new_writer(&k, NULL, NULL, NULL);
+    opr_writer_begin(w, 5, 1, 0, 1000000);
+    resolved = 0;
+    struct fake_frame frames[] = {{"leaf", 10}, {"mid", 20}, {"main", 30}, {NULL, 0}};
+    struct opr_pyframe_key a[] = {{0x100, 1, 4, 0, 0}, {0x200, 2, 8, 0, 0}, {0x300, 3, 12, 1, 0}};
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, a, 3, frames), 1);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){0, 1, 2}, (int32_t[]){10, 20, 30}, 3));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 0);
+    CU_ASSERT_EQUAL(resolved, 3);
+    /* the leaf at another instruction: two frames from the last chain */
+    a[0].instr = 6;
+    frames[0].line = 11;
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, a, 3, frames), 2);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){0, 1, 2}, (int32_t[]){11, 20, 30}, 3));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 2);
+    CU_ASSERT_EQUAL(resolved, 4);
+    /* one frame deeper: the three known frames move up one place */
+    struct fake_frame deeper[] = {{"inner", 5}, {"leaf", 11}, {"mid", 20}, {"main", 30}};
+    struct opr_pyframe_key b[] = {{0x400, 4, 2, 0, 0}, a[0], a[1], a[2]};
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, b, 4, deeper), 3);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){3, 0, 1, 2}, (int32_t[]){5, 11, 20, 30}, 4));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 5);
+    CU_ASSERT_EQUAL(resolved, 5);
+    /* two frames shallower: mid and main where the chain now ends */
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, &a[1], 2, &frames[1]), 4);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){1, 2}, (int32_t[]){20, 30}, 2));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 7);
+    CU_ASSERT_EQUAL(resolved, 5);
+    /* another root: nothing in common, every frame from the tables */
+    struct opr_pyframe_key c[] = {{0x100, 1, 4, 0, 0}, {0x500, 5, 8, 1, 0}};
+    struct fake_frame cf[] = {{"leaf", 10}, {"other", 40}};
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, c, 2, cf), 5);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){0, 4}, (int32_t[]){10, 40}, 2));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 7);
+    /* after a reset the ids restart: the same chain again takes nothing
+     * from before (its code ids were 0 and 4, now 0 and 1) */
+    opr_writer_reset(w);
+    CU_ASSERT_EQUAL(opr_writer_python_stack(w, c, 2, cf), 1);
+    CU_ASSERT_TRUE(chain_is(w, (uint32_t[]){0, 1}, (int32_t[]){10, 40}, 2));
+    CU_ASSERT_EQUAL(opr_writer_python_frames_reused(w), 0);
+    opr_writer_free(w);
+    free(k.data);
+}
+
 /* The libc build-id reader the samplers share agrees with libelf's
  * (symbolize/), on this test binary and on libc; a file that is not ELF has
  * none. */
@@ -672,6 +732,7 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "framing: padding, no record split across writes", test_framing);
     CU_add_test(s, "stacks, Python code and stacks written once", test_ids_written_once);
     CU_add_test(s, "Python chain cache: same ids, nothing read again", test_python_chain_cache);
+    CU_add_test(s, "a missed Python chain takes its root side from the last", test_python_frames_reused);
     CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
