@@ -191,13 +191,30 @@ unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, un
         t->failed = true; /* chain ids not new and in order: learn nothing more */
         return 0;
     }
+    /* The root-side run this chain shares with the chain added last (every
+     * run of a chain added is known): compared in place, warm from its
+     * add, it bounds the search below to the elements toward the leaf that
+     * differ, ~1-2 lookups of a table the workload has pushed out of the
+     * cache instead of ~6 for a 40-frame stack whose leaf moved. */
+    unsigned with_last = 0;
+    uint32_t last_id = 0;
+    if (t->nchains) {
+        last_id = (uint32_t)(t->nchains - 1);
+        const unsigned char *last = t->chains[last_id];
+        unsigned last_n = t->chain_len[last_id];
+        while (with_last < n && with_last < last_n &&
+               memcmp(e + (size_t)(n - 1 - with_last) * size, last + (size_t)(last_n - 1 - with_last) * size, size) ==
+                   0)
+            with_last++;
+    }
     t->chains[id] = e;
     t->chain_len[id] = n;
     t->nchains = (size_t)id + 1;
     /* Smallest k in [0, n] whose run is known (k = n: the empty run, no
-     * lookup needed). */
-    unsigned lo = 0, hi = n;
-    uint64_t found = NO_NODE;
+     * lookup needed; k = n - with_last: the last chain's, from its element
+     * last_n - with_last on). */
+    unsigned lo = 0, hi = n - with_last;
+    uint64_t found = with_last ? ((uint64_t)last_id << 32) | (t->chain_len[last_id] - with_last) : NO_NODE;
     while (lo < hi) {
         unsigned mid = lo + (hi - lo) / 2;
         struct chain_trie_slot *sl = slot_of(t, hashes[mid], NO_NODE, e, mid, n, size);

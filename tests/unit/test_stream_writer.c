@@ -700,7 +700,9 @@ static void test_late_code_queried(void)
 }
 
 /* A chain_trie keeps the id_table's copy of each chain (id_table_last_added),
- * so a caller's buffer reused for the next chain changes nothing it shares. */
+ * so a caller's buffer reused for the next chain changes nothing it shares;
+ * the longest shared run is found whether the last chain added or an older
+ * one holds it. */
 static void test_trie_keeps_table_copy(void)
 {
     bool added;
@@ -722,6 +724,16 @@ static void test_trie_keeps_table_copy(void)
     CU_ASSERT_EQUAL(chain_trie_add(&t, 2, id_table_last_added(&chains), 4, sizeof buf[0], &parent, &skip), 3);
     CU_ASSERT_EQUAL(parent, 0);
     CU_ASSERT_EQUAL(skip, 1);
+    /* one frame deeper than the last chain: all of it shared, from element 0 */
+    uint64_t deeper[5] = {5, 12, 20, 30, 40};
+    CU_ASSERT_EQUAL(id_table_find_or_add(&chains, deeper, sizeof deeper, &added), 3);
+    CU_ASSERT_EQUAL(chain_trie_add(&t, 3, id_table_last_added(&chains), 5, sizeof buf[0], &parent, &skip), 4);
+    CU_ASSERT_EQUAL(parent, 2);
+    CU_ASSERT_EQUAL(skip, 0);
+    /* one shallower: chain 0's run from element 2 (the last chain's from 3) */
+    CU_ASSERT_EQUAL(id_table_find_or_add(&chains, &buf[1], 3 * sizeof buf[0], &added), 4);
+    CU_ASSERT_EQUAL(chain_trie_add(&t, 4, id_table_last_added(&chains), 3, sizeof buf[0], &parent, &skip), 3);
+    CU_ASSERT_TRUE((parent == 0 && skip == 1) || (parent == 2 && skip == 1) || (parent == 3 && skip == 2));
     chain_trie_clear(&t);
     id_table_clear(&chains);
 }
