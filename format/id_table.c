@@ -149,6 +149,15 @@ static bool grow_slots(struct chain_trie *t)
     return true;
 }
 
+unsigned chain_root_shared(const void *chain_a, unsigned na, const void *chain_b, unsigned nb, size_t size)
+{
+    const unsigned char *a = chain_a, *b = chain_b;
+    unsigned k = 0;
+    while (k < na && k < nb && memcmp(a + (size_t)(na - 1 - k) * size, b + (size_t)(nb - 1 - k) * size, size) == 0)
+        k++;
+    return k;
+}
+
 unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, unsigned n, size_t size,
                         uint32_t *parent, uint32_t *skip)
 {
@@ -196,17 +205,8 @@ unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, un
      * add, it bounds the search below to the elements toward the leaf that
      * differ, ~1-2 lookups of a table the workload has pushed out of the
      * cache instead of ~6 for a 40-frame stack whose leaf moved. */
-    unsigned with_last = 0;
-    uint32_t last_id = 0;
-    if (t->nchains) {
-        last_id = (uint32_t)(t->nchains - 1);
-        const unsigned char *last = t->chains[last_id];
-        unsigned last_n = t->chain_len[last_id];
-        while (with_last < n && with_last < last_n &&
-               memcmp(e + (size_t)(n - 1 - with_last) * size, last + (size_t)(last_n - 1 - with_last) * size, size) ==
-                   0)
-            with_last++;
-    }
+    uint32_t last_id = t->nchains ? (uint32_t)(t->nchains - 1) : 0;
+    unsigned with_last = t->nchains ? chain_root_shared(e, n, t->chains[last_id], t->chain_len[last_id], size) : 0;
     t->chains[id] = e;
     t->chain_len[id] = n;
     t->nchains = (size_t)id + 1;

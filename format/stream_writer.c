@@ -474,10 +474,7 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
      * per-frame tables would give, without two lookups a frame in tables the
      * workload has pushed out of the cache (a miss of torch_train.py's loop
      * differs from the last chain in its leaf frames only). */
-    unsigned same = 0, prev_n = w->py_prev_n;
-    while (same < n && same < prev_n &&
-           memcmp(&keys[n - 1 - same], &w->py_prev_keys[prev_n - 1 - same], sizeof keys[0]) == 0)
-        same++;
+    unsigned prev_n = w->py_prev_n, same = chain_root_shared(keys, n, w->py_prev_keys, prev_n, sizeof keys[0]);
     if (same && n != prev_n)
         memmove(&chain[n - same], &chain[prev_n - same], same * sizeof chain[0]);
     w->py_chain_oom = false;

@@ -64,6 +64,9 @@ struct chain_trie {
 unsigned chain_trie_add(struct chain_trie *t, uint32_t id, const void *elems, unsigned n, size_t size,
                         uint32_t *parent, uint32_t *skip);
 void chain_trie_clear(struct chain_trie *t);
+/* How many root-side elements (the last ones) chain a of na elements and
+ * chain b of nb have in common, elements of `size` bytes. */
+unsigned chain_root_shared(const void *chain_a, unsigned na, const void *chain_b, unsigned nb, size_t size);
 
 /* ---- the writer ------------------------------------------------------------ */
 /* An executable mapping already written as a MAP record. */
@@ -125,7 +128,8 @@ struct opr_writer {
      * root-side frames that match are taken from py_chain as they are. */
     struct opr_pyframe_key py_prev_keys[OPR_MAX_PYFRAMES];
     unsigned py_prev_n;
-    bool py_chain_oom;                                     /* a frame of the chain being built could not be stored */
+    /* a frame of the chain being built could not be stored (out of memory) */
+    bool py_chain_oom;
     struct opr_pyframe_packed py_packed[OPR_MAX_PYFRAMES]; /* a PYSTACK_TAIL's frames */
 
     struct writer_map_range *maps; /* sorted by start */
