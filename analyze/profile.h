@@ -129,6 +129,7 @@ struct profile {
     uint64_t unwind_deferred_samples, unwind_deferred_finished, unwind_deferred_cut;
     uint64_t unwind_deferred_checked, unwind_deferred_disagree;
     uint64_t unwind_deferred_unknown_stack; /* of them, stacks the agent's snapshot did not know yet */
+    uint64_t unwind_check_at_entry; /* check mode: leaves at a function entry no FDE covers (not disagreements) */
     uint64_t unwind_rule_lookups, unwind_rule_cache_hits; /* frames' rules looked up; of them, from the thread's cache */
     /* Tables the agents put in place (compiled or, unwind_tables_cached of
      * them, read from the cache of earlier runs) and the writers' CPU time

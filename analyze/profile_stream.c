@@ -507,6 +507,10 @@ static int on_unwind(void *ctx, void *arg, const struct opr_record *rec)
         if (u.deferred_unknown_stack >= sl->unwind.deferred_unknown_stack && u.deferred_unknown_stack <= u.deferred_samples)
             sl->p->unwind_deferred_unknown_stack += u.deferred_unknown_stack - sl->unwind.deferred_unknown_stack;
     }
+    if (u.check_at_entry >= sl->unwind.check_at_entry && u.deferred_checked >= sl->unwind.deferred_checked &&
+        u.check_at_entry - sl->unwind.check_at_entry <=
+            (u.check_samples - sl->unwind.check_samples) + (u.deferred_checked - sl->unwind.deferred_checked))
+        sl->p->unwind_check_at_entry += u.check_at_entry - sl->unwind.check_at_entry;
     if (u.tables_built >= sl->unwind.tables_built && u.cache_loaded >= sl->unwind.cache_loaded &&
         u.build_cpu_ns >= sl->unwind.build_cpu_ns && u.cache_loaded <= u.tables_built) {
         sl->p->unwind_tables_built += u.tables_built - sl->unwind.tables_built;

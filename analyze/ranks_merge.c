@@ -185,6 +185,7 @@ int profile_merge(struct profile *const *parts, size_t n, struct profile **out, 
         m->unwind_deferred_checked += p->unwind_deferred_checked;
         m->unwind_deferred_disagree += p->unwind_deferred_disagree;
         m->unwind_deferred_unknown_stack += p->unwind_deferred_unknown_stack;
+        m->unwind_check_at_entry += p->unwind_check_at_entry;
         m->unwind_rule_lookups += p->unwind_rule_lookups;
         m->unwind_rule_cache_hits += p->unwind_rule_cache_hits;
         m->unwind_check_disagree += p->unwind_check_disagree;

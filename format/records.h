@@ -350,6 +350,12 @@ struct opr_unwind {
      * the kernel; before, each went to libunwind as a "read" fallback.
      * Absent (0) in streams written before it. */
     uint64_t deferred_unknown_stack;
+    /* Check mode, of check_samples and deferred_checked: stacks whose leaf
+     * is a function's first instruction that no FDE covers (_init, _fini),
+     * walked by the tables with the ABI's entry rule, where libunwind has no
+     * rule and ends or guesses the stack. Not in the disagreements. Absent
+     * (0) in streams written before it. */
+    uint64_t check_at_entry;
 };
 
 struct opr_end {

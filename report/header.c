@@ -228,6 +228,11 @@ static void print_unwinding(FILE *out, const struct profile *p)
     if (p->unwind_deferred_checked)
         fprintf(out, "; writer's walks checked: %" PRIu64 ", %" PRIu64 " differ", p->unwind_deferred_checked,
                 p->unwind_deferred_disagree);
+    if (p->unwind_check_at_entry)
+        fprintf(out,
+                "; not counted as differing: %" PRIu64 " stacks from a function's first instruction that no FDE "
+                "covers (_init, _fini), walked by the tables with the call's rule, where libunwind stops or guesses",
+                p->unwind_check_at_entry);
     if (p->unwind_context_checked)
         fprintf(out, "; OpenMP contexts repeated without a walk, walked to check: %" PRIu64 ", %" PRIu64 " differ",
                 p->unwind_context_checked, p->unwind_context_disagree);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,7 +107,8 @@ static bool wait_no_readers(int t)
  * its file; "" for none), and publishes it to the handlers. A cached table
  * that cannot be read leaves the module wanted: the next poll copies and
  * compiles it (the file is gone then). */
-static void build_module(struct unwind_module *m, const void *bytes, const char *cache_name, bool cached)
+static void build_module(struct unwind_module *m, const void *bytes, const char *cache_name, bool cached,
+                         const uint64_t *entries, unsigned nentries)
 {
     uint64_t began = agent_thread_cpu_ns();
     struct unwind_table *t = NULL;
@@ -118,7 +120,7 @@ static void build_module(struct unwind_module *m, const void *bytes, const char 
             return;
         }
     } else if (bytes) {
-        t = unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi);
+        t = unwind_build_table(bytes, m->eh_limit - m->eh_frame_hdr, m->eh_frame_hdr, m->lo, m->hi, entries, nentries);
         if (t && cache_name[0])
             unwind_cache_store(cache_name, t);
     }
@@ -182,10 +184,11 @@ void unwind_rescan(bool build_all)
                 unwind_table_free(t);
         }
     }
-    /* build_all (benchmarks): objects that stay loaded, read in place. */
+    /* build_all (benchmarks): objects that stay loaded, read in place,
+     * without entry rows (their stacks are recorded at FDE-covered PCs). */
     for (size_t i = 0; build_all && i < ix->count; i++)
         if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_NONE && atomic_load(&ix->mod[i].table) == NULL)
-            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr, "", false);
+            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr, "", false, NULL, 0);
 }
 
 /* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
@@ -203,9 +206,47 @@ struct build_pass {
     void *copy[BUILD_BATCH];
     char cache_name[BUILD_BATCH][128]; /* "": not cached (no build-id, no cache) */
     bool cached[BUILD_BATCH];          /* its file is there: read it, no copy */
+    uint64_t entries[BUILD_BATCH][2];  /* DT_INIT, DT_FINI (dynamic_entries) */
+    unsigned nentries[BUILD_BATCH];
     unsigned n;
     size_t bytes;
 };
+
+/* The absolute addresses of the object's DT_INIT and DT_FINI functions in
+ * [lo, hi), which no FDE may cover (unwind_build_table). Read from its
+ * dynamic section in memory, under the loader's lock (dl_iterate_phdr), and
+ * only when that section lies in one of its PT_LOAD segments. glibc adds the
+ * load bias to these two when it calls them, not in the section: an address
+ * that is not in [lo, hi) with the bias is taken as it is (a loader that
+ * relocated it in place). */
+static unsigned dynamic_entries(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t out[2])
+{
+    const ElfW(Phdr) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = &info->dlpi_phdr[i];
+    bool loaded = false;
+    for (int i = 0; dyn && i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && dyn->p_vaddr >= ph->p_vaddr && dyn->p_memsz <= ph->p_memsz &&
+            dyn->p_vaddr - ph->p_vaddr <= ph->p_memsz - dyn->p_memsz)
+            loaded = true;
+    }
+    if (!loaded)
+        return 0;
+    const ElfW(Dyn) *d = (const ElfW(Dyn) *)(uintptr_t)(info->dlpi_addr + dyn->p_vaddr);
+    unsigned n = 0;
+    for (size_t k = 0; k < dyn->p_memsz / sizeof *d && d[k].d_tag != DT_NULL && n < 2; k++) {
+        if (d[k].d_tag != DT_INIT && d[k].d_tag != DT_FINI)
+            continue;
+        uint64_t v = d[k].d_un.d_ptr, biased = info->dlpi_addr + v;
+        if (biased >= lo && biased < hi)
+            out[n++] = biased;
+        else if (v >= lo && v < hi)
+            out[n++] = v;
+    }
+    return n;
+}
 
 static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -230,6 +271,7 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
     unsigned k = bp->n++;
     bp->mod[k] = m;
     bp->copy[k] = NULL;
+    bp->nentries[k] = dynamic_entries(info, m->lo, m->hi, bp->entries[k]);
     if (!unwind_cache_name(info, m->lo, m->hi, m->eh_frame_hdr, bp->cache_name[k], sizeof bp->cache_name[k],
                            &bp->cached[k]))
         bp->cache_name[k][0] = '\0';
@@ -256,13 +298,49 @@ static void build_wanted(void)
         struct build_pass bp = {.ix = &unwind_indexes[cur]};
         dl_iterate_phdr(copy_if_wanted, &bp);
         for (unsigned i = 0; i < bp.n; i++) {
-            build_module(bp.mod[i], bp.copy[i], bp.cache_name[i], bp.cached[i]);
+            build_module(bp.mod[i], bp.copy[i], bp.cache_name[i], bp.cached[i], bp.entries[i], bp.nentries[i]);
             free(bp.copy[i]);
         }
         if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
             return; /* nothing more wanted */
     } while (agent_thread_cpu_ns() - began < 20000000ull);
     atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
+}
+
+/* ---- the tables' memory ----------------------------------------------------- */
+
+/* Bytes of the tables mapped now (the writer builds and frees them): the
+ * memory readings leave them out of the workload's RSS. */
+static _Atomic uint64_t tables_mapped_bytes, tables_file_bytes;
+
+void unwind_table_account(size_t bytes, bool from_file)
+{
+    atomic_fetch_add_explicit(&tables_mapped_bytes, bytes, memory_order_relaxed);
+    if (from_file)
+        atomic_fetch_add_explicit(&tables_file_bytes, bytes, memory_order_relaxed);
+}
+
+uint64_t unwind_tables_file_bytes(void)
+{
+    return atomic_load_explicit(&tables_file_bytes, memory_order_relaxed);
+}
+
+uint64_t unwind_tables_mapped_bytes(void)
+{
+    return atomic_load_explicit(&tables_mapped_bytes, memory_order_relaxed);
+}
+
+void unwind_table_free(struct unwind_table *t)
+{
+    if (t) {
+        atomic_fetch_sub_explicit(&tables_mapped_bytes, t->map_bytes, memory_order_relaxed);
+        if (t->from_file)
+            atomic_fetch_sub_explicit(&tables_file_bytes, t->map_bytes, memory_order_relaxed);
+        const void *block = unwind_table_block(t);
+        munmap((void *)(uintptr_t)block, t->map_bytes);
+        if (block != (const void *)t)
+            free(t); /* a cached table's struct (unwind_cache_load) */
+    }
 }
 
 /* ---- what the writer reports ----------------------------------------------- */
@@ -313,19 +391,20 @@ static void keep_example(const uint64_t *a, unsigned na, const uint64_t *b, unsi
     }
 }
 
-bool unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut, const uint64_t *lib, unsigned nl,
-                          bool lib_cut, bool *length_only)
+enum unwind_check_verdict unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut, const uint64_t *lib,
+                                               unsigned nl, bool lib_cut)
 {
     unsigned common = nt < nl ? nt : nl, i = 0;
     while (i < common && table[i] == lib[i])
         i++;
     /* Both cut at the frame limit (a 256-frame import in PyTorch): only
      * the common part can be compared. */
-    bool differs = i < common || (nt != nl && !(table_cut && lib_cut));
-    *length_only = differs && i == common;
-    if (differs)
-        keep_example(table, nt, lib, nl, i);
-    return differs;
+    if (i == common && (nt == nl || (table_cut && lib_cut)))
+        return UNWIND_CHECK_SAME;
+    if (nt > 0 && unwind_pc_at_entry_row(table[0]))
+        return UNWIND_CHECK_AT_ENTRY;
+    keep_example(table, nt, lib, nl, i);
+    return i == common ? UNWIND_CHECK_DIFFERS_LENGTH : UNWIND_CHECK_DIFFERS;
 }
 
 /* OPPROF_UNWIND_CHECK=1: each disagreement kept by a handler, as a NOTE. */
@@ -405,6 +484,7 @@ static void emit_counts(agent_emit_fn emit, bool final)
         .deferred_checked = atomic_load(&unwind_counts.deferred_checked),
         .deferred_disagree = atomic_load(&unwind_counts.deferred_disagree),
         .deferred_unknown_stack = deferred_unknown_stack,
+        .check_at_entry = atomic_load(&unwind_counts.check_at_entry),
         .tables_built = tables_built,
         .table_bytes = table_bytes,
         .build_cpu_ns = build_cpu_ns,

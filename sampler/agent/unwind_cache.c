@@ -240,7 +240,8 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
 
 /* ---- the file ------------------------------------------------------------------ */
 
-#define CACHE_MAGIC "OPRUNWT3" /* T2: rules may be UNWIND_REG_SP_PLT; T3: padded to the struct, mapped */
+#define CACHE_MAGIC \
+    "OPRUNWT4" /* T2: rules may be UNWIND_REG_SP_PLT; T3: padded to the struct, mapped; T4: entry rows */
 struct cache_header {
     char magic[8];
     uint32_t header_size, rule_size;

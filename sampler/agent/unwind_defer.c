@@ -212,11 +212,12 @@ unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint6
     /* Check mode: the sample keeps libunwind's stack (pcs); a finished walk
      * is compared with it as check_both_ways compares a handler's walk. */
     atomic_fetch_add_explicit(&unwind_counts.deferred_checked, 1, memory_order_relaxed);
-    bool differs = kind == UNWIND_DEFER_CHECK_DIFFERS;
-    bool length_only;
-    if (!differs && r == UNWIND_OK)
-        differs = unwind_check_differs(out, total, truncated, pcs, n, *flags & OPR_SAMPLE_TRUNCATED, &length_only);
-    if (differs)
+    enum unwind_check_verdict v = kind == UNWIND_DEFER_CHECK_DIFFERS ? UNWIND_CHECK_DIFFERS : UNWIND_CHECK_SAME;
+    if (v == UNWIND_CHECK_SAME && r == UNWIND_OK)
+        v = unwind_check_differs(out, total, truncated, pcs, n, *flags & OPR_SAMPLE_TRUNCATED);
+    if (v == UNWIND_CHECK_AT_ENTRY)
+        atomic_fetch_add_explicit(&unwind_counts.check_at_entry, 1, memory_order_relaxed);
+    else if (v != UNWIND_CHECK_SAME)
         atomic_fetch_add_explicit(&unwind_counts.deferred_disagree, 1, memory_order_relaxed);
     memcpy(out, pcs, n * sizeof pcs[0]);
     return n;

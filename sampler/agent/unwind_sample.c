@@ -189,12 +189,13 @@ static unsigned check_both_ways(const ucontext_t *uc, uint64_t *pcs, unsigned ma
         *flags |= other_flags;
         return m;
     }
-    bool length_only;
-    if (unwind_check_differs(pcs, n, truncated, other, m, other_flags & OPR_SAMPLE_TRUNCATED, &length_only)) {
+    enum unwind_check_verdict v = unwind_check_differs(pcs, n, truncated, other, m, other_flags & OPR_SAMPLE_TRUNCATED);
+    if (v == UNWIND_CHECK_AT_ENTRY)
+        atomic_fetch_add_explicit(&unwind_counts.check_at_entry, 1, memory_order_relaxed);
+    if (v == UNWIND_CHECK_DIFFERS || v == UNWIND_CHECK_DIFFERS_LENGTH)
         atomic_fetch_add_explicit(&unwind_counts.check_disagree, 1, memory_order_relaxed);
-        if (length_only)
-            atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
-    }
+    if (v == UNWIND_CHECK_DIFFERS_LENGTH)
+        atomic_fetch_add_explicit(&unwind_counts.check_disagree_length, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_samples, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unwind_counts.table_frames, n, memory_order_relaxed);
     count_replay(replayed);

@@ -97,6 +97,20 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
     return &t->rules[k < t->nrules ? k : 0];
 }
 
+bool unwind_pc_at_entry_row(uint64_t pc)
+{
+    int ix_id = agent_snapshot_enter(&unwind_index_current, unwind_index_readers);
+    if (ix_id < 0)
+        return false;
+    struct unwind_module *m = find_module(&unwind_indexes[ix_id], pc);
+    const struct unwind_table *t = m ? atomic_load_explicit(&m->table, memory_order_acquire) : NULL;
+    uint64_t lo, hi;
+    const struct unwind_rule *r = t ? find_rule(t, pc, &lo, &hi) : NULL;
+    bool yes = r && r->cfa_reg == UNWIND_REG_SP && r->at_entry;
+    atomic_fetch_sub_explicit(&unwind_index_readers[ix_id], 1, memory_order_release);
+    return yes;
+}
+
 /* The rule cache's entry for a lookup PC (unwind_table.h). Fibonacci
  * hashing: call sites a few bytes apart land in different entries. */
 static inline unsigned rule_cache_slot(uint64_t at)

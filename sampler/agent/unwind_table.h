@@ -76,6 +76,8 @@ struct unwind_rule {
     union {
         uint8_t why_not;     /* cfa_reg NONE: enum unwind_why_not */
         uint8_t plt_push_at; /* cfa_reg SP_PLT: the offset in the entry from which the CFA is 8 higher */
+        uint8_t at_entry;    /* cfa_reg SP: 1 for the one-byte row at a function's first instruction that no
+                              * FDE covers, known from the dynamic section (unwind_compile.c) */
     };
     int16_t ra_off;    /* RA at CFA + ra_off (x86-64: -8) */
     int16_t fp_off;    /* caller's FP at CFA + fp_off */
@@ -99,6 +101,11 @@ struct unwind_table {
 struct unwind_arch {
     unsigned dwarf_sp, dwarf_fp, dwarf_ra;
     bool ra_in_lr_at_entry; /* aarch64: RA lives in x30 until saved */
+    /* At a function's first instruction, whatever its code: CFA = SP +
+     * entry_cfa_off, and the RA at CFA + entry_ra_off unless in the link
+     * register (x86-64: the call pushed it, 8 and -8; aarch64: 0). */
+    int32_t entry_cfa_off;
+    int16_t entry_ra_off;
 };
 AGENT_HIDDEN extern const struct unwind_arch unwind_arch_host;
 
@@ -153,6 +160,7 @@ struct unwind_counters {
     _Atomic uint64_t deferred_samples, deferred_finished, deferred_cut, deferred_pool_full; /* unwind_defer.c */
     _Atomic uint64_t deferred_checked, deferred_disagree; /* check mode: finished walks against libunwind's */
     _Atomic uint64_t deferred_unknown_stack; /* of deferred_samples: a stack the snapshot did not know, copied by the kernel */
+    _Atomic uint64_t check_at_entry; /* check mode: UNWIND_CHECK_AT_ENTRY, the handler's walks and the writer's */
 };
 AGENT_HIDDEN extern struct unwind_counters unwind_counts;
 /* Durations of the unwinding step in TSC ticks, 4 buckets per octave
@@ -182,11 +190,23 @@ struct unwind_check_example {
 };
 AGENT_HIDDEN extern struct unwind_check_example unwind_examples[UNWIND_MAX_EXAMPLES];
 /* Do the table's stack and libunwind's of one sample differ (each with
- * whether it was cut at the frame limit)? *length_only: one is a prefix of
- * the other. A difference is kept in a free example, if any. Handler-safe:
- * atomics only (unwind_build.c). */
-AGENT_HIDDEN bool unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut, const uint64_t *lib,
-                                       unsigned nl, bool lib_cut, bool *length_only);
+ * whether it was cut at the frame limit)? A difference is kept in a free
+ * example, if any, unless it is UNWIND_CHECK_AT_ENTRY. Handler-safe: atomics
+ * only (unwind_build.c). */
+enum unwind_check_verdict {
+    UNWIND_CHECK_SAME = 0,
+    UNWIND_CHECK_DIFFERS,        /* counted as a disagreement */
+    UNWIND_CHECK_DIFFERS_LENGTH, /* likewise; one stack is a prefix of the other */
+    /* The tables' leaf is a function's first instruction that no FDE covers
+     * (_init, _fini: crti.o has no unwind information), walked by the ABI's
+     * entry rule; libunwind has no rule there and ends or guesses the stack
+     * (counted apart: check_at_entry). */
+    UNWIND_CHECK_AT_ENTRY,
+};
+AGENT_HIDDEN enum unwind_check_verdict unwind_check_differs(const uint64_t *table, unsigned nt, bool table_cut,
+                                                            const uint64_t *lib, unsigned nl, bool lib_cut);
+/* Is pc's row in its module's table an entry row (at_entry)? Handler-safe. */
+AGENT_HIDDEN bool unwind_pc_at_entry_row(uint64_t pc);
 
 /* Outcome of the table walk. */
 enum unwind_result {
@@ -405,9 +425,11 @@ AGENT_HIDDEN bool agent_unwind_wait(uint64_t deadline_ns);
 AGENT_HIDDEN void agent_unwind_serve(void);
 /* Compiles one module's .eh_frame into a fresh mmap'ed table, from bytes: a
  * copy of the object's memory from its .eh_frame_hdr (at real_addr) to the
- * end of the segment holding it. NULL when there is nothing usable. */
+ * end of the segment holding it. entries: the absolute addresses of
+ * functions no FDE may cover (DT_INIT, DT_FINI), each given an entry row
+ * where none does. NULL when there is nothing usable. */
 AGENT_HIDDEN struct unwind_table *unwind_build_table(const void *bytes, size_t len, uint64_t real_addr, uint64_t lo,
-                                                     uint64_t hi);
+                                                     uint64_t hi, const uint64_t *entries, unsigned nentries);
 AGENT_HIDDEN void unwind_build_atfork_child(void);
 AGENT_HIDDEN void unwind_table_free(struct unwind_table *t);
 AGENT_HIDDEN void unwind_table_account(size_t bytes, bool from_file); /* a table block mapped (unwind_tables_mapped_bytes) */

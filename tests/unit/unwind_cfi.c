@@ -11,6 +11,8 @@
  *   FDE 4 [0x80,0xc0): a lazy PLT as binutils describes it: PLT0, then
  *                      16-byte entries whose CFA is the PLT's expression
  *   FDE 5 [0xc0,0xd0): the same expression with one byte changed.
+ * and three function entries "from the dynamic section" (as DT_INIT and
+ * DT_FINI): 0x60 and 0x70 in the gap, 0x10 inside FDE 1 (its rule stays).
  * Each row is checked through unwind_table_walk on a fake stack, against the
  * frames the instructions say. Standalone (no CUnit): the agent's sources are
  * linked directly, with the rest of the agent stubbed as in bench/.
@@ -633,6 +635,28 @@ static void check_unknown_stack(uint64_t c, uint64_t outer)
     munmap(region, big);
 }
 
+/* Entry rows (unwind_build_table's entries): a one-byte row with the
+ * call's rule where no FDE covers the entry, the gap again after it; an
+ * FDE's rows win. Check mode tells a leaf there from a disagreement. */
+static void check_entry_rows(uint64_t c, uint64_t s, uint64_t outer)
+{
+    memset(fake_stack, 0, sizeof fake_stack);
+    fake_stack[0] = outer;
+    walk("entry row in a gap", c + 0x70, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x70, outer});
+    walk("entry row where a gap starts", c + 0x60, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x60, outer});
+    walk("gap after an entry row", c + 0x71, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x71});
+    walk("gap after the other", c + 0x61, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x61});
+    CHECK(unwind_pc_at_entry_row(c + 0x70) && unwind_pc_at_entry_row(c + 0x60), "entry rows: not marked");
+    CHECK(!unwind_pc_at_entry_row(c + 0x71) && !unwind_pc_at_entry_row(c + 0x10) && !unwind_pc_at_entry_row(c),
+          "entry rows: marked where they are not (after one, or where an FDE covers the entry)");
+    uint64_t table[2] = {c + 0x70, outer}, lib[1] = {c + 0x70}, other[2] = {c + 0x71, outer}, lib2[1] = {c + 0x71};
+    CHECK(unwind_check_differs(table, 2, false, lib, 1, false) == UNWIND_CHECK_AT_ENTRY,
+          "check: a leaf at an entry row counted as a disagreement");
+    CHECK(unwind_check_differs(other, 2, false, lib2, 1, false) == UNWIND_CHECK_DIFFERS_LENGTH,
+          "check: a longer stack elsewhere not counted as a disagreement");
+    CHECK(unwind_check_differs(table, 2, false, table, 2, false) == UNWIND_CHECK_SAME, "check: equal stacks differ");
+}
+
 int main(void)
 {
     build_fixture();
@@ -641,7 +665,9 @@ int main(void)
      * relative to the original address. */
     static uint8_t copy[sizeof image];
     memcpy(copy, image, at);
-    struct unwind_table *t = unwind_build_table(copy, at, (uint64_t)(uintptr_t)image, c, c + sizeof code);
+    /* the last entry lies past the code: ignored */
+    uint64_t entries[] = {c + 0x70, c + 0x10, c + 0x60, c + sizeof code + 0x10};
+    struct unwind_table *t = unwind_build_table(copy, at, (uint64_t)(uintptr_t)image, c, c + sizeof code, entries, 4);
     CHECK(t != NULL, "no table built");
     if (!t)
         return 1;
@@ -676,6 +702,7 @@ int main(void)
     check_rule_cache(c, s, outer);
     check_deferred(m, c, s, outer);
     check_unknown_stack(c, outer);
+    check_entry_rows(c, s, outer);
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     /* (its row still says where the caller's RBP was saved, CFA - 16: one
      * word below the return address, so SP starts one word up the stack) */
@@ -704,8 +731,8 @@ int main(void)
     walk("PLT0", c + 0x8a, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x8a, outer});
     /* One byte off the PLT's expression: not for the tables. */
     walk("other expression", c + 0xc0, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0xc0});
-    /* 0x70: no FDE covers it. */
-    walk("gap", c + 0x70, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x70});
+    /* 0x78: no FDE covers it, no entry row either. */
+    walk("gap", c + 0x78, s, 0, UNWIND_FAIL_RULE, 1, (uint64_t[]){c + 0x78});
     /* 0x100: in the second bucket; CFA = RSP + 8. */
     fake_stack[0] = outer;
     walk("second bucket", c + 0x104, s, 0, UNWIND_OK, 2, (uint64_t[]){c + 0x104, outer});
