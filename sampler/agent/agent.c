@@ -5,10 +5,9 @@
  * (capture_native_stack, fp_walk, the queue) run inside the SIGTRAP handler of
  * whatever thread was sampled. No malloc, no locks, no stdio, no errno left
  * changed. Stacks are walked with the writer's unwind tables
- * (unwind_table.c); libunwind's unw_backtrace is the one library call, for
- * the frames the tables cannot do: it is designed for signal context (its
- * per-thread trace cache lives in TLS and is mmap'ed, and we warm it up in
- * the constructor so its pthread key is created early).
+ * (unwind_table.c); libunwind is the one library called, for the stacks
+ * the tables cannot do: it is designed for signal context (we warm it up
+ * in the constructor so that its one-time set-up is done, unwind_sample.c).
  *
  * How sampling works (see ../shared/design.md, "Recommended sampling design"):
  * the constructor opens one task-clock perf event on the calling thread with
@@ -47,9 +46,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 #include <x86intrin.h> /* __rdtsc */
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "config.h" /* HAVE_STRUCT_PERF_EVENT_ATTR_SIG_DATA for perf_attr.h */
 #include "sampler/agent/agent.h"
@@ -464,10 +460,7 @@ __attribute__((constructor)) static void agent_init(void)
     agent_unwind_init(); /* OPPROF_UNWIND, OPPROF_UNWIND_CHECK */
     agent_counters_init(); /* -e events to count per sample */
     agent_cost_calibrate(); /* what one CPU-clock read adds to a timed handler */
-    /* Warm libunwind up outside any handler: creates its pthread key and
-     * per-thread cache now rather than in the first signal. */
-    void *warm[8];
-    unw_backtrace(warm, 8);
+    agent_unwind_warm_up(); /* libunwind's set-up, outside any handler */
 
     if (agent_queue_init(AGENT_QUEUE_BYTES) != 0)
         return;

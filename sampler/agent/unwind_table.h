@@ -224,6 +224,8 @@ enum unwind_result {
 AGENT_HIDDEN void agent_unwind_init(void);
 AGENT_HIDDEN bool agent_unwind_tables_on(void);
 AGENT_HIDDEN bool agent_unwind_check_on(void);
+/* Constructor, after agent_unwind_init: libunwind's set-up outside any handler. */
+AGENT_HIDDEN void agent_unwind_warm_up(void);
 /* --call-graph dwarf: the interrupted context's stack into pcs (leaf first). */
 AGENT_HIDDEN unsigned agent_unwind_sample(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags,
                                           int32_t tid, uint32_t *defer);
