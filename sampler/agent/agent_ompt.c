@@ -303,7 +303,7 @@ static bool capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
         }
     }
     if (n == 0)
-        n = unw_backtrace((void **)slot->pcs, OPR_MAX_FRAMES);
+        n = (int)unwind_libunwind_here(slot->pcs, OPR_MAX_FRAMES);
     if (n <= 0) {
         slot->pcs[0] = 0;
         n = 1;

@@ -73,38 +73,52 @@ bool agent_unwind_check_on(void)
 }
 
 /*
- * libunwind, two ways. libunwind's dl_iterate_phdr calls are served from a
- * snapshot while we are in here (agent_phdr.c): the real one takes the
- * loader lock, which the interrupted thread may hold.
- *
- * With the tables on (the default), libunwind walks only the few samples
- * they cannot (signal frames, DWARF expressions; none in a PyTorch run of
- * 3,490 samples) and check mode's: from the interrupted context itself,
- * unw_init_local2 with UNW_INIT_SIGNAL_FRAME (the interrupted instruction
- * is looked up as it is, not as a return address) and unw_step. Not
- * unw_backtrace, whose fast path keeps a cache per thread that its first
- * use maps and fills, 256 KB: the constructor's warm-up of it took 1.1-1.3
- * ms of every process's start-up (7 % of the CPU of 300 /bin/true runs
- * under record), and each thread paid it again in a handler at its first
- * fallback. A step walk costs more per walk (libunwind's global cache lock
- * masks signals, two system calls a frame): 12.7 against 0.9 us a
- * known_split stack in check mode, 102 against 2.2 us a PyTorch one.
- *
- * With OPPROF_UNWIND=libunwind every sample is libunwind's: unw_backtrace,
- * warmed up in the constructor. It walks from the handler's own frames
- * through the signal frame: everything before the interrupted PC is
- * dropped.
+ * libunwind's unw_backtrace walks CFI from the handler itself, through the
+ * kernel's signal frame, into the interrupted code. Its first entries are
+ * this handler's own frames and the sigreturn trampoline: drop everything
+ * before the interrupted PC. libunwind's dl_iterate_phdr calls are served
+ * from a snapshot while we are in here (agent_phdr.c): the real one takes
+ * the loader lock, which the interrupted thread may hold.
  */
 /* Room for the handler's own frames above the interrupted PC, so that a
  * stack of max frames is not cut short by the frames that are dropped. */
 #define LIBUNWIND_HANDLER_FRAMES 16
 
-static unsigned backtrace_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
+/* libunwind from here, outside a handler (an OpenMP hook whose stack the
+ * tables cannot do yet): step by step, not with unw_backtrace, so that its
+ * per-thread cache is made and used by handlers only. Made here, the
+ * first call's (256 KB mapped and filled, once no longer made by the
+ * constructor: agent_unwind_warm_up) could be interrupted by a handler
+ * that needs it, or wait in the pthread_once it is inside. libunwind's
+ * own locks are taken with signals blocked. */
+unsigned unwind_libunwind_here(uint64_t *pcs, unsigned max)
+{
+    unw_context_t context;
+    unw_cursor_t cursor;
+    unsigned n = 0;
+    if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0)
+        return 0;
+    while (n < max) {
+        unw_word_t ip;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0)
+            break;
+        pcs[n++] = (uint64_t)ip;
+        if (unw_step(&cursor) <= 0)
+            break;
+    }
+    return n;
+}
+
+unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
 {
     uint64_t raw[OPR_MAX_FRAMES + LIBUNWIND_HANDLER_FRAMES];
     uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    if (max > OPR_MAX_FRAMES)
+        max = OPR_MAX_FRAMES;
     int asked = (int)max + LIBUNWIND_HANDLER_FRAMES;
+    agent_phdr_enter_handler();
     int n = unw_backtrace((void **)raw, asked);
+    agent_phdr_leave_handler();
     int skip = -1;
     for (int i = 0; i < n && i < LIBUNWIND_HANDLER_FRAMES; i++) {
         if (raw[i] == ip) {
@@ -126,50 +140,17 @@ static unsigned backtrace_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max
     return kept;
 }
 
-/* Where libunwind knows no unwind information for a frame and no frame
- * pointer chain either, its unw_step says the stack ended (0), as
- * unw_backtrace's walk ended there. A step that fails (an unreadable
- * stack, a bad frame) cuts the stack: flagged truncated. */
-static unsigned step_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
-{
-    unsigned n = 0;
-    int step = 0;
-    unw_cursor_t cursor;
-    /* On x86-64 unw_context_t is ucontext_t; libunwind only reads it here. */
-    if (unw_init_local2(&cursor, (unw_context_t *)(uintptr_t)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
-        while (n < max) {
-            unw_word_t ip;
-            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || (ip == 0 && n > 0))
-                break;
-            pcs[n++] = (uint64_t)ip;
-            step = unw_step(&cursor);
-            if (step <= 0)
-                break;
-        }
-    }
-    if (n == 0) {
-        pcs[n++] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-        *flags |= OPR_SAMPLE_UNWIND_FAILED;
-    } else if (step < 0 || (n == max && step > 0)) {
-        *flags |= OPR_SAMPLE_TRUNCATED;
-    }
-    return n;
-}
-
-unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags)
-{
-    if (max > OPR_MAX_FRAMES)
-        max = OPR_MAX_FRAMES;
-    agent_phdr_enter_handler();
-    unsigned n = tables_on ? step_walk(uc, pcs, max, flags) : backtrace_walk(uc, pcs, max, flags);
-    agent_phdr_leave_handler();
-    return n;
-}
-
-/* Constructor, outside any handler: libunwind's one-time set-up (a lock
- * taken with signals blocked) now rather than in the first signal that
- * falls back to it; with the tables off, unw_backtrace's cache too (its
- * pthread key). */
+/* Constructor, outside any handler. With the tables off every sample is
+ * libunwind's: unw_backtrace is warmed up (its per-thread cache, 256 KB
+ * mapped and filled at a thread's first call, and its pthread key). With
+ * the tables on, libunwind walks only the samples they cannot (signal
+ * frames, DWARF expressions; none in a PyTorch run of 3,490 samples), and
+ * that warm-up took 1.1-1.3 ms of every process's start-up (7 % of the CPU
+ * of 300 /bin/true runs under record): only libunwind's one-time set-up
+ * runs here (tdep_init: a lock taken with signals blocked, and the pipe it
+ * validates addresses with, opened now rather than at some sample), and a
+ * thread's cache is made at its first fallback, as every thread but the
+ * first always made it. */
 void agent_unwind_warm_up(void)
 {
     if (!tables_on) {
@@ -179,8 +160,8 @@ void agent_unwind_warm_up(void)
     }
     unw_context_t context;
     unw_cursor_t cursor;
-    if (unw_getcontext(&context) == 0 && unw_init_local(&cursor, &context) == 0)
-        (void)unw_step(&cursor);
+    if (unw_getcontext(&context) == 0)
+        (void)unw_init_local(&cursor, &context);
 }
 
 static void count_fallback(enum unwind_result res)
