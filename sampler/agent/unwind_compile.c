@@ -650,20 +650,15 @@ static void sort_rows(struct build *b)
 }
 
 /* A one-byte row at each of b's entries that no FDE covers, the gap again
- * after it (rows sorted). Why: crti.o's _init and _fini have no unwind
+ * after it (rows sorted): crti.o's _init and _fini have no unwind
  * information, and the page fault of a library's first call of _init is
- * sampled at its first instruction: 1.5-3.0 % of test_dlopen's samples had
- * a one-frame stack there (2026-11-30). At a first instruction the ABI
- * fixes the rule whatever the code; one byte holds only that PC. */
+ * sampled at its first instruction, where the ABI fixes the rule. */
 static void add_entry_rows(struct build *b)
 {
     const struct unwind_arch *a = b->arch;
-    struct unwind_rule entry = {.cfa_reg = UNWIND_REG_SP,
-                                .cfa_off = a->entry_cfa_off,
-                                .at_entry = 1,
-                                .ra_where = a->ra_in_lr_at_entry ? UNWIND_IN_LR : UNWIND_AT_CFA,
-                                .ra_off = a->ra_in_lr_at_entry ? 0 : a->entry_ra_off,
-                                .fp_where = UNWIND_SAME};
+    struct unwind_rule entry = {.cfa_reg = UNWIND_REG_SP, .cfa_off = a->entry_cfa_off, .at_entry = 1};
+    entry.ra_where = a->ra_in_lr_at_entry ? UNWIND_IN_LR : UNWIND_AT_CFA;
+    entry.ra_off = a->ra_in_lr_at_entry ? 0 : a->entry_ra_off; /* fp_where: UNWIND_SAME (0) */
     for (unsigned e = 0; e < b->nentries; e++) {
         if (b->entries[e] < b->base || b->entries[e] >= b->hi || b->entries[e] - b->base >= UINT32_MAX)
             continue;
