@@ -413,8 +413,8 @@ AGENT_HIDDEN void unwind_defer_atfork_child(void);
 /* libunwind from the handler (unw_backtrace, the handler's own frames
  * dropped; unwind_sample.c). */
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);
-/* libunwind from here, outside a handler (agent_ompt.c), step by step:
- * pcs[0] is in the function that called it. */
+/* libunwind from here, outside a handler (agent_ompt.c): pcs[0] is the
+ * function that called it. */
 AGENT_HIDDEN unsigned unwind_libunwind_here(uint64_t *pcs, unsigned max);
 AGENT_HIDDEN void agent_unwind_atfork_child(void);
 
