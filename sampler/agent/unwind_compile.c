@@ -3,16 +3,11 @@
  * handler's unwind table (format: unwind_table.h). Writer thread only (it
  * mallocs); unwind_build.c decides which objects and when.
  *
- * The call frame information (DWARF 5, section 6.4 "Call Frame
- * Information"; the .eh_frame variant in the LSB's "Exception Frames"):
- * .eh_frame is a sequence of CIEs (common information: alignment factors,
- * the return-address column, initial instructions, pointer encodings) and
- * FDEs (one per function: its PC range and the instructions that change the
- * rules as the PC advances through it). Running an FDE's instructions after
- * its CIE's gives a table of rows: for each PC, how to find the CFA (the
- * caller's SP before the call) and where each register of the caller was
- * saved. We keep only what a stack walk needs: the CFA, the return address
- * and the frame pointer (callers may compute their CFA from it).
+ * .eh_frame (DWARF 5 section 6.4; the LSB's "Exception Frames") is a run of
+ * CIEs (alignment factors, RA column, initial instructions, encodings) and
+ * FDEs (a PC range and the instructions that change the rules across it).
+ * Running them gives, per PC, how to find the CFA and where the caller's
+ * registers were saved; we keep the CFA, the return address and the FP.
  */
 #include <stdlib.h>
 #include <string.h>
