@@ -79,6 +79,13 @@ struct opr_writer_ops {
      * chance to look for Python again. Called before that STACK record is
      * written, so what it writes comes first. */
     void (*late_code)(void *ctx);
+    /* Optional. The build-id of the object loaded at addr, read from its
+     * image in memory (its length; 0: it has none), or -1 when the callee
+     * does not know that object: the writer then reads the file the
+     * mapping names. From memory it costs no system call (a PyTorch process
+     * maps ~300 files, ~5 calls each), and it is the code that runs, not
+     * whatever the path holds now. */
+    int (*loaded_build_id)(void *ctx, uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX]);
     /* Required by opr_writer_python_stack. Reads frame i of the caller's
      * frames (as passed there): its line, and its names when need_names.
      * false when the code object is gone (freed or reused): the frame is then
@@ -109,7 +116,9 @@ struct opr_writer_config {
 struct opr_writer *opr_writer_new(const struct opr_writer_config *config);
 void opr_writer_free(struct opr_writer *w);
 /* Forgets every id, thread and mapping written, and bytes not flushed yet,
- * for a new stream (a fork child's: the parent flushes its own bytes). */
+ * for a new stream (a fork child's: the parent flushes its own bytes). The
+ * id tables are let go of, not freed, until opr_writer_free: in a fork child
+ * they are the parent's pages, shared until written. */
 void opr_writer_reset(struct opr_writer *w);
 
 /* ---- framing (stream_writer.c) ---- */

@@ -429,9 +429,10 @@ static bool emit_map(struct opr_writer *w, uint64_t start, uint64_t end, uint64_
     m.start = start;
     m.end = end;
     m.pgoff = pgoff;
-    if (file[0] == '/')
-        m.build_id_len = (uint8_t)opr_read_build_id(file, m.build_id);
-    else if (strcmp(file, "[vdso]") == 0)
+    if (file[0] == '/') {
+        int len = w->ops.loaded_build_id ? w->ops.loaded_build_id(w->ops.ctx, start, m.build_id) : -1;
+        m.build_id_len = (uint8_t)(len >= 0 ? len : opr_read_build_id(file, m.build_id));
+    } else if (strcmp(file, "[vdso]") == 0)
         save_vdso(w, start, end);
     m.path_len = (uint16_t)len;
     opr_writer_emit(w, OPR_REC_MAP, &m, sizeof m, file, m.path_len);

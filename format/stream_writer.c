@@ -82,9 +82,41 @@ static void clear_id_tables(struct opr_writer *w)
     w->py_prev_n = 0; /* py_chain's ids were the cleared tables' */
 }
 
+/* Freeing the tables entry by entry writes to nearly every page that holds
+ * them, and in a fork child each such page is first copied from the
+ * parent's: a PyTorch parent's tables cost each forked child (a DataLoader
+ * worker) most of its ~25 ms of set-up. Let go of as they are, they stay
+ * pages shared with the parent, and reachable (from w), so that a leak
+ * checker does not report them. Out of memory: freed as before. */
+static void let_go_of_id_tables(struct opr_writer *w)
+{
+    struct writer_forked_ids *f = malloc(sizeof *f);
+    if (!f) {
+        clear_id_tables(w);
+        return;
+    }
+    *f = (struct writer_forked_ids){.older = w->forked_ids,
+                                    .stacks = w->stacks,
+                                    .py_codes = w->py_codes,
+                                    .py_lines = w->py_lines,
+                                    .py_stacks = w->py_stacks,
+                                    .py_key_stacks = w->py_key_stacks,
+                                    .stack_trie = w->stack_trie,
+                                    .py_stack_trie = w->py_stack_trie};
+    w->forked_ids = f;
+    memset(&w->stacks, 0, sizeof w->stacks);
+    memset(&w->py_codes, 0, sizeof w->py_codes);
+    memset(&w->py_lines, 0, sizeof w->py_lines);
+    memset(&w->py_stacks, 0, sizeof w->py_stacks);
+    memset(&w->py_key_stacks, 0, sizeof w->py_key_stacks);
+    memset(&w->stack_trie, 0, sizeof w->stack_trie);
+    memset(&w->py_stack_trie, 0, sizeof w->py_stack_trie);
+    clear_id_tables(w); /* now empty: the counts and the chain cache's state */
+}
+
 void opr_writer_reset(struct opr_writer *w)
 {
-    clear_id_tables(w);
+    let_go_of_id_tables(w);
     writer_forget_process(w);
     w->len = 0;
     w->run_count = 0;
@@ -102,6 +134,18 @@ void opr_writer_free(struct opr_writer *w)
     if (!w)
         return;
     clear_id_tables(w);
+    while (w->forked_ids) {
+        struct writer_forked_ids *f = w->forked_ids;
+        w->forked_ids = f->older;
+        chain_trie_clear(&f->stack_trie);
+        chain_trie_clear(&f->py_stack_trie);
+        id_table_clear(&f->stacks);
+        id_table_clear(&f->py_codes);
+        id_table_clear(&f->py_lines);
+        id_table_clear(&f->py_stacks);
+        id_table_clear(&f->py_key_stacks);
+        free(f);
+    }
     writer_free_process(w);
     free(w->py_line_values);
     free(w->py_key_stack_ids);

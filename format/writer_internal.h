@@ -82,6 +82,15 @@ struct writer_thread {
 /* Entry bytes of one SAMPLE_RUN at most: ~400 samples. */
 #define WRITER_RUN_SIZE 4096
 
+/* A writer's id tables as fork copied them into a child, let go of by
+ * opr_writer_reset without a free (see there); older: the same from an
+ * earlier fork. */
+struct writer_forked_ids {
+    struct writer_forked_ids *older;
+    struct id_table stacks, py_codes, py_lines, py_stacks, py_key_stacks;
+    struct chain_trie stack_trie, py_stack_trie;
+};
+
 struct opr_writer {
     struct opr_writer_ops ops;
     char proc_dir[32];          /* "" when there is no process to read */
@@ -110,6 +119,7 @@ struct opr_writer {
      * opr_writer_python_stack returned for key chain i (PYSTACK id + 1; 0:
      * none yet). */
     struct id_table py_key_stacks;
+    struct writer_forked_ids *forked_ids; /* the parents' tables (opr_writer_reset) */
     uint32_t *py_key_stack_ids;
     size_t py_key_stack_cap;
     uint64_t py_key_hits, py_key_misses;

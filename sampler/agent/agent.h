@@ -122,12 +122,20 @@ static inline int agent_snapshot_enter(_Atomic int *current, _Atomic int *reader
 }
 
 /* ---- agent_phdr.c: dl_iterate_phdr for the unwinder, lock-free in the handler */
+struct dl_phdr_info;
 AGENT_HIDDEN void agent_phdr_enter_handler(void);
 AGENT_HIDDEN void agent_phdr_leave_handler(void);
 AGENT_HIDDEN void agent_phdr_refresh(void);        /* writer, constructor, dlclose */
 AGENT_HIDDEN void agent_phdr_refresh_if_changed(void); /* writer: after a dlopen */
 AGENT_HIDDEN unsigned long long agent_phdr_unload_count(void); /* writer: unloads at the snapshot */
 AGENT_HIDDEN void agent_phdr_atfork_child(void);
+/* The GNU build-id of a loaded object, from its PT_NOTE segments in memory
+ * (the caller holds the loader lock: a dl_iterate_phdr callback). 0: none. */
+AGENT_HIDDEN unsigned agent_object_build_id(const struct dl_phdr_info *info, uint8_t out[OPR_BUILD_ID_MAX]);
+/* Writer thread: the build-id of the object the snapshot has at addr (its
+ * length, 0 when it has none), -1 when no object there is in the snapshot
+ * (loaded since, or not by the loader). */
+AGENT_HIDDEN int agent_phdr_build_id(uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX]);
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
 AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */

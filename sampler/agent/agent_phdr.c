@@ -24,6 +24,7 @@
 #include <elf.h>
 #include <link.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,16 @@ struct phdr_table {
     unsigned long long adds, subs; /* glibc's load/unload counts at the copy */
     struct dl_phdr_info info[PHDR_MAX_OBJECTS];
     ElfW(Phdr) headers[PHDR_MAX_HEADERS];
+    /* Each object's GNU build-id, read from its image while the loader lock
+     * is held (the writer's MAP records: agent_phdr_build_id). */
+    uint8_t build_id_len[PHDR_MAX_OBJECTS];
+    uint8_t build_id[PHDR_MAX_OBJECTS][OPR_BUILD_ID_MAX];
+    /* Each object's span, lowest PT_LOAD to the end of the highest, sorted:
+     * a PyTorch process asks for ~300 objects' ids, each by an address. */
+    struct phdr_span {
+        uint64_t lo, hi;
+        uint32_t object;
+    } spans[PHDR_MAX_OBJECTS];
 };
 
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
@@ -89,6 +100,7 @@ static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
     memcpy(&t->headers[t->nheaders], info->dlpi_phdr, info->dlpi_phnum * sizeof(ElfW(Phdr)));
     dst->dlpi_phdr = &t->headers[t->nheaders];
     t->nheaders += info->dlpi_phnum;
+    t->build_id_len[t->count - 1] = (uint8_t)agent_object_build_id(info, t->build_id[t->count - 1]);
     return 0;
 }
 
@@ -145,6 +157,30 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
     return rc;
 }
 
+static int compare_spans(const void *a, const void *b)
+{
+    const struct phdr_span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void sort_spans(struct phdr_table *t)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const struct dl_phdr_info *info = &t->info[i];
+        struct phdr_span sp = {UINT64_MAX, 0, (uint32_t)i};
+        for (int j = 0; j < info->dlpi_phnum; j++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
+            if (ph->p_type != PT_LOAD)
+                continue;
+            uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+            sp.lo = lo < sp.lo ? lo : sp.lo;
+            sp.hi = lo + ph->p_memsz > sp.hi ? lo + ph->p_memsz : sp.hi;
+        }
+        t->spans[i] = sp.hi > sp.lo ? sp : (struct phdr_span){0, 0, (uint32_t)i};
+    }
+    qsort(t->spans, t->count, sizeof t->spans[0], compare_spans);
+}
+
 /* Takes a new snapshot with glibc's function. */
 static void refresh_locked(void)
 {
@@ -163,6 +199,7 @@ static void refresh_locked(void)
     tables[next].nheaders = 0;
     tables[next].adds = tables[next].subs = 0;
     real_iterate(copy_one, &tables[next]);
+    sort_spans(&tables[next]);
     agent_writer_counts.phdr_refreshes++;
     atomic_store_explicit(&current, next, memory_order_release);
 }
@@ -187,6 +224,38 @@ void agent_phdr_refresh_if_changed(void)
     if (now.adds != t->adds || now.subs != t->subs)
         refresh_locked();
     pthread_mutex_unlock(&refresh_lock);
+}
+
+int agent_phdr_build_id(uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX])
+{
+    int t = agent_snapshot_enter(&current, readers);
+    if (t < 0)
+        return -1;
+    const struct phdr_table *tab = &tables[t];
+    size_t lo = 0, hi = tab->count; /* the last span starting at or below addr */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tab->spans[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int len = -1;
+    if (lo > 0 && addr < tab->spans[lo - 1].hi) {
+        /* in the span: in one of its segments too, not in a hole between */
+        uint32_t i = tab->spans[lo - 1].object;
+        const struct dl_phdr_info *info = &tab->info[i];
+        for (int j = 0; j < info->dlpi_phnum && len < 0; j++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
+            uint64_t seg = info->dlpi_addr + ph->p_vaddr;
+            if (ph->p_type == PT_LOAD && addr >= seg && addr - seg < ph->p_memsz) {
+                len = tab->build_id_len[i];
+                memcpy(out, tab->build_id[i], (size_t)len);
+            }
+        }
+    }
+    atomic_fetch_sub_explicit(&readers[t], 1, memory_order_release);
+    return len;
 }
 
 /* Writer thread: glibc's count of unloaded objects at the current snapshot,

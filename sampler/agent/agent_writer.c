@@ -122,11 +122,15 @@ static size_t write_stream_file(void *ctx, const void *bytes, size_t len)
 }
 
 /* New code was mapped: the unwinder's snapshot of the loaded objects must
- * know it. */
+ * know it, if the loader loaded it. Not taken again when the loader's counts
+ * say nothing was loaded or unloaded since: every new stream writes all its
+ * MAP records, and in a fork child (a PyTorch DataLoader worker) a new
+ * snapshot read each of ~300 objects' headers through a page fault, 7-12 ms
+ * of the child's CPU. */
 static void maps_added(void *ctx)
 {
     (void)ctx;
-    agent_phdr_refresh();
+    agent_phdr_refresh_if_changed();
 }
 
 /* A PC outside the known code led the writer to new code (one mapping
@@ -493,17 +497,30 @@ void agent_writer_thread_name_seen(uint32_t tid, const char *name)
         opr_writer_thread_name_seen(writer, tid, name);
 }
 
+/* A MAP record's build-id from the loaded image: the snapshot of the loaded
+ * objects is copied by fork, so a forked child (a DataLoader worker) writes
+ * its ~300 MAP records without opening a file. */
+static int loaded_build_id(void *ctx, uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX])
+{
+    (void)ctx;
+    return agent_phdr_build_id(addr, out);
+}
+
 /* The stream's generation: > 0 when this pid exec'ed from an earlier image. */
 static int stream_generation;
 
-static int begin_stream(void)
+/* forked: a fork child's, whose memory map is the parent's at the fork. */
+static int begin_stream(bool forked)
 {
     if (!writer) {
         struct opr_writer_config config = {
             .proc_dir = "/proc/self",
             .result_dir = agent_config.result_dir,
             .unreadable_thread_name = NULL, /* an exited thread keeps the name of its first record */
-            .ops = {.write = write_stream_file, .maps_added = maps_added, .late_code = late_code,
+            .ops = {.write = write_stream_file,
+                    .maps_added = maps_added,
+                    .late_code = late_code,
+                    .loaded_build_id = loaded_build_id,
                     .resolve_pyframe = resolve_pyframe},
         };
         if (!(writer = opr_writer_new(&config)))
@@ -520,8 +537,12 @@ static int begin_stream(void)
     agent_counters_write_desc(emit); /* per-sample counters (-e) */
     agent_ranks_poll(emit, true); /* ranks: which rank of a job this image is */
     opr_writer_read_maps(writer);
+    bool python_was_on = python_on;
     python_on = agent_python_probe();
-    if (python_on)
+    /* A fork child's table of readable memory is the parent's, as true here
+     * as there (it is refreshed on a miss): not read again (a PyTorch
+     * process's maps, ~1 ms). */
+    if (python_on && !(forked && python_was_on))
         agent_memmap_refresh();
     flush_stream();
     /* An exec'ed image is the same process: count each pid once. */
@@ -545,7 +566,7 @@ static bool start_writer_thread(void)
 int agent_writer_start(void)
 {
     map_live_counters();
-    if (begin_stream() != 0)
+    if (begin_stream(false) != 0)
         return -1;
     atomic_store(&writer_stop, 0);
     if (!start_writer_thread()) {
@@ -677,7 +698,7 @@ void agent_writer_atfork_child(void)
     consumed_before = 0;
     atomic_store(&writer_quiet, 0);
     atomic_store(&drain_asked, 0);
-    if (begin_stream() != 0)
+    if (begin_stream(true) != 0)
         return;
     atomic_store(&writer_stop, 0);
     writer_running = start_writer_thread();

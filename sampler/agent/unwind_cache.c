@@ -188,30 +188,51 @@ static int open_cache_dir(bool create)
 
 /* ---- naming a module ---------------------------------------------------------- */
 
-/* The GNU build-id of a loaded object, from its PT_NOTE segments in memory
- * (the caller holds the loader's lock: dl_iterate_phdr's callback). */
-static unsigned build_id_of(const struct dl_phdr_info *info, uint8_t *out, unsigned cap)
+/* Notes larger than this are not scanned: no real object's are. */
+#define MAX_NOTE_BYTES 65536
+
+/* The GNU build-id among one PT_NOTE segment's bytes in memory, 0: none. */
+static unsigned build_id_in_notes(const uint8_t *p, size_t left, uint8_t out[OPR_BUILD_ID_MAX])
+{
+    while (left >= sizeof(ElfW(Nhdr))) {
+        ElfW(Nhdr) nh;
+        memcpy(&nh, p, sizeof nh);
+        size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3, desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
+        if (name > left - sizeof nh || desc > left - sizeof nh - name)
+            break;
+        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(p + sizeof nh, "GNU", 4) == 0 &&
+            nh.n_descsz > 0 && nh.n_descsz <= OPR_BUILD_ID_MAX) {
+            memcpy(out, p + sizeof nh + name, nh.n_descsz);
+            return nh.n_descsz;
+        }
+        p += sizeof nh + name + desc;
+        left -= sizeof nh + name + desc;
+    }
+    return 0;
+}
+
+/* Used for the cache's file names and, through agent_phdr.c's snapshot, the
+ * writer's MAP records. */
+unsigned agent_object_build_id(const struct dl_phdr_info *info, uint8_t out[OPR_BUILD_ID_MAX])
 {
     for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
+        const ElfW(Phdr) *note = &info->dlpi_phdr[i];
+        if (note->p_type != PT_NOTE || note->p_memsz > MAX_NOTE_BYTES)
             continue;
-        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr);
-        size_t left = ph->p_memsz;
-        while (left >= sizeof(ElfW(Nhdr))) {
-            ElfW(Nhdr) nh;
-            memcpy(&nh, p, sizeof nh);
-            size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3, desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
-            if (name > left - sizeof nh || desc > left - sizeof nh - name)
-                break;
-            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(p + sizeof nh, "GNU", 4) == 0 &&
-                nh.n_descsz >= 8 && nh.n_descsz <= cap) {
-                memcpy(out, p + sizeof nh + name, nh.n_descsz);
-                return nh.n_descsz;
-            }
-            p += sizeof nh + name + desc;
-            left -= sizeof nh + name + desc;
+        /* Only notes inside a loaded segment's file bytes are in memory: the
+         * headers come from the file and may say otherwise. */
+        bool loaded = false;
+        for (int j = 0; j < info->dlpi_phnum && !loaded; j++) {
+            const ElfW(Phdr) *load = &info->dlpi_phdr[j];
+            loaded = load->p_type == PT_LOAD && note->p_vaddr >= load->p_vaddr &&
+                     note->p_vaddr - load->p_vaddr <= load->p_filesz &&
+                     note->p_memsz <= load->p_filesz - (note->p_vaddr - load->p_vaddr);
         }
+        unsigned len = loaded ? build_id_in_notes((const uint8_t *)(uintptr_t)(info->dlpi_addr + note->p_vaddr),
+                                                  note->p_memsz, out)
+                              : 0;
+        if (len > 0)
+            return len;
     }
     return 0;
 }
@@ -219,10 +240,10 @@ static unsigned build_id_of(const struct dl_phdr_info *info, uint8_t *out, unsig
 bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t eh_frame_hdr,
                        char *name, size_t cap, bool *present)
 {
-    uint8_t id[32];
-    unsigned n = cache_dir[0] ? build_id_of(info, id, sizeof id) : 0;
+    uint8_t id[OPR_BUILD_ID_MAX];
+    unsigned n = cache_dir[0] ? agent_object_build_id(info, id) : 0;
     *present = false;
-    if (n == 0 || cap < 2 * n + 48)
+    if (n < 8 || cap < 2 * n + 48) /* a short id could name two builds */
         return false;
     for (unsigned i = 0; i < n; i++)
         snprintf(name + 2 * i, 3, "%02x", id[i]);
