@@ -115,8 +115,42 @@ churn() {
     echo "runs (wall cpu): bare $(tr '\n' ' ' <churn_bare.t)| opprof $(tr '\n' ' ' <churn_op.t)"
 }
 
+# --- forked children of a PyTorch process -------------------------------------
+# A DataLoader forks its workers from a process that has imported torch (~300
+# shared objects mapped): each child starts a stream of its own. CPU of the
+# whole tree, bare and under record, runs alternated; the cost per child is
+# (record - bare) / children, less what record adds to the parent alone (the
+# same script with 0 children, alternated too).
+forks() {
+    FORKS=${BENCH_FORKS_CHILDREN:-40}
+    echo "== forked children: tests/workloads/torch_forks.py $FORKS (and 0), $RUNS runs per mode, median"
+    for i in $(seq 1 "$RUNS"); do
+        for n in "$FORKS" 0; do
+            timed "forks_bare_$n.t" /usr/bin/python3 "$SRC/tests/workloads/torch_forks.py" "$n" >/dev/null 2>&1
+            rm -rf "$TMP/forks.$i"
+            timed "forks_op_$n.t" "$BUILD/opprof" record -q -o "$TMP/forks.$i" -- \
+                /usr/bin/python3 "$SRC/tests/workloads/torch_forks.py" "$n" >/dev/null 2>&1
+        done
+    done
+    printf "%-8s %10s %10s %12s %12s\n" mode "cpu s" "cpu s (0)" "vs bare" "cpu ms/child"
+    fb=$(col 2 "forks_bare_$FORKS.t" | median)
+    fb0=$(col 2 forks_bare_0.t | median)
+    for m in bare op; do
+        c=$(col 2 "forks_${m}_$FORKS.t" | median)
+        c0=$(col 2 "forks_${m}_0.t" | median)
+        name=$m; [ "$m" = op ] && name=opprof
+        printf "%-8s %10.3f %10.3f %12.3f %12.2f\n" "$name" "$c" "$c0" \
+            "$(awk -v a="$c" -v b="$fb" 'BEGIN{print (b > 0 ? a/b : 0)}')" \
+            "$(awk -v a="$c" -v a0="$c0" -v b="$fb" -v b0="$fb0" -v n="$FORKS" 'BEGIN{print ((a-a0)-(b-b0))*1000/n}')"
+    done
+    echo "runs (wall cpu): bare $(tr '\n' ' ' <"forks_bare_$FORKS.t")| opprof $(tr '\n' ' ' <"forks_op_$FORKS.t")"
+}
 
 echo "opprof bench: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+if [ "${BENCH_ONLY_FORKS:-0}" = 1 ]; then # BENCH_ONLY_FORKS: only the forked-children case
+    forks
+    exit 0
+fi
 if [ "${BENCH_ONLY_CHURN:-0}" = 1 ]; then # BENCH_ONLY_CHURN: only the process-churn case
     have_perf=0
     perf_works && have_perf=1
