@@ -115,10 +115,12 @@ struct opr_writer_config {
 /* NULL when out of memory. */
 struct opr_writer *opr_writer_new(const struct opr_writer_config *config);
 void opr_writer_free(struct opr_writer *w);
-/* Forgets every id, thread and mapping written, and bytes not flushed yet,
- * for a new stream (a fork child's: the parent flushes its own bytes). The
- * id tables are let go of, not freed, until opr_writer_free: in a fork child
- * they are the parent's pages, shared until written. */
+/* Forgets every id and thread written, and bytes not flushed yet, for a new
+ * stream (a fork child's: the parent flushes its own bytes). The id tables
+ * are let go of, not freed, until opr_writer_free: in a fork child they are
+ * the parent's pages, shared until written. The mappings are kept: the next
+ * opr_writer_read_maps writes their MAP records again without reading the
+ * maps (the child's memory map is the parent's). */
 void opr_writer_reset(struct opr_writer *w);
 
 /* ---- framing (stream_writer.c) ---- */

@@ -287,19 +287,25 @@ static void save_vdso(const struct opr_writer *w, uint64_t start, uint64_t end)
         unlink(path); /* let a later process try */
 }
 
-/* Remembers [start, end) as written; false when out of memory. */
-static bool add_map_range(struct opr_writer *w, uint64_t start, uint64_t end)
+/* Remembers [start, end) as written, with its record m and path; false
+ * when out of memory (a record that cannot be kept is not: a fork child
+ * then finds that mapping again by itself). */
+static bool add_map_range(struct opr_writer *w, uint64_t start, uint64_t end, const struct opr_map *m, const char *path)
 {
     struct writer_map_range *grown = writer_grow(w->maps, &w->maps_cap, w->nmaps, sizeof *grown, 256);
     if (!grown)
         return false;
     w->maps = grown;
-    w->maps[w->nmaps++] = (struct writer_map_range){start, end};
+    struct opr_map *kept = malloc(sizeof *kept + m->path_len + 1);
+    if (kept) {
+        *kept = *m;
+        memcpy(kept + 1, path, m->path_len);
+        ((char *)(kept + 1))[m->path_len] = '\0';
+    }
+    w->maps[w->nmaps++] = (struct writer_map_range){start, end, kept};
     return true;
 }
 
-/* A hex or decimal number at *p, up to 16 hex digits (20 decimal); false
- * when there is none or it is longer. */
 static bool parse_number(const char **p, const char *eol, unsigned base, uint64_t *out)
 {
     const char *q = *p;
@@ -436,7 +442,7 @@ static bool emit_map(struct opr_writer *w, uint64_t start, uint64_t end, uint64_
         save_vdso(w, start, end);
     m.path_len = (uint16_t)len;
     opr_writer_emit(w, OPR_REC_MAP, &m, sizeof m, file, m.path_len);
-    return add_map_range(w, start, end);
+    return add_map_range(w, start, end, &m, file);
 }
 
 /* One line of opr_writer_read_maps: a MAP record for executable code not
@@ -497,10 +503,34 @@ int writer_query_code(struct opr_writer *w, const uint64_t *pcs, unsigned n)
  * a few reads instead of stdio's ~170 of 1 KB. */
 #define MAPS_BUFFER_SIZE (64u << 10)
 
+/* A fork child's first maps read: its memory map is the parent's at the
+ * fork, so the parent's MAP records are written again from memory, not
+ * read from /proc (a PyTorch process's ~1,700 lines: 2.4-3.4 ms of each
+ * DataLoader worker's start). Code mapped later is found as in the parent:
+ * a PC outside every known range asks for its mapping. */
+static void replay_maps(struct opr_writer *w)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < w->nmaps; i++) {
+        const struct opr_map *m = w->maps[i].record;
+        if (!m)
+            continue; /* not kept: dropped from the table, found again */
+        opr_writer_emit(w, OPR_REC_MAP, m, sizeof *m, m + 1, m->path_len);
+        w->maps[kept++] = w->maps[i];
+    }
+    w->nmaps = kept;
+    w->maps_replay = false;
+    w->last_maps_ns = writer_now_ns();
+}
+
 void opr_writer_read_maps(struct opr_writer *w)
 {
     if (!w->proc_dir[0])
         return;
+    if (w->maps_replay) {
+        replay_maps(w);
+        return;
+    }
     char path[sizeof w->proc_dir + 16];
     snprintf(path, sizeof path, "%s/maps", w->proc_dir);
     w->last_maps_ns = writer_now_ns(); /* also when unreadable: retried at the rate of success */
@@ -531,13 +561,16 @@ void opr_writer_maps_counts(const struct opr_writer *w, uint64_t *full_reads, ui
 
 void writer_forget_process(struct opr_writer *w)
 {
-    w->nmaps = 0;
+    /* A fork child: the maps stay, to be written again (replay_maps). */
+    w->maps_replay = w->nmaps > 0;
     w->nthreads = 0;
     w->last_maps_ns = 0;
 }
 
 void writer_free_process(struct opr_writer *w)
 {
+    for (size_t i = 0; i < w->nmaps; i++)
+        free(w->maps[i].record);
     free(w->maps);
     free(w->threads);
 }

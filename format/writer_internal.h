@@ -69,9 +69,12 @@ void chain_trie_clear(struct chain_trie *t);
 unsigned chain_root_shared(const void *chain_a, unsigned na, const void *chain_b, unsigned nb, size_t size);
 
 /* ---- the writer ------------------------------------------------------------ */
-/* An executable mapping already written as a MAP record. */
+/* An executable mapping already written as a MAP record, and that record
+ * with its path after it (NULL when out of memory), which a fork child's
+ * stream writes again (writer_forget_process). */
 struct writer_map_range {
     uint64_t start, end;
+    struct opr_map *record;
 };
 
 struct writer_thread {
@@ -148,6 +151,7 @@ struct opr_writer {
     uint64_t maps_full_reads;   /* reads of the whole maps file */
     uint64_t maps_queries;      /* PROCMAP_QUERY calls for one PC's mapping */
     bool maps_query_unsupported; /* the kernel answered ENOTTY: full reads only */
+    bool maps_replay;            /* the next maps read writes the table's records instead */
 
     struct writer_thread *threads;
     size_t nthreads, threads_cap;
@@ -182,7 +186,9 @@ bool writer_pc_mapped(const struct opr_writer *w, uint64_t pc);
  * there: a walk's garbage, or code unmapped since), -1 no PROCMAP_QUERY here
  * (then read the maps in full). */
 int writer_query_code(struct opr_writer *w, const uint64_t *pcs, unsigned n);
-/* Forgets the threads and mappings written (stream_process.c). */
+/* Forgets the threads written; keeps the mappings, whose MAP records the
+ * next opr_writer_read_maps writes again from memory (a fork child's stream:
+ * the same memory map) (stream_process.c). */
 void writer_forget_process(struct opr_writer *w);
 void writer_free_process(struct opr_writer *w);
 

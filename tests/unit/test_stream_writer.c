@@ -540,6 +540,104 @@ static void test_maps_read(void)
     CU_ASSERT_EQUAL(opr_maps_read(-1, buf, sizeof buf, count_maps_line, seen), -1);
 }
 
+/* The loaded_build_id op: every object's id "from memory" while on. */
+static bool fake_ids_on;
+static int fake_loaded_build_id(void *ctx, uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX])
+{
+    (void)ctx;
+    (void)addr;
+    if (!fake_ids_on)
+        return -1; /* "not an object I know": the writer reads the file */
+    memset(out, 0xab, 12);
+    return 12;
+}
+
+/* The MAP records of a stream in the sink, concatenated (struct and path). */
+static size_t map_records(const struct sink *k, unsigned char *out, size_t cap, unsigned *count)
+{
+    size_t len = 0;
+    const unsigned char *m;
+    *count = 0;
+    for (unsigned i = 0; (m = find_record(k, OPR_REC_MAP, i)) != NULL; i++) {
+        struct opr_map mr;
+        memcpy(&mr, m, sizeof mr);
+        size_t n = sizeof mr + mr.path_len;
+        if (len + n > cap)
+            break;
+        memcpy(out + len, m, n);
+        len += n;
+        ++*count;
+    }
+    return len;
+}
+
+/* A fork child's stream (opr_writer_reset): the MAP records are written
+ * again from memory, byte for byte, without a read of the maps; ids come
+ * from the op where it knows the object, from the file where it does not. */
+static void test_maps_replayed_after_reset(void)
+{
+    struct sink k;
+    memset(&k, 0, sizeof k);
+    struct opr_writer_config config = {
+        .proc_dir = "/proc/self",
+        .ops = {.ctx = &k,
+                .write = sink_write,
+                .resolve_pyframe = resolve_fake,
+                .loaded_build_id = fake_loaded_build_id},
+    };
+    struct opr_writer *w = opr_writer_new(&config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    static unsigned char first[1 << 16], again[1 << 16];
+    unsigned nfirst, nagain;
+    uint64_t full, queries;
+
+    fake_ids_on = true;
+    opr_writer_begin(w, (uint32_t)getpid(), (uint32_t)getppid(), 0, 1000000);
+    opr_writer_read_maps(w);
+    opr_writer_flush(w);
+    size_t len = map_records(&k, first, sizeof first, &nfirst);
+    CU_ASSERT_TRUE_FATAL(nfirst > 0);
+    const unsigned char *m = find_record(&k, OPR_REC_MAP, 0);
+    struct opr_map mr;
+    memcpy(&mr, m, sizeof mr);
+    CU_ASSERT_EQUAL(mr.build_id_len, 12);
+    CU_ASSERT_EQUAL(mr.build_id[11], 0xab);
+    opr_writer_maps_counts(w, &full, &queries);
+    CU_ASSERT_EQUAL(full, 1);
+
+    opr_writer_reset(w);
+    free(k.data);
+    memset(&k, 0, sizeof k);
+    fake_ids_on = false; /* a read now would give the files' ids */
+    opr_writer_begin(w, (uint32_t)getpid(), (uint32_t)getppid(), 0, 1000000);
+    opr_writer_read_maps(w);
+    opr_writer_flush(w);
+    CU_ASSERT_EQUAL(map_records(&k, again, sizeof again, &nagain), len);
+    CU_ASSERT_EQUAL(nagain, nfirst);
+    CU_ASSERT_EQUAL(memcmp(first, again, len), 0);
+    opr_writer_maps_counts(w, &full, &queries);
+    CU_ASSERT_EQUAL(full, 0);
+
+    /* The next read is a read: the files' ids (this binary has one). */
+    opr_writer_reset(w);
+    free(k.data);
+    memset(&k, 0, sizeof k);
+    opr_writer_free(w);
+    w = opr_writer_new(&config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    opr_writer_begin(w, (uint32_t)getpid(), (uint32_t)getppid(), 0, 1000000);
+    opr_writer_read_maps(w);
+    opr_writer_flush(w);
+    bool file_id = false;
+    for (unsigned i = 0; (m = find_record(&k, OPR_REC_MAP, i)) != NULL; i++) {
+        memcpy(&mr, m, sizeof mr);
+        file_id = file_id || (mr.build_id_len > 0 && mr.build_id[0] != 0xab);
+    }
+    CU_ASSERT_TRUE(file_id);
+    free(k.data);
+    opr_writer_free(w);
+}
+
 /* PROCESS, THREAD and MAP read from /proc/self, and the vDSO saved. */
 static void test_process_records(void)
 {
@@ -748,6 +846,7 @@ void register_stream_writer_tests(void)
     CU_add_test(s, "samples packed in runs, read back field for field", test_sample_runs);
     CU_add_test(s, "build-ids as libelf reads them", test_build_id_matches_libelf);
     CU_add_test(s, "PROCESS, THREAD, MAP and the vDSO from /proc/self", test_process_records);
+    CU_add_test(s, "a fork child's MAP records written again from memory", test_maps_replayed_after_reset);
     CU_add_test(s, "a thread named after its first record: THREAD again", test_thread_renamed);
     CU_add_test(s, "code mapped late: its one mapping queried, not the maps read", test_late_code_queried);
     CU_add_test(s, "maps lines parsed by hand as sscanf reads them", test_maps_parse);
