@@ -34,6 +34,15 @@ static struct {
     uint64_t last_poll_ns;    /* the last reading, written or not */
     bool moved; /* the last poll saw the RSS move by more than MEM_STEADY_BYTES, a new peak or a major fault */
 } mem;
+/* The cgroup memory limit as last read, with its path: a fork child's
+ * cgroup is its parent's at the fork, so a child writes the parent's
+ * reading (walking the cgroup tree is 3-6 files) and only an exec'ed
+ * image reads it anew. Apart from mem, which a fork child clears. */
+static struct {
+    bool have;
+    struct opr_mem_limit l;
+    char path[1024];
+} limit_read;
 /* /proc/self/statm, open (-1: not yet). Apart from mem, which a fork child
  * clears: the child must close the parent's file, not forget it. */
 static int statm_fd = -1;
@@ -68,11 +77,15 @@ static int read_statm(struct opr_mem_tick *t)
 void agent_memory_poll(agent_emit_fn emit, bool final)
 {
     if (!mem.limit_written) {
-        struct opr_mem_limit l = {.time_ns = agent_now_ns()};
-        char path[1024];
-        opr_memory_read_limit("/proc/self", &l, path, sizeof path);
-        l.path_len = (uint32_t)strlen(path);
-        emit(OPR_REC_MEM_LIMIT, &l, sizeof l, path, l.path_len);
+        if (!limit_read.have) {
+            limit_read.l = (struct opr_mem_limit){0};
+            opr_memory_read_limit("/proc/self", &limit_read.l, limit_read.path, sizeof limit_read.path);
+            limit_read.l.path_len = (uint32_t)strlen(limit_read.path);
+            limit_read.have = true;
+        }
+        struct opr_mem_limit l = limit_read.l;
+        l.time_ns = agent_now_ns();
+        emit(OPR_REC_MEM_LIMIT, &l, sizeof l, limit_read.path, l.path_len);
         mem.limit_written = true;
     }
     struct opr_mem_tick t = {.time_ns = agent_now_ns()};

@@ -69,9 +69,30 @@ static bool poll_steady;
 static uint32_t writer_tid;
 static struct opr_sched_thread *entries;
 static uint32_t cpus_online, cpus_affinity, limit_milli;
+/* read_cpus has run in this process or, for a fork child, in its parent:
+ * a child's CPUs, affinity mask and cgroup are the parent's at the fork, so
+ * it reads them again only at the next periodic read (every CPUS_EVERY
+ * polls), not at its first poll (~10 files on a cgroup v1 machine). */
+static bool cpus_read;
+static unsigned polls_since_cpus;
+#define CPUS_EVERY 100
 /* accounting: threads seen with SIGTRAP blocked; the CPU time of those gone */
 static uint64_t trap_blocked_threads, trap_blocked_gone_ns;
 static _Atomic uint64_t threads_created;
+
+/* "cpu" among a v1 line's comma-separated controllers ("cpu,cpuacct"):
+ * not "cpuacct" or "cpuset" alone, whose lines would read the cpu
+ * controller's files once more. */
+static bool lists_cpu_controller(const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 3 && strncmp(p, "cpu", 3) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
 
 /* cgroup v2: the smallest cpu.max of the process's cgroup and its parents;
  * v1: cfs quota/period of the cpu controller. 0: no limit found. */
@@ -99,7 +120,7 @@ static uint32_t read_cgroup_limit(void)
                 if (opr_read_small_file(file, text, sizeof text) > 0 && sscanf(text, "%lld %lld", &quota, &period) == 2 &&
                     quota > 0 && period > 0)
                     limit = (double)quota / (double)period;
-            } else if (strstr(ctrl, "cpu") && !strstr(ctrl, "cpuset")) { /* v1 */
+            } else if (lists_cpu_controller(ctrl)) { /* v1 */
                 const char *mounts[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"};
                 for (int m = 0; m < 2 && limit == 0; m++) {
                     char qt[128], pt[128];
@@ -292,8 +313,11 @@ void agent_threads_poll(agent_emit_fn emit, bool final)
     uint64_t every = ntracked > MANY_THREADS ? POLL_MANY_NS : POLL_NS;
     if (!final && last_poll_ns && now - last_poll_ns < every)
         return;
-    if (last_poll_ns == 0 || gen % 100 == 0)
+    if (!cpus_read || ++polls_since_cpus >= CPUS_EVERY) {
         read_cpus();
+        cpus_read = true;
+        polls_since_cpus = 0;
+    }
     uint64_t interval_ns = last_poll_ns ? now - last_poll_ns : 0; /* ranks: off-CPU time */
     last_poll_ns = now;
     gen++;
