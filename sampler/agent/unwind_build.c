@@ -61,6 +61,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     memset(m, 0, sizeof *m);
     m->lo = lo;
     m->hi = hi;
+    m->base = info->dlpi_addr;
     for (int i = 0; hdr && i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uint64_t a = info->dlpi_addr + ph->p_vaddr;
@@ -200,8 +201,15 @@ void unwind_rescan(bool build_all)
  * The parsing runs after, on the copies, so that the workload's dlopen
  * waits for a memcpy at most, not for a build (~150 ms for libtorch_cpu). */
 #define BUILD_BATCH 8
+#define BUILD_BASES 64
 struct build_pass {
     struct unwind_index *ix;
+    /* The load biases of the modules wanted, when at most BUILD_BASES are:
+     * other objects are passed over without reading their program headers,
+     * which in a fork child are ~300 pages not touched yet (a fault each). */
+    uint64_t bases[BUILD_BASES];
+    unsigned nbases;
+    bool any_base;
     struct unwind_module *mod[BUILD_BATCH];
     void *copy[BUILD_BATCH];
     char cache_name[BUILD_BATCH][128]; /* "": not cached (no build-id, no cache) */
@@ -252,6 +260,11 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct build_pass *bp = arg;
+    bool wanted = bp->any_base;
+    for (unsigned i = 0; i < bp->nbases && !wanted; i++)
+        wanted = bp->bases[i] == info->dlpi_addr;
+    if (!wanted)
+        return 0;
     uint64_t lo = UINT64_MAX, hdr = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -296,6 +309,14 @@ static void build_wanted(void)
     uint64_t began = agent_thread_cpu_ns();
     do {
         struct build_pass bp = {.ix = &unwind_indexes[cur]};
+        for (size_t i = 0; i < bp.ix->count && !bp.any_base; i++) {
+            if (atomic_load(&bp.ix->mod[i].state) != UNWIND_MOD_WANTED)
+                continue;
+            if (bp.nbases == BUILD_BASES)
+                bp.any_base = true;
+            else
+                bp.bases[bp.nbases++] = bp.ix->mod[i].base;
+        }
         dl_iterate_phdr(copy_if_wanted, &bp);
         for (unsigned i = 0; i < bp.n; i++) {
             build_module(bp.mod[i], bp.copy[i], bp.cache_name[i], bp.cached[i], bp.entries[i], bp.nentries[i]);

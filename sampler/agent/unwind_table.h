@@ -120,6 +120,7 @@ struct unwind_module {
     uint64_t lo, hi;                          /* executable PT_LOAD range(s), absolute */
     uint64_t eh_frame_hdr;                    /* absolute address of .eh_frame_hdr, 0: none */
     uint64_t eh_limit;                        /* end of the segment holding it (bounds the copy and the parse) */
+    uint64_t base;                            /* the loader's load bias (dlpi_addr), to find it again cheaply */
     _Atomic(struct unwind_table *) table;     /* NULL until built (handler: acquire load) */
     _Atomic int state;                        /* enum unwind_module_state */
 };
