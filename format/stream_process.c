@@ -306,6 +306,8 @@ static bool add_map_range(struct opr_writer *w, uint64_t start, uint64_t end, co
     return true;
 }
 
+/* A hex or decimal number at *p, up to 16 hex digits (20 decimal); false
+ * when there is none or it is longer. */
 static bool parse_number(const char **p, const char *eol, unsigned base, uint64_t *out)
 {
     const char *q = *p;

@@ -497,12 +497,14 @@ void agent_writer_thread_name_seen(uint32_t tid, const char *name)
         opr_writer_thread_name_seen(writer, tid, name);
 }
 
-/* A MAP record's build-id from the loaded image: the snapshot of the loaded
- * objects is copied by fork, so a forked child (a DataLoader worker) writes
- * its ~300 MAP records without opening a file. */
+/* A MAP record's build-id from the loaded image, through the snapshot of
+ * the loaded objects, taken again first if the loader loaded or unloaded
+ * anything since (an object unloaded behind our dlclose wrapper's back
+ * would otherwise lend its id to whatever is mapped at its address now). */
 static int loaded_build_id(void *ctx, uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX])
 {
     (void)ctx;
+    agent_phdr_refresh_if_changed();
     return agent_phdr_build_id(addr, out);
 }
 
