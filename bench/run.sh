@@ -482,6 +482,8 @@ echo "runs (wall s): bare $(col 1 bare.t | tr '\n' ' ')| opprof $(col 1 op.t | t
 
 echo
 churn
+echo
+forks
 
 # --- hotspots_bench ------------------------------------------------------------
 echo
