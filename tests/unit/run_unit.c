@@ -16,6 +16,7 @@ int main(void)
     register_profile_load_tests();
     register_compact_records_tests(); /* STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN */
     register_stream_writer_tests(); /* format/'s stream writer */
+    register_stream_process_tests(); /* format/stream_process.c */
     register_report_tests();
     register_pmu_tests();
     register_metrics_tests();

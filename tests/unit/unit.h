@@ -17,6 +17,7 @@ void register_hotspots_tests(void);
 void register_profile_load_tests(void);
 void register_compact_records_tests(void); /* the loader on STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN */
 void register_stream_writer_tests(void); /* format/'s stream writer */
+void register_stream_process_tests(void); /* format/stream_process.c: PROCESS, THREAD, MAP */
 void register_report_tests(void);
 void register_pmu_tests(void);
 void register_metrics_tests(void);
@@ -31,9 +32,32 @@ void register_hashmap_tests(void); /* util/hashmap.c */
 void register_python_lines_tests(void); /* sampler/common: CPython 3.9-3.13 line tables */
 void register_memory_tests(void); /* memory over time: charging and tables */
 
-/* ---- hand-built streams and result directories (test_stream.c) ---- */
+/* ---- a writer's bytes in memory, walked record by record (test_stream_writer.c) ---- */
 
 struct opr_writer;
+
+/* A memory sink that remembers where each write() of the writer ended. */
+struct sink {
+    unsigned char *data;
+    size_t len, cap;
+    size_t write_ends[64];
+    unsigned nwrites;
+};
+/* The writer's write op into a struct sink (ctx). */
+size_t sink_write(void *ctx, const void *bytes, size_t len);
+/* A writer into k (cleared first) reading proc_dir (NULL: none), saving the
+ * vDSO in result_dir (NULL: not saved); fails the test when out of memory. */
+struct opr_writer *new_writer(struct sink *k, const char *proc_dir, const char *result_dir,
+                              const char *unreadable_name);
+/* Walks the records after the file header; counts those of `type` (all when
+ * 0) and checks that each is 8-byte sized and inside the stream. */
+unsigned count_records(const struct sink *k, uint32_t type);
+/* count_records after flushing what w holds. */
+unsigned count_records_pending(struct opr_writer *w, const struct sink *k, uint32_t type);
+/* The nth record of `type`'s body (NULL when there is none). */
+const unsigned char *find_record(const struct sink *k, uint32_t type, unsigned nth);
+
+/* ---- hand-built streams and result directories (test_stream.c) ---- */
 
 /* Bytes in memory, grown by realloc; the owner frees data. */
 struct test_buf {
