@@ -163,6 +163,7 @@ struct attach_captured {
     uint64_t read_from, read_to;  /* the Python read, CLOCK_MONOTONIC */
     bool newer_in_batch;          /* a later sample of the thread came in the same drain */
     bool frame_moved;             /* the stack copy shows the thread has left its Python frame */
+    uint32_t emit_bound;          /* bytes its emit may write at most (--max-size's reserve) */
 };
 /* One sample: reads its Python frames (when the process has them), unwinds,
  * writes the STACK record as needed. False: not to be written (--max-size
@@ -170,6 +171,9 @@ struct attach_captured {
 bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e, struct attach_captured *c);
 /* Writes the SAMPLE of c (and its PYSTACK when with_python). */
 void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c, bool with_python);
+/* A captured sample that will not be written (its stream is gone): its
+ * bytes leave --max-size's reserve. attach_stream_emit does this itself. */
+void attach_stream_captured_gone(const struct attach_captured *c);
 /* A LOST record (cumulative); final: the last one, written even past --max-size. */
 void attach_stream_lost(struct attach_stream *s, uint64_t time_ns, uint64_t lost, uint64_t total, bool final);
 /* Memory over time: a MEM_TICK when the RSS moved (at most every 10 ms;

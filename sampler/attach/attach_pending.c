@@ -114,6 +114,8 @@ void attach_pending_flush(struct attach_pending *p, bool all, uint64_t switches_
         struct attach_stream *s = stream_of(arg, e->c.pid);
         if (s)
             attach_stream_emit(s, &e->c, with);
+        else
+            attach_stream_captured_gone(&e->c);
         free(e->c.py);
     }
     memmove(p->v, p->v + upto, (p->n - upto) * sizeof *p->v);
@@ -137,6 +139,8 @@ void attach_pending_flush_pid(struct attach_pending *p, uint32_t pid,
         struct attach_stream *s = stream_of(arg, e->c.pid);
         if (s)
             attach_stream_emit(s, &e->c, with);
+        else
+            attach_stream_captured_gone(&e->c);
         free(e->c.py);
     }
     p->n = w;

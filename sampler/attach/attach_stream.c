@@ -42,8 +42,13 @@ struct attach_stream {
 
 pid_t attach_stream_pid(const struct attach_stream *s) { return s->pid; }
 
-/* --max-size: one cap for all streams of the run (the launcher is one thread). */
-static uint64_t size_cap_bytes, all_streams_bytes;
+/* --max-size: one cap for all streams of the run (the launcher is one thread).
+ * all_unemitted_bytes: what the samples captured but not yet written may
+ * still write (attach_captured's emit_bound): they wait for the switch
+ * records, and a loaded run captured enough of them past the last check to
+ * end a 64 KiB capped stream 136 bytes over the cap (test_limits, CI beside
+ * two busy loops). */
+static uint64_t size_cap_bytes, all_streams_bytes, all_unemitted_bytes;
 
 void attach_stream_set_size_cap(uint64_t bytes) { size_cap_bytes = bytes; }
 
@@ -210,7 +215,8 @@ bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e
      * thread names, LIMITS, END) must still fit, so a stream keeps the cap. */
     uint64_t bound = 96 + 8ull * e->ncallchain + (s->py ? 2048 : 0); /* Python: a typical new chain */
     uint64_t closing = 512 + 48 * s->t.threads;
-    if (size_cap_bytes && all_streams_bytes + opr_writer_pending(s->w) + bound + closing >= size_cap_bytes) {
+    if (size_cap_bytes &&
+        all_streams_bytes + opr_writer_pending(s->w) + all_unemitted_bytes + bound + closing >= size_cap_bytes) {
         if (s->dropped_size_cap++ == 0)
             s->first_drop_ns = e->time_ns;
         s->t.dropped_size_cap++;
@@ -253,11 +259,21 @@ bool attach_stream_capture(struct attach_stream *s, const struct attach_event *e
         c->py = NULL;
         return false;
     }
+    /* its SAMPLE with tails, and a new PYSTACK with its PYCODEs (the STACK
+     * is written already) */
+    c->emit_bound = 64 + (c->npy ? 2048 : 0);
+    all_unemitted_bytes += c->emit_bound;
     return true;
+}
+
+void attach_stream_captured_gone(const struct attach_captured *c)
+{
+    all_unemitted_bytes -= c->emit_bound <= all_unemitted_bytes ? c->emit_bound : all_unemitted_bytes;
 }
 
 void attach_stream_emit(struct attach_stream *s, const struct attach_captured *c, bool with_python)
 {
+    attach_stream_captured_gone(c);
     s->t.threads += opr_writer_note_thread(s->w, c->tid);
     struct opr_sample sample = {c->time_ns, c->tid, (uint32_t)c->stack_id, c->flags, 1};
     unsigned npy = with_python ? c->npy : 0;
