@@ -69,15 +69,20 @@ struct opr_writer *opr_writer_new(const struct opr_writer_config *config)
     return w;
 }
 
+static void free_ids(struct writer_ids *ids)
+{
+    chain_trie_clear(&ids->stack_trie); /* first: they hold the tables' copies */
+    chain_trie_clear(&ids->py_stack_trie);
+    id_table_clear(&ids->stacks);
+    id_table_clear(&ids->py_codes);
+    id_table_clear(&ids->py_lines);
+    id_table_clear(&ids->py_stacks);
+    id_table_clear(&ids->py_key_stacks);
+}
+
 static void clear_id_tables(struct opr_writer *w)
 {
-    chain_trie_clear(&w->stack_trie); /* first: they hold the tables' copies */
-    chain_trie_clear(&w->py_stack_trie);
-    id_table_clear(&w->stacks);
-    id_table_clear(&w->py_codes);
-    id_table_clear(&w->py_lines);
-    id_table_clear(&w->py_stacks);
-    id_table_clear(&w->py_key_stacks);
+    free_ids(&w->ids);
     w->py_key_hits = w->py_key_misses = w->py_frames_reused = 0;
     w->py_prev_n = 0; /* py_chain's ids were the cleared tables' */
 }
@@ -95,22 +100,9 @@ static void let_go_of_id_tables(struct opr_writer *w)
         clear_id_tables(w);
         return;
     }
-    *f = (struct writer_forked_ids){.older = w->forked_ids,
-                                    .stacks = w->stacks,
-                                    .py_codes = w->py_codes,
-                                    .py_lines = w->py_lines,
-                                    .py_stacks = w->py_stacks,
-                                    .py_key_stacks = w->py_key_stacks,
-                                    .stack_trie = w->stack_trie,
-                                    .py_stack_trie = w->py_stack_trie};
+    *f = (struct writer_forked_ids){.older = w->forked_ids, .ids = w->ids};
     w->forked_ids = f;
-    memset(&w->stacks, 0, sizeof w->stacks);
-    memset(&w->py_codes, 0, sizeof w->py_codes);
-    memset(&w->py_lines, 0, sizeof w->py_lines);
-    memset(&w->py_stacks, 0, sizeof w->py_stacks);
-    memset(&w->py_key_stacks, 0, sizeof w->py_key_stacks);
-    memset(&w->stack_trie, 0, sizeof w->stack_trie);
-    memset(&w->py_stack_trie, 0, sizeof w->py_stack_trie);
+    memset(&w->ids, 0, sizeof w->ids);
     clear_id_tables(w); /* now empty: the counts and the chain cache's state */
 }
 
@@ -137,13 +129,7 @@ void opr_writer_free(struct opr_writer *w)
     while (w->forked_ids) {
         struct writer_forked_ids *f = w->forked_ids;
         w->forked_ids = f->older;
-        chain_trie_clear(&f->stack_trie);
-        chain_trie_clear(&f->py_stack_trie);
-        id_table_clear(&f->stacks);
-        id_table_clear(&f->py_codes);
-        id_table_clear(&f->py_lines);
-        id_table_clear(&f->py_stacks);
-        id_table_clear(&f->py_key_stacks);
+        free_ids(&f->ids);
         free(f);
     }
     writer_free_process(w);
@@ -368,10 +354,10 @@ void opr_writer_sample(struct opr_writer *w, const struct opr_sample *s, uint32_
 int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned n)
 {
     bool added;
-    int64_t id = id_table_find_or_add(&w->stacks, pcs, n * sizeof pcs[0], &added);
+    int64_t id = id_table_find_or_add(&w->ids.stacks, pcs, n * sizeof pcs[0], &added);
     if (id < 0 || !added)
         return id;
-    const uint64_t *kept = id_table_last_added(&w->stacks); /* the trie keeps this copy */
+    const uint64_t *kept = id_table_last_added(&w->ids.stacks); /* the trie keeps this copy */
     /* New code appeared (dlopen, JIT): its MAP records go before this STACK.
      * Asked of the kernel for those PCs alone where it can; a full read
      * (rate-limited) where it cannot. */
@@ -384,7 +370,7 @@ int64_t opr_writer_stack_id(struct opr_writer *w, const uint64_t *pcs, unsigned 
         opr_writer_read_maps(w);
     if ((queried > 0 || reread) && w->ops.late_code)
         w->ops.late_code(w->ops.ctx);
-    writer_emit_chain(w, &w->stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, kept, n, sizeof pcs[0]);
+    writer_emit_chain(w, &w->ids.stack_trie, OPR_REC_STACK, OPR_REC_STACK_TAIL, (uint32_t)id, kept, n, sizeof pcs[0]);
     return id;
 }
 
@@ -400,8 +386,8 @@ static uint32_t python_code_id(struct opr_writer *w, const struct opr_pyframe_ke
     struct { uint64_t code, fingerprint; } ckey = {k->code, k->fingerprint};
     struct { uint64_t code, fingerprint; int64_t instr; } lkey = {k->code, k->fingerprint, k->instr};
     bool added_code, added_line;
-    int64_t code_id = id_table_find_or_add(&w->py_codes, &ckey, sizeof ckey, &added_code);
-    int64_t line_id = code_id < 0 ? -1 : id_table_find_or_add(&w->py_lines, &lkey, sizeof lkey, &added_line);
+    int64_t code_id = id_table_find_or_add(&w->ids.py_codes, &ckey, sizeof ckey, &added_code);
+    int64_t line_id = code_id < 0 ? -1 : id_table_find_or_add(&w->ids.py_lines, &lkey, sizeof lkey, &added_line);
     *line = 0;
     if (line_id < 0) {
         w->py_chain_oom = true;
@@ -456,7 +442,7 @@ uint32_t opr_writer_python_stack(struct opr_writer *w, const struct opr_pyframe_
     if (n > OPR_MAX_PYFRAMES)
         n = OPR_MAX_PYFRAMES;
     bool added;
-    int64_t key_id = id_table_find_or_add(&w->py_key_stacks, keys, n * sizeof keys[0], &added);
+    int64_t key_id = id_table_find_or_add(&w->ids.py_key_stacks, keys, n * sizeof keys[0], &added);
     if (key_id >= 0 && !added && (size_t)key_id < w->py_key_stack_cap && w->py_key_stack_ids[key_id]) {
         w->py_key_hits++;
         return w->py_key_stack_ids[key_id];
@@ -490,7 +476,7 @@ uint64_t opr_writer_python_frames_reused(const struct opr_writer *w)
 static void writer_emit_pychain(struct opr_writer *w, uint32_t id, const struct opr_pyframe *chain, unsigned n)
 {
     uint32_t parent, skip;
-    unsigned shared = chain_trie_add(&w->py_stack_trie, id, chain, n, sizeof chain[0], &parent, &skip);
+    unsigned shared = chain_trie_add(&w->ids.py_stack_trie, id, chain, n, sizeof chain[0], &parent, &skip);
     if (shared < 2 || w->classic_records) {
         struct opr_pystack ps = {id, n};
         opr_writer_emit(w, OPR_REC_PYSTACK, &ps, sizeof ps, chain, n * sizeof chain[0]);
@@ -533,10 +519,10 @@ static uint32_t python_stack_built(struct opr_writer *w, const struct opr_pyfram
     w->py_prev_n = w->py_chain_oom ? 0 : n;
     w->py_frames_reused += same;
     bool added;
-    int64_t id = id_table_find_or_add(&w->py_stacks, chain, n * sizeof chain[0], &added);
+    int64_t id = id_table_find_or_add(&w->ids.py_stacks, chain, n * sizeof chain[0], &added);
     if (id < 0)
         return 0;
     if (added) /* the trie keeps the table's copy */
-        writer_emit_pychain(w, (uint32_t)id, id_table_last_added(&w->py_stacks), n);
+        writer_emit_pychain(w, (uint32_t)id, id_table_last_added(&w->ids.py_stacks), n);
     return (uint32_t)id + 1;
 }

@@ -85,13 +85,29 @@ struct writer_thread {
 /* Entry bytes of one SAMPLE_RUN at most: ~400 samples. */
 #define WRITER_RUN_SIZE 4096
 
-/* A writer's id tables as fork copied them into a child, let go of by
- * opr_writer_reset without a free (see there); older: the same from an
- * earlier fork. */
+/* A writer's id tables: what each definition written got as its id. One
+ * struct so that opr_writer_reset can let go of them in one copy (see
+ * there). */
+struct writer_ids {
+    struct id_table stacks;                      /* native chain -> STACK id */
+    struct id_table py_codes;                    /* (code, fingerprint) -> PYCODE id */
+    struct id_table py_lines;                    /* (code, fingerprint, instr) -> index in py_line_values */
+    struct id_table py_stacks;                   /* opr_pyframe[] -> PYSTACK id */
+    struct chain_trie stack_trie, py_stack_trie; /* what new chains can share */
+    /* The chain cache: a Python chain seen again, as the sampler captured it
+     * (opr_pyframe_key[]), costs one lookup instead of one per frame. Its
+     * answer is the one the per-frame tables gave the first time, and those
+     * never change an answer once given. The writer's py_key_stack_ids[i]:
+     * what opr_writer_python_stack returned for key chain i (PYSTACK id + 1;
+     * 0: none yet). */
+    struct id_table py_key_stacks;
+};
+
+/* The id tables as fork copied them into a child, let go of by
+ * opr_writer_reset without a free; older: the same from an earlier fork. */
 struct writer_forked_ids {
     struct writer_forked_ids *older;
-    struct id_table stacks, py_codes, py_lines, py_stacks, py_key_stacks;
-    struct chain_trie stack_trie, py_stack_trie;
+    struct writer_ids ids;
 };
 
 struct opr_writer {
@@ -110,18 +126,7 @@ struct opr_writer {
     uint64_t unwritten_samples; /* SAMPLE records that never reached the target */
     bool write_failed;          /* a short write happened: the stream ends there */
 
-    struct id_table stacks;     /* native chain -> STACK id */
-    struct id_table py_codes;   /* (code, fingerprint) -> PYCODE id */
-    struct id_table py_lines;   /* (code, fingerprint, instr) -> index in py_line_values */
-    struct id_table py_stacks;  /* opr_pyframe[] -> PYSTACK id */
-    struct chain_trie stack_trie, py_stack_trie; /* what new chains can share */
-    /* The chain cache: a Python chain seen again, as the sampler captured it
-     * (opr_pyframe_key[]), costs one lookup instead of one per frame. Its
-     * answer is the one the per-frame tables gave the first time, and those
-     * never change an answer once given. py_key_stack_ids[i]: what
-     * opr_writer_python_stack returned for key chain i (PYSTACK id + 1; 0:
-     * none yet). */
-    struct id_table py_key_stacks;
+    struct writer_ids ids;
     struct writer_forked_ids *forked_ids; /* the parents' tables (opr_writer_reset) */
     uint32_t *py_key_stack_ids;
     size_t py_key_stack_cap;
