@@ -32,34 +32,8 @@
 
 #include "sampler/agent/unwind_table.h"
 
-/* ---- stand-ins for the rest of the agent ---------------------------------- */
-struct agent_config agent_config;
-_Atomic int agent_accepting;
-static uint64_t stack_lo, stack_hi;
-int agent_memmap_begin(void) { return 0; }
-void agent_memmap_end(int t) { (void)t; }
-bool agent_memmap_readable_range(int t, uint64_t addr, size_t len, uint64_t *lo, uint64_t *hi)
-{
-    (void)t;
-    *lo = stack_lo, *hi = stack_hi;
-    return addr >= stack_lo && addr + len <= stack_hi;
-}
-void agent_memmap_maybe_refresh(void) {}
-void agent_phdr_enter_handler(void) {}
-void agent_phdr_leave_handler(void) {}
-uint64_t agent_now_ns(void) { return 0; }
-struct agent_clock_pair agent_clock_pair_now(void)
-{
-    return (struct agent_clock_pair){0, 0};
-}
-uint64_t agent_thread_cpu_ns(void)
-{
-    return 0;
-}
-bool agent_is_writer_thread(void)
-{
-    return false;
-}
+/* the readable-memory check is this thread's stack (see find_stack) */
+#include "bench/unwind_standins.h"
 
 /* The main thread's stack: from 64 MB below here (the walks run deeper,
  * and valgrind maps the client stack in pieces as it grows) to the end of
@@ -74,13 +48,13 @@ static void find_stack(void)
         if (sscanf(line, "%llx-%llx", &lo, &hi) != 2)
             continue;
         if (here >= lo && here < hi)
-            stack_hi = hi;
-        else if (stack_hi && lo == stack_hi)
-            stack_hi = hi;
+            readable_hi = hi;
+        else if (readable_hi && lo == readable_hi)
+            readable_hi = hi;
     }
     if (f)
         fclose(f);
-    stack_lo = here - (64u << 20);
+    readable_lo = here - (64u << 20);
 }
 
 /* ---- the walks ------------------------------------------------------------- */
