@@ -204,26 +204,41 @@ static inline void trace_word(struct unwind_trace *tr, uint64_t addr, uint64_t v
     tr->nwords++; /* past the array: the trace is not usable (replays says no) */
 }
 
+/* Whether the stack word at addr reads want (the memo's check). */
+static inline bool stack_word_is(struct stack_reader *rd, uint64_t addr, uint64_t want)
+{
+    /* The memo's addresses were read once, so they are 8-aligned; most lie
+     * in the range the walk's last read found readable (the thread's
+     * stack), which one compare pair settles. A copy's reader has no such
+     * range (ok_hi 0), so it always takes the full check. */
+    if (addr >= rd->ok_lo && addr + 8 <= rd->ok_hi)
+        return *(const uint64_t *)addr == want;
+    uint64_t v;
+    return read_stack_word(rd, addr, &v) && v == want;
+}
+
 /* Does the stack still hold, from memo frame i up, what the walk read
  * there? Each frame's return-address word must give the next frame's PC
  * (0 at the last frame: the stack ended on a zero return address), and
- * its saved-FP word, where one was read, the next frame's FP. When not,
- * *changed is the frame whose word differs: frames above it may still. */
+ * its saved-FP word, where a CFA above is based on it
+ * (UNWIND_MEMO_FP_NEEDED), the next frame's FP. When not, *changed is the
+ * frame whose word differs: frames above it may still. */
 static bool memo_holds(const struct unwind_memo *mo, unsigned i, struct stack_reader *rd, unsigned *changed)
 {
-    for (unsigned f = i; f < mo->nframes; f++) {
+    unsigned last = mo->nframes - 1;
+    /* Every frame below the last read its return address (ra_at != 0): the
+     * walk went on from it. */
+    for (unsigned f = i; f < last; f++) {
         const struct unwind_memo_frame *fr = &mo->f[f];
-        bool last = f + 1 == mo->nframes;
-        uint64_t v;
-        *changed = f;
-        if (fr->ra_at && (!read_stack_word(rd, fr->ra_at, &v) || v != (last ? 0 : fr[1].pc)))
+        if (!stack_word_is(rd, fr->ra_at, fr[1].pc) ||
+            ((fr->fp_at & UNWIND_MEMO_FP_NEEDED) && !stack_word_is(rd, fr->fp_at & ~(uint64_t)3, fr[1].fp))) {
+            *changed = f;
             return false;
-        /* the last frame's saved FP leads nowhere: the walk ended there */
-        if (!last && (fr->fp_at & ~(uint64_t)1) &&
-            (!read_stack_word(rd, fr->fp_at & ~(uint64_t)1, &v) || v != fr[1].fp))
-            return false;
+        }
     }
-    return true;
+    /* the last frame's saved FP leads nowhere: the walk ended there */
+    *changed = last;
+    return mo->f[last].ra_at == 0 || stack_word_is(rd, mo->f[last].ra_at, 0);
 }
 
 /* At frame j of this walk (state in cur), is there a frame k of the
@@ -412,8 +427,11 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
     bool leaf_is_caller = from && from->nframes > 1;
     /* Where fp's value came from: the leaf's register (-1) or a saved-FP
      * word of the trace. A saved FP is mostly a general register's data, so
-     * it is kept in the trace only when a rule bases a CFA on it. */
+     * it is kept in the trace only when a rule bases a CFA on it. The same
+     * for the memo: the frame whose saved-FP word fp came from (NULL: the
+     * leaf's register, or not in the memo). */
     int fp_source = -1;
+    struct unwind_memo_frame *fp_source_frame = NULL;
     struct memo_walk mw;
     memo_walk_begin(&mw, unwind_memo_on ? ms : NULL, replayed);
     struct unwind_rule_cache_entry *rc = unwind_rule_cache_on && ms ? ms->rules : NULL;
@@ -445,8 +463,14 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             break;
         }
         struct unwind_memo_frame *cur = memo_walk_frame(&mw, n - 1, pc, sp, fp, fp_known, pcs, &n, &rd, max, replayed);
-        if (mw.spliced)
+        if (mw.spliced) {
+            /* The memo's frames above may base a CFA on this frame's FP,
+             * which came from that frame's saved-FP word (now mo->f at the
+             * same index): their own walk could not mark it. */
+            if (fp_known && fp_source_frame)
+                mw.mo->f[fp_source_frame - mw.leaf].fp_at |= UNWIND_MEMO_FP_NEEDED;
             break;
+        }
         /* A return address points after the call; the call itself (pc - 1)
          * is what the caller's row describes. The leaf is the interrupted
          * instruction itself. */
@@ -473,6 +497,8 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             res = UNWIND_FAIL_RULE;
             break;
         }
+        if (r->cfa_reg == UNWIND_REG_FP && fp_source_frame)
+            fp_source_frame->fp_at |= UNWIND_MEMO_FP_NEEDED;
         if (tr && r->cfa_reg == UNWIND_REG_FP) {
             if (fp_source < 0)
                 tr->leaf_fp_used = true;
@@ -506,9 +532,11 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             }
             if (cur)
                 cur->fp_at |= cfa + (uint64_t)(int64_t)r->fp_off;
+            fp_source_frame = cur;
             fp_known = true;
         } else if (r->fp_where == UNWIND_UNDEFINED) {
             fp_known = false;
+            fp_source_frame = NULL;
         }
         if (ra == 0)
             break; /* a zeroed return address also ends a stack (thread start code) */

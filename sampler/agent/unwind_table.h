@@ -282,8 +282,12 @@ AGENT_HIDDEN bool unwind_trace_replays(const struct unwind_trace *tr, uint64_t p
 struct unwind_memo_frame {
     uint64_t pc, sp, fp;
     uint64_t ra_at; /* where the return address was read, 0: not read (the outermost frame) */
-    uint64_t fp_at; /* where the caller's FP was read, 0: not read; bit 0: this frame's FP is known */
+    /* where the caller's FP was read, 0: not read; bit 0: this frame's FP
+     * is known; bit 1 (UNWIND_MEMO_FP_NEEDED): a CFA above is based on the
+     * FP read there, so the memo's check reads that word again */
+    uint64_t fp_at;
 };
+#define UNWIND_MEMO_FP_NEEDED 2u
 struct unwind_memo {
     unsigned nframes; /* 0: nothing to replay (failed, truncated or too deep) */
     uint64_t generation; /* unwind_index_removals when walked */

@@ -237,6 +237,11 @@ static void check_memo(uint64_t c, uint64_t s, uint64_t outer)
     const uint64_t deep[] = {c + 0x10, c + 0x06, c + 0x06, outer};
     walk_memo("first walk", &ms, c + 0x10, s, s + 8 * 8, 0, 4, deep);
     walk_memo("same stack", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+    /* frame 2's saved RBP: read, but the outermost frame's rule bases no
+     * CFA on it (optimized code keeps data in RBP): still replayed */
+    fake_stack[24] = 0x5555;
+    walk_memo("a saved FP no CFA uses changed", &ms, c + 0x10, s, s + 8 * 8, 3, 4, deep);
+    fake_stack[24] = 0;
     /* another leaf (after push rbp, CFA = RSP + 16) under the same caller:
      * its FP register is unknown data, the caller's comes from memory */
     walk_memo("other leaf, same callers", &ms, c + 0x02, s + 8 * 8, 77, 3, 4,
@@ -304,6 +309,20 @@ static void check_memo_deep(uint64_t c, uint64_t s, uint64_t outer)
     walk_memo_max("deep: chain A", &ms, c + 0x10, s, s, 64, 0, DEEP_N, want);
     walk_memo_max("deep: chain B meets A at frame 21", &ms, c + 0x10, s + 16, s + 16, 64, DEEP_N - (DEEP_K + 1),
                   DEEP_N, want);
+    /* B's frame K took its FP from A's frame K's saved RBP, and the CFAs
+     * based on that FP are above where B met A's memo: B's own walk saw no
+     * CFA use it, yet the memo must check that word. Changed to skip a
+     * frame (A's K + 2), B walks on below it and meets the memo above. */
+    fake_stack[4 * DEEP_K] = s + 8 * 4 * (DEEP_K + 2);
+    uint64_t skipped[DEEP_N - 1];
+    for (unsigned i = 0, j = 0; i < DEEP_N; i++)
+        if (i != DEEP_K + 2)
+            skipped[j++] = want[i];
+    walk_memo_max("deep: chain B, a saved FP below the meeting point changed", &ms, c + 0x10, s + 16, s + 16, 64,
+                  DEEP_N - (DEEP_K + 3), DEEP_N - 1, skipped);
+    fake_stack[4 * DEEP_K] = s + 8 * 4 * (DEEP_K + 1);
+    walk_memo_max("deep: chain B, that FP as before", &ms, c + 0x10, s + 16, s + 16, 64, DEEP_N - (DEEP_K + 3), DEEP_N,
+                  want);
     walk_memo_max("deep: chain A meets B's memo", &ms, c + 0x10, s, s, 64, DEEP_N - (DEEP_K + 1), DEEP_N, want);
     walk_memo_max("deep: chain A again, all from the memo", &ms, c + 0x10, s, s, 64, DEEP_N - 1, DEEP_N, want);
     /* frame 6's return address: another PC of the same rule */
