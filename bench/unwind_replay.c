@@ -18,7 +18,8 @@
  * counted), so the walk reads them as the handler reads the live stack;
  * memory outside a sample's copy is unreadable to it. The tables are
  * compiled from the files the run's MMAP2 records name, at the addresses
- * they were mapped at: the files must not have changed since the recording.
+ * they were mapped at: the files must not have changed since the recording
+ * (the vDSO's from this process's own: the same kernel's).
  *
  * Two walks per sample, each in its own function for callgrind:
  *   walk_handler()  unwind_table_walk_resumable with the thread's memo and
@@ -40,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -357,6 +359,29 @@ static bool add_module(const char *path, uint64_t addr, uint64_t pgoff)
     return found;
 }
 
+/* The vDSO has no file: this process's own, the same kernel's image (the
+ * recording must come from this kernel), as a file to read like the others. */
+static char vdso_file[64];
+
+static void save_own_vdso(void)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+        return;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)((const uint8_t *)eh + eh->e_phoff);
+    size_t size = 0;
+    for (unsigned i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_offset + ph[i].p_filesz > size)
+            size = ph[i].p_offset + ph[i].p_filesz;
+    int fd = memfd_create("vdso", MFD_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (size && write(fd, eh, size) == (ssize_t)size)
+        snprintf(vdso_file, sizeof vdso_file, "/proc/self/fd/%d", fd); /* kept open */
+    else
+        close(fd);
+}
+
 static void take_mmap(const struct perf_event_header *h, const uint8_t *body, const uint8_t *end)
 {
     /* pid, tid, addr, len, pgoff, 24 bytes of inode or build-id, prot, flags, filename */
@@ -366,9 +391,11 @@ static void take_mmap(const struct perf_event_header *h, const uint8_t *body, co
     uint32_t prot = rd32(body + 56);
     const char *name = (const char *)body + 64;
     size_t room = (size_t)(end - (const uint8_t *)name);
-    if (!(prot & PROT_EXEC) || room == 0 || memchr(name, 0, room) == NULL || name[0] != '/')
-        return; /* data, anonymous code ([vdso], JIT) */
-    if (add_module(name, addr, pgoff))
+    if (!(prot & PROT_EXEC) || room == 0 || memchr(name, 0, room) == NULL)
+        return; /* data */
+    if (strcmp(name, "[vdso]") == 0 && vdso_file[0] && add_module(vdso_file, addr, pgoff))
+        mod_paths[nmods - 1] = "[vdso]";
+    else if (name[0] == '/' && add_module(name, addr, pgoff)) /* not anonymous code (JIT) */
         mod_paths[nmods - 1] = name;
 }
 
@@ -570,6 +597,7 @@ int main(int argc, char **argv)
         die("perf.data holds no sample with user registers and stack");
     replay_pid = pids[most];
     replay_from = pid_exec_at[most] ? pid_exec_at[most] : data;
+    save_own_vdso();
     each_record(take_mmap);
     publish_modules();
     each_record(take_stack_range);
