@@ -139,7 +139,8 @@ AGENT_HIDDEN int agent_phdr_build_id(uint64_t addr, uint8_t out[OPR_BUILD_ID_MAX
 
 /* ---- agent_memmap.c: which addresses the handler may read --------------- */
 AGENT_HIDDEN int agent_memmap_begin(void);                    /* handler */
-AGENT_HIDDEN bool agent_memmap_readable(int table, uint64_t addr, size_t len); /* handler */
+/* handler: [addr, addr+len) in one listed mapping, whose range goes to [*start, *end) */
+AGENT_HIDDEN bool agent_memmap_listed(int table, uint64_t addr, size_t len, uint64_t *start, uint64_t *end);
 /* Whether the kernel maps [addr, addr + len) readable now (no table: a
  * system call per page spanned, no copy). */
 AGENT_HIDDEN bool agent_memmap_readable_now(uint64_t addr, size_t len); /* handler */

@@ -1,7 +1,7 @@
 /*
  * sampler/agent/agent_memmap.c — "may the handler read this address?"
  *
- * SIGNAL-HANDLER CODE: agent_memmap_readable() runs inside the SIGTRAP
+ * SIGNAL-HANDLER CODE: agent_memmap_listed() runs inside the SIGTRAP
  * handler: no malloc, no locks, no stdio, only atomics and reads of static
  * tables.
  *
@@ -175,16 +175,17 @@ static bool lookup(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *
     return false;
 }
 
-/* Handler: is [addr, addr+len) inside one readable mapping of table t? A
- * miss does not wake the writer: it looks at its next drain (the Python
- * walk, the one caller, reads what the table misses after a one-word check,
- * agent_memmap_readable_now, at ~1-3 us; the futex wake cost the handler
- * 7-15 us on this VM, an interrupt sent to the writer's idle CPU, and
- * 1-2 % of a PyTorch run's handler calls paid it: its p99). */
-bool agent_memmap_readable(int t, uint64_t addr, size_t len)
+/* Handler: is [addr, addr+len) inside one readable mapping of table t?
+ * [*start, *end) gets that mapping's range (unchanged on a miss), which the
+ * caller's next reads may check first. A miss does not wake the writer: it
+ * looks at its next drain (the Python walk, the one caller, reads what the
+ * table misses after a one-word check, agent_memmap_readable_now, at ~1-3
+ * us; the futex wake cost the handler 7-15 us on this VM, an interrupt
+ * sent to the writer's idle CPU, and 1-2 % of a PyTorch run's handler
+ * calls paid it: its p99). */
+bool agent_memmap_listed(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *end)
 {
-    uint64_t start, end;
-    return lookup(t, addr, len, &start, &end, false);
+    return lookup(t, addr, len, start, end, false);
 }
 
 /* Handler: the same, for a stack read. A miss here is a stack the table

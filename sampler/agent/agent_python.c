@@ -121,7 +121,7 @@ const char *agent_python_take_note(void)
 }
 
 /* The agent's struct py_reader (python_walk.c reads through it). In the
- * handler a region is read in place once agent_memmap_readable says it is
+ * handler a region is read in place once agent_memmap_listed says it is
  * mapped: the thread walks its own frames, which nobody frees while it is
  * stopped in here; except the innermost one, which may be in the middle of
  * being popped (_PyEvalFrameClearAndPop: f_code decref'd, the data-stack
@@ -151,7 +151,28 @@ struct agent_reader {
     bool copy_all;       /* copy every region with process_vm_readv (writer) */
     bool check_innermost; /* handler: the innermost frame and its code must be readable now too */
     pid_t task;          /* a thread of this process to read through (its tid: no getpid per read) */
+    /* Handler: the two ranges the table listed last, the latest first. A
+     * walk's frames lie in one data-stack chunk and its code objects in a
+     * few arenas, read in turn: most reads fall in one of them and skip the
+     * table's binary search. */
+    uint64_t listed_lo[2], listed_hi[2];
 };
+
+/* Whether the table lists [addr, addr+len), asked of the two ranges it
+ * listed last before the table itself. */
+static bool listed(struct agent_reader *r, uint64_t addr, size_t len)
+{
+    if (addr >= r->listed_lo[0] && addr + len <= r->listed_hi[0])
+        return true;
+    uint64_t lo = r->listed_lo[1], hi = r->listed_hi[1];
+    if (!(addr >= lo && addr + len <= hi) && !agent_memmap_listed(r->table, addr, len, &lo, &hi))
+        return false;
+    r->listed_lo[1] = r->listed_lo[0];
+    r->listed_hi[1] = r->listed_hi[0];
+    r->listed_lo[0] = lo;
+    r->listed_hi[0] = hi;
+    return true;
+}
 
 static bool read_mem_via(pid_t task, uint64_t addr, void *out, size_t len)
 {
@@ -162,15 +183,14 @@ static bool read_mem_via(pid_t task, uint64_t addr, void *out, size_t len)
 
 static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags)
 {
-    const struct agent_reader *r = ctx;
+    struct agent_reader *r = ctx;
     if (r->copy_all)
         return read_mem_via(r->task, addr, buf, len);
-    bool listed = agent_memmap_readable(r->table, addr, len);
     /* The innermost frame and its code object must also be readable now
      * (the table may still list a chunk just unmapped): they are only this
      * thread's to free (its frame holds the code until the pop), and the
      * thread is stopped here. */
-    if (listed && !(r->check_innermost && (flags & PY_READ_INNERMOST))) {
+    if (listed(r, addr, len) && !(r->check_innermost && (flags & PY_READ_INNERMOST))) {
         memcpy(buf, (const void *)(uintptr_t)addr, len);
         return true;
     }

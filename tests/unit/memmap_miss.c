@@ -5,7 +5,7 @@
  * next look, not only the last one missed (during an import a walk misses
  * in several new data-stack chunks and arenas between two looks, and each
  * one left out cost a system call per read for another 5-20 ms). A Python
- * read's miss (agent_memmap_readable) waits for the writer's next drain: the
+ * read's miss (agent_memmap_listed) waits for the writer's next drain: the
  * wake-up cost the handler more than the reads it saved. A stack read's miss
  * (agent_memmap_readable_range: a thread's stack the table does not know
  * yet, which the walk copies through the kernel meanwhile) wakes the writer,
@@ -32,10 +32,16 @@ void agent_wake_writer(void) { wakes++; }
 
 #include "tests/unit/check.h"
 
+static bool listed_in(int t, uint64_t addr, size_t len)
+{
+    uint64_t lo, hi;
+    return agent_memmap_listed(t, addr, len, &lo, &hi);
+}
+
 static bool readable(uint64_t addr)
 {
     int t = agent_memmap_begin();
-    bool ok = agent_memmap_readable(t, addr, 8);
+    bool ok = listed_in(t, addr, 8);
     agent_memmap_end(t);
     return ok;
 }
@@ -99,12 +105,12 @@ int main(void)
               (void *)(g + 2 * page),
           "mmap of the third page failed");
     int t = agent_memmap_begin();
-    CHECK(!agent_memmap_readable(t, edge - 8, 16), "a read past the known part passed");
+    CHECK(!listed_in(t, edge - 8, 16), "a read past the known part passed");
     agent_memmap_end(t);
     fake_now_ns += 100000000ull;
     agent_memmap_maybe_refresh();
     t = agent_memmap_begin();
-    CHECK(agent_memmap_readable(t, edge - 8, 16), "the grown part is not in the table after the writer looked");
+    CHECK(listed_in(t, edge - 8, 16), "the grown part is not in the table after the writer looked");
     agent_memmap_end(t);
     munmap(g, 3 * page);
 
