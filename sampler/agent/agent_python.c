@@ -158,14 +158,21 @@ struct agent_reader {
     uint64_t listed_lo[2], listed_hi[2];
 };
 
+/* Whether [addr, addr+len) lies in [lo, hi), written so that a garbage
+ * address near 2^64 cannot wrap past the end. */
+static inline bool within(uint64_t addr, size_t len, uint64_t lo, uint64_t hi)
+{
+    return addr >= lo && addr < hi && len <= hi - addr;
+}
+
 /* Whether the table lists [addr, addr+len), asked of the two ranges it
  * listed last before the table itself. */
 static bool listed(struct agent_reader *r, uint64_t addr, size_t len)
 {
-    if (addr >= r->listed_lo[0] && addr + len <= r->listed_hi[0])
+    if (within(addr, len, r->listed_lo[0], r->listed_hi[0]))
         return true;
     uint64_t lo = r->listed_lo[1], hi = r->listed_hi[1];
-    if (!(addr >= lo && addr + len <= hi) && !agent_memmap_listed(r->table, addr, len, &lo, &hi))
+    if (!within(addr, len, lo, hi) && !agent_memmap_listed(r->table, addr, len, &lo, &hi))
         return false;
     r->listed_lo[1] = r->listed_lo[0];
     r->listed_hi[1] = r->listed_hi[0];

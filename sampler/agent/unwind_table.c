@@ -164,7 +164,8 @@ static inline __attribute__((always_inline)) bool read_stack_word(struct stack_r
         memcpy(out, r->copy->bytes + (addr - r->copy->sp), 8);
         return true;
     }
-    if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
+    /* in [ok_lo, ok_hi) without computing addr + 8, which could wrap */
+    if (addr < r->ok_lo || addr >= r->ok_hi || r->ok_hi - addr < 8) {
         if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi)) {
             r->missed = addr;
             return false;
@@ -211,7 +212,7 @@ static inline bool stack_word_is(struct stack_reader *rd, uint64_t addr, uint64_
      * in the range the walk's last read found readable (the thread's
      * stack), which one compare pair settles. A copy's reader has no such
      * range (ok_hi 0), so it always takes the full check. */
-    if (addr >= rd->ok_lo && addr + 8 <= rd->ok_hi)
+    if (addr >= rd->ok_lo && addr < rd->ok_hi && rd->ok_hi - addr >= 8)
         return *(const uint64_t *)addr == want;
     uint64_t v;
     return read_stack_word(rd, addr, &v) && v == want;
