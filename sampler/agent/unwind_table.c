@@ -164,8 +164,7 @@ static inline __attribute__((always_inline)) bool read_stack_word(struct stack_r
         memcpy(out, r->copy->bytes + (addr - r->copy->sp), 8);
         return true;
     }
-    /* in [ok_lo, ok_hi) without computing addr + 8, which could wrap */
-    if (addr < r->ok_lo || addr >= r->ok_hi || r->ok_hi - addr < 8) {
+    if (addr < r->ok_lo || addr + 8 > r->ok_hi) {
         if (!agent_memmap_readable_range(r->memmap, addr, 8, &r->ok_lo, &r->ok_hi)) {
             r->missed = addr;
             return false;
@@ -212,7 +211,7 @@ static inline bool stack_word_is(struct stack_reader *rd, uint64_t addr, uint64_
      * in the range the walk's last read found readable (the thread's
      * stack), which one compare pair settles. A copy's reader has no such
      * range (ok_hi 0), so it always takes the full check. */
-    if (addr >= rd->ok_lo && addr < rd->ok_hi && rd->ok_hi - addr >= 8)
+    if (addr >= rd->ok_lo && addr + 8 <= rd->ok_hi)
         return *(const uint64_t *)addr == want;
     uint64_t v;
     return read_stack_word(rd, addr, &v) && v == want;
@@ -511,10 +510,13 @@ walk(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t *pcs, unsigned max, unsigne
             cfa += 8; /* past the entry's push */
         uint64_t ra, caller_fp = fp;
         /* The stack grows down: each caller's frame lies above. A CFA at or
-         * below SP means a wrong rule (or a corrupt FP): do not follow it. */
-        if (cfa <= sp || !read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->ra_off, &ra)) {
+         * below SP means a wrong rule (or a corrupt FP): do not follow it.
+         * Nor one so near 2^64 (a garbage FP) that CFA + an offset wraps,
+         * which read_stack_word's range check would not see. */
+        bool bad_cfa = cfa <= sp || cfa > UINT64_MAX - 2 * (uint64_t)INT16_MAX;
+        if (bad_cfa || !read_stack_word(&rd, cfa + (uint64_t)(int64_t)r->ra_off, &ra)) {
             res = UNWIND_FAIL_READ;
-            fail_addr = cfa <= sp ? 0 : cfa + (uint64_t)(int64_t)r->ra_off;
+            fail_addr = bad_cfa ? 0 : cfa + (uint64_t)(int64_t)r->ra_off;
             break;
         }
         if (tr)
