@@ -40,9 +40,17 @@ BENCH_API int32_t bench_frame_instr(unsigned i);
 
 struct agent_writer_counts agent_writer_counts;
 static uint64_t fake_now_ns = 1000000000ull;
-uint64_t agent_now_ns(void) { return fake_now_ns; }
-unsigned long long agent_phdr_unload_count(void) { return 0; }
-void agent_wake_writer(void) {}
+uint64_t agent_now_ns(void)
+{
+    return fake_now_ns;
+}
+unsigned long long agent_phdr_unload_count(void)
+{
+    return 0;
+}
+void agent_wake_writer(void)
+{
+}
 void agent_tstate_remember(uint32_t tid, uint64_t tstate)
 {
     (void)tid;
@@ -77,5 +85,11 @@ BENCH_API unsigned bench_capture(void)
 /* The last capture's frame i, innermost first: its code object's address
  * and its instruction (code units), for the driver's check against
  * Python's own view of the stack. */
-BENCH_API uint64_t bench_frame_code(unsigned i) { return i < OPR_MAX_PYFRAMES ? frames[i].code : 0; }
-BENCH_API int32_t bench_frame_instr(unsigned i) { return i < OPR_MAX_PYFRAMES ? frames[i].instr : -2; }
+BENCH_API uint64_t bench_frame_code(unsigned i)
+{
+    return i < OPR_MAX_PYFRAMES ? frames[i].code : 0;
+}
+BENCH_API int32_t bench_frame_instr(unsigned i)
+{
+    return i < OPR_MAX_PYFRAMES ? frames[i].instr : -2;
+}
