@@ -5,7 +5,7 @@ same in every run.
 
     python3 bench/python_capture.py LIBRARY SCENARIO CAPTURES [--check]
 
-Scenarios (each prints "captures N frames F", F the frames of the last one):
+Scenarios (each prints "captures N frames F", F the mean frames a capture):
   operator   a thread inside one long native call, as in a PyTorch
              operator: the same 30-frame stack captured again and again
              from one call site (the memos' best case).
@@ -38,7 +38,7 @@ def main():
         print("python_capture: the capture found no interpreter it supports", file=sys.stderr)
         sys.exit(77)
     capture, drain = lib.bench_capture, lib.bench_drain
-    done = [0, 0]  # captures, frames of the last one
+    done = [0, 0]  # captures, frames captured
 
     def checked():
         """Captures and compares with the stack as Python sees it."""
@@ -64,7 +64,7 @@ def main():
     take = checked if check else capture
 
     def one():
-        done[1] = take()
+        done[1] += take()
         done[0] += 1
         if done[0] % 16 == 0:
             drain()  # the writer's drain, as between samples
@@ -105,7 +105,7 @@ def main():
     else:
         print("python_capture: no scenario %r (operator, loop, fresh)" % scenario, file=sys.stderr)
         sys.exit(2)
-    print("captures %d frames %d" % (done[0], done[1]))
+    print("captures %d frames %.1f" % (done[0], done[1] / max(done[0], 1)))
 
 
 if __name__ == "__main__":

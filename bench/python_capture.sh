@@ -32,7 +32,7 @@ ${CC:-gcc} -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden -ftls-model=initi
 lib=$tmp/python_capture.so
 driver=$src/bench/python_capture.py
 echo "instructions per capture (callgrind; $n captures a scenario, each checked first against Python's stack)"
-printf '  %-44s %10s %10s %10s\n' "interpreter" operator loop fresh
+printf '  %-8s %10s %10s %10s  %s\n' CPython operator loop fresh interpreter
 for py in "$@"; do
     row=""
     for s in operator loop fresh; do
@@ -41,16 +41,16 @@ for py in "$@"; do
         LD_PRELOAD=$lib valgrind --tool=callgrind --toggle-collect=agent_python_capture \
             --callgrind-out-file="$tmp/cg.out" "$py" "$driver" "$lib" "$s" "$n" >"$tmp/run.out" 2>"$tmp/valgrind.err" ||
             { cat "$tmp/valgrind.err" "$tmp/run.out" >&2; exit 1; }
-        done_n=$(sed -n 's/^captures \([0-9]*\) frames \([0-9]*\)$/\1/p' "$tmp/run.out")
-        frames=$(sed -n 's/^captures \([0-9]*\) frames \([0-9]*\)$/\2/p' "$tmp/run.out")
+        done_n=$(sed -n 's/^captures \([0-9]*\) frames \([0-9.]*\)$/\1/p' "$tmp/run.out")
+        frames=$(sed -n 's/^captures \([0-9]*\) frames \([0-9.]*\)$/\2/p' "$tmp/run.out")
         # the total of the events collected: agent_python_capture and what it calls
         ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$tmp/cg.out")
         [ -n "$ir" ] && [ -n "$done_n" ] && [ "$done_n" -gt 0 ] ||
             { cat "$tmp/run.out" >&2; echo "python_capture: could not read the counts" >&2; exit 1; }
-        row="$row $(awk -v i="$ir" -v n="$done_n" -v f="$frames" 'BEGIN { printf "%6.0f/%-3d", i / n, f }')"
+        row="$row $(awk -v i="$ir" -v n="$done_n" -v f="$frames" 'BEGIN { printf "%6.0f/%-4.1f", i / n, f }')"
     done
     ver=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
-    printf '  %-44s%s\n' "$py ($ver)" "$row"
+    printf '  %-8s%s  %s\n' "$ver" "$row" "$py"
 done
-echo "  (instructions/frames captured; operator: the same stack again, loop: the innermost frame moves,"
+echo "  (instructions / mean frames captured; operator: the same stack again, loop: the innermost frame moves,"
 echo "   fresh: a new code object innermost each time)"
