@@ -244,7 +244,7 @@ static unsigned agent_readv(void *ctx, const struct py_span *spans, unsigned n)
  * sample, and then reads no code object. Handler only: a signal handler
  * never interrupts itself on one thread (SIGTRAP is blocked while it runs). */
 static __thread struct py_innermost_memo innermost_memo __attribute__((tls_model("initial-exec")));
-/* The outer frames' memo (struct py_outer_memo): 648 bytes of TLS. */
+/* The outer frames' memo (struct py_outer_memo): 4,624 bytes of TLS. */
 static __thread struct py_outer_memo outer_memo __attribute__((tls_model("initial-exec")));
 /* A capture on this thread is using the memos: a SIGTRAP that interrupts an
  * OpenMP opener's capture (capture_context, not a handler) walks without

@@ -128,25 +128,29 @@ struct py_innermost_memo {
 };
 
 /* The frames above the innermost one that the thread's previous walk read
- * (the first PY_FRAME_MEMO of them, in walk order): a frame whose header (the bytes the walk
- * reads: f_code, the instruction, the previous frame and, in the same span,
- * the function and globals) hashes the same as when its code object was read
- * is taken from here without reading the code object again. An outer frame
- * is suspended in a call, so a training loop's ~10 outer frames are the same
- * sample after sample, and each code object read was a cache miss or more
- * (~114 cycles a read on torch_train.py). The code object is kept alive by
- * the frame; one freed and another allocated at its address under the same
- * frame header is as unlikely as the innermost memo's case, and its
- * fingerprint would make the writer refuse it, never misname it. Kept per
- * thread by the agent's handler; NULL elsewhere. */
-#define PY_FRAME_MEMO 16
+ * (the first PY_FRAME_MEMO of them, in walk order): a frame found at the
+ * same address with the same raw f_code and instruction fields as then is
+ * taken from here without reading its code object again; those two fields
+ * are all a frame's py_frame_ref comes from (is_entry is read afresh). An
+ * outer frame is suspended in a call, so a training loop's outer frames
+ * are the same sample after sample, and each code object read was a cache
+ * miss or more (~114 cycles a read on torch_train.py). The code object is
+ * kept alive by the frame; one freed and another allocated at its address
+ * under the same frame is as unlikely as the innermost memo's case, and its
+ * fingerprint would make the writer refuse it, never misname it. 48 frames:
+ * a PyTorch model's calls nest 2-3 frames a module (__call__, _call_impl,
+ * forward), and a frame beyond the memo reads its code object every time.
+ * Two halves, the last walk's and the one the walk fills, so that neither a
+ * copy of it nor a copy on the handler's stack is needed.
+ * Kept per thread by the agent's handler; NULL elsewhere. */
+#define PY_FRAME_MEMO 48
 struct py_frame_memo {
-    uint64_t frame, hash;
+    uint64_t frame, code_field, instr_field;
     struct py_frame_ref ref;
 };
 struct py_outer_memo {
-    unsigned n;
-    struct py_frame_memo f[PY_FRAME_MEMO];
+    unsigned n[2], half; /* f[half][0..n[half]): the last walk's; the next walk writes the other half */
+    struct py_frame_memo f[2][PY_FRAME_MEMO];
 };
 
 /* One interpreter to read: its layout, two type objects that tell a real

@@ -218,13 +218,7 @@ static bool frame_instr(const struct py_layout *L, const uint8_t *f, uint64_t co
 /* What one frame of the chain turned out to be. */
 enum walk_step { WALK_STOP, WALK_SKIP, WALK_TAKEN, WALK_SHIM };
 
-/* One frame of the chain into out (when it is a complete one); *previous is
- * the next frame out. WALK_SHIM: the frame is the C stack's entry shim
- * (3.12+), so the frame taken before it was the first of its eval call.
- * frame_flags and code_flags go to the reader with the frame's and its code
- * object's reads; memo (innermost frame only, else NULL): see struct
- * py_innermost_memo. */
-/* A hash of a frame's header bytes (struct py_frame_memo), the 8-byte
+/* A hash of a frame's header bytes (struct py_innermost_memo), the 8-byte
  * word at offset skip read as 0 (SIZE_MAX: none), so that a key can leave
  * out one pointer without copying the header. Whole words are loaded with a
  * fixed-size copy (one load); a copy of n - i bytes in every round was a
@@ -298,10 +292,18 @@ struct walk_sizes {
     size_t frame, code;
 };
 
+/* One frame of the chain into out (when it is a complete one); *previous is
+ * the next frame out. WALK_SHIM: the frame is the C stack's entry shim
+ * (3.12+), so the frame taken before it was the first of its eval call.
+ * frame_flags and code_flags go to the reader with the frame's and its code
+ * object's reads; memo (innermost frame only, else NULL): see struct
+ * py_innermost_memo; last[0..nlast) (outer frames only, else NULL): the
+ * previous walk's outer frames, searched from *cursor on; *key_out: this
+ * frame's entry for the next walk's (struct py_outer_memo). */
 static enum walk_step walk_one(const struct py_target *t, const struct walk_sizes *sizes, uint64_t frame,
                                unsigned frame_flags, unsigned code_flags, struct py_innermost_memo *memo,
-                               const struct py_outer_memo *outer, unsigned *cursor, uint64_t *hash_out,
-                               struct py_frame_ref *out, uint64_t *previous)
+                               const struct py_frame_memo *last, unsigned nlast, unsigned *cursor,
+                               struct py_frame_memo *key_out, struct py_frame_ref *out, uint64_t *previous)
 {
     const struct py_layout *L = t->layout;
     uint8_t f[128], c[256];
@@ -362,16 +364,16 @@ static enum walk_step walk_one(const struct py_target *t, const struct walk_size
             return WALK_TAKEN;
         }
     }
-    if (outer) {
+    if (last) {
         /* the previous walk's frames in the same order: look from where the
          * last match was on */
-        *hash_out = frame_hash(f, fbytes);
-        for (unsigned j = *cursor; j < outer->n; j++) {
-            if (outer->f[j].frame != frame)
+        *key_out = (struct py_frame_memo){.frame = frame, .code_field = code_field, .instr_field = instr_field};
+        for (unsigned j = *cursor; j < nlast; j++) {
+            if (last[j].frame != frame)
                 continue;
             *cursor = j + 1;
-            if (outer->f[j].hash == *hash_out) {
-                *out = outer->f[j].ref;
+            if (last[j].code_field == code_field && last[j].instr_field == instr_field) {
+                *out = last[j].ref;
                 out->is_entry = is_entry;
                 return WALK_TAKEN;
             }
@@ -435,18 +437,24 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
     unsigned innermost_frame_flags =
         t->memo && frame != 0 && in_current_chunk(t, tstate, frame, sizes.frame) ? 0 : PY_READ_INNERMOST;
     unsigned n = 0, cursor = 0, nfresh = 0;
-    struct py_frame_memo fresh[PY_FRAME_MEMO]; /* this walk's outer frames: the next walk's memo */
+    /* this walk's outer frames go to the memo's other half: the next walk's memo */
+    const struct py_frame_memo *last = t->outer ? t->outer->f[t->outer->half] : NULL;
+    unsigned nlast = t->outer ? t->outer->n[t->outer->half] : 0;
+    struct py_frame_memo *fresh = t->outer ? t->outer->f[!t->outer->half] : NULL;
     /* Bounded: a chain corrupted into a cycle ends after 4x the frames kept. */
     for (unsigned steps = 0; frame != 0 && n < max && steps < 4 * OPR_MAX_PYFRAMES; steps++) {
-        uint64_t previous = 0, hash = 0;
+        uint64_t previous = 0;
+        struct py_frame_memo key;
         enum walk_step step =
-            steps == 0 ? walk_one(t, &sizes, frame, innermost_frame_flags, PY_READ_INNERMOST, t->memo, NULL, NULL, NULL,
-                                  &out[n], &previous)
-                       : walk_one(t, &sizes, frame, 0, 0, NULL, t->outer, &cursor, &hash, &out[n], &previous);
+            steps == 0 ? walk_one(t, &sizes, frame, innermost_frame_flags, PY_READ_INNERMOST, t->memo, NULL, 0, NULL,
+                                  NULL, &out[n], &previous)
+                       : walk_one(t, &sizes, frame, 0, 0, NULL, last, nlast, &cursor, &key, &out[n], &previous);
         if (step == WALK_STOP)
             break;
-        if (step == WALK_TAKEN && steps > 0 && t->outer && nfresh < PY_FRAME_MEMO)
-            fresh[nfresh++] = (struct py_frame_memo){frame, hash, out[n]};
+        if (step == WALK_TAKEN && steps > 0 && t->outer && nfresh < PY_FRAME_MEMO) {
+            key.ref = out[n];
+            fresh[nfresh++] = key;
+        }
         if (step == WALK_TAKEN)
             n++;
         else if (step == WALK_SHIM && n > 0)
@@ -456,8 +464,8 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
     if (n == 0 && t->memo)
         t->memo->valid = false;
     if (t->outer) {
-        memcpy(t->outer->f, fresh, nfresh * sizeof fresh[0]);
-        t->outer->n = nfresh;
+        t->outer->half = !t->outer->half;
+        t->outer->n[t->outer->half] = nfresh;
     }
     return n;
 }
