@@ -16,6 +16,9 @@ Scenarios (each prints "captures N frames F", F the mean frames a capture):
   fresh      every capture from a new code object (exec'd source), at
              depth 20: the innermost frame's code object is read each time
              (the memos' worst case for that frame).
+  switch     captures alternate between two generators, each at the end of
+             a chain of 40 generator frames ("yield from"): the memo holds
+             the other chain's frames each time (the outer memo's worst case).
 --check compares every capture with Python's own view of the stack (the
 code object of each frame, and the instruction of each frame but the
 innermost, which moved on since it was asked) and exits 1 at the first
@@ -96,14 +99,28 @@ def main():
             scope = {"one": one}
             exec(compile("def f%d():\n    one()\nf%d()\n" % (i, i), "<fresh>", "exec"), scope)
 
+    def chain(depth):
+        if depth > 0:
+            yield from chain(depth - 1)
+        while True:
+            one()
+            yield
+
+    def switch():
+        a, b = chain(40), chain(40)
+        for i in range(captures):
+            next(a if i % 2 else b)
+
     if scenario == "operator":
         operator(28)
     elif scenario == "loop":
         loop()
     elif scenario == "fresh":
         fresh(18)
+    elif scenario == "switch":
+        switch()
     else:
-        print("python_capture: no scenario %r (operator, loop, fresh)" % scenario, file=sys.stderr)
+        print("python_capture: no scenario %r (operator, loop, fresh, switch)" % scenario, file=sys.stderr)
         sys.exit(2)
     print("captures %d frames %.1f" % (done[0], done[1] / max(done[0], 1)))
 

@@ -32,10 +32,10 @@ ${CC:-gcc} -std=gnu11 -O2 -g -fPIC -shared -fvisibility=hidden -ftls-model=initi
 lib=$tmp/python_capture.so
 driver=$src/bench/python_capture.py
 echo "instructions per capture (callgrind; $n captures a scenario, each checked first against Python's stack)"
-printf '  %-8s %10s %10s %10s  %s\n' CPython operator loop fresh interpreter
+printf '  %-8s %10s %10s %10s %10s  %s\n' CPython operator loop fresh switch interpreter
 for py in "$@"; do
     row=""
-    for s in operator loop fresh; do
+    for s in operator loop fresh switch; do
         LD_PRELOAD=$lib "$py" "$driver" "$lib" "$s" 300 --check >"$tmp/check.out" 2>&1 ||
             { cat "$tmp/check.out" >&2; echo "python_capture: $py $s: the capture differs from Python's stack" >&2; exit 1; }
         LD_PRELOAD=$lib valgrind --tool=callgrind --toggle-collect=agent_python_capture \
@@ -53,4 +53,4 @@ for py in "$@"; do
     printf '  %-8s%s  %s\n' "$ver" "$row" "$py"
 done
 echo "  (instructions / mean frames captured; operator: the same stack again, loop: the innermost frame moves,"
-echo "   fresh: a new code object innermost each time)"
+echo "   fresh: a new code object innermost each time, switch: two 40-frame generator chains in turn)"

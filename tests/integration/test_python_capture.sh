@@ -6,9 +6,10 @@
 # object, and every frame's instruction but the innermost one's (which
 # moved on to the call since Python was asked). The memos are what this
 # checks: the same stack again and again (operator), an innermost frame
-# that moves while the outer ones stay (loop), and a new code object at
-# each capture (fresh, exec'd). Unlike a profile's split, there is no
-# sampling error: one wrong frame in 500 captures fails.
+# that moves while the outer ones stay (loop), a new code object at each
+# capture (fresh, exec'd), and two generators' 40-frame chains in turn
+# (switch: the memo holds the other chain). Unlike a profile's split, no
+# sampling error here: one wrong frame in 500 captures fails.
 # Run under the system python3 (OPPROF_TEST_PYTHON) and every pyenv CPython
 # 3.9-3.14 here.
 . "$(dirname "$0")/lib.sh"
@@ -22,7 +23,7 @@ PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
 # check_capture LABEL PYTHON
 check_capture() {
     local label=$1 py=$2 s out
-    for s in operator loop fresh; do
+    for s in operator loop fresh switch; do
         # preloaded: the memos are initial-exec TLS, as in the agent
         out=$(LD_PRELOAD="$LIB" limited "$py" "$DRIVER" "$LIB" "$s" 500 --check 2>&1)
         case $? in
