@@ -144,6 +144,7 @@ struct py_innermost_memo {
  * copy of it nor a copy on the handler's stack is needed.
  * Kept per thread by the agent's handler; NULL elsewhere. */
 #define PY_FRAME_MEMO 48
+#define PY_FRAME_MEMO_AHEAD 16 /* entries a frame is looked for past the last match (python_walk.c) */
 struct py_frame_memo {
     uint64_t frame, code_field, instr_field;
     struct py_frame_ref ref;

@@ -366,18 +366,28 @@ static enum walk_step walk_one(const struct py_target *t, const struct walk_size
     }
     if (last) {
         /* the previous walk's frames in the same order: look from where the
-         * last match was on */
+         * last match was on, PY_FRAME_MEMO_AHEAD entries at most. A frame
+         * the memo does not hold (a deeper call, another generator's chain)
+         * scanned all 48 entries: in a walk that alternates between two
+         * generators' 40-frame chains, 38 % of its instructions. 16 is the
+         * memo's old size, so every frame it found is still found: a frame
+         * further ahead is a stack shallower by 16 frames than a sample ago. */
         *key_out = (struct py_frame_memo){.frame = frame, .code_field = code_field, .instr_field = instr_field};
-        for (unsigned j = *cursor; j < nlast; j++) {
-            if (last[j].frame != frame)
-                continue;
+        unsigned j = *cursor;                      /* <= nlast */
+        if (j < nlast && last[j].frame != frame) { /* not where the last match leads: look ahead */
+            unsigned end = nlast - j > PY_FRAME_MEMO_AHEAD ? j + PY_FRAME_MEMO_AHEAD : nlast;
+            while (++j < end && last[j].frame != frame)
+                ;
+            if (j == end)
+                j = nlast;
+        }
+        if (j < nlast) {
             *cursor = j + 1;
             if (last[j].code_field == code_field && last[j].instr_field == instr_field) {
                 *out = last[j].ref;
                 out->is_entry = is_entry;
                 return WALK_TAKEN;
             }
-            break;
         }
     }
     if (!read_obj(t, code, c, cbytes, code_flags) || field64(c, (size_t)L->object_type) != t->code_type)
