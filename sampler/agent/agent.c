@@ -368,6 +368,7 @@ static void start_after_fork_in_child(void)
     agent_counters_atfork_child(); /* the parent's per-thread counters are not ours */
     agent_unwind_atfork_child();   /* nor are the parent's unwinding counts */
     agent_queue_reset();
+    agent_queue_prefault();    /* the ring's nursery, before the child's first claim (the writer is not up yet) */
     agent_tick_atfork_child(); /* POSIX timers are not inherited: before the child's writer may arm one */
     atomic_store(&agent_samples_taken, 0);
     atomic_store(&agent_samples_lost, 0);

@@ -56,8 +56,41 @@ static inline struct agent_slot *entry_at(uint64_t pos)
  * last touched one lap (seconds) earlier, and the handler paid a TLB miss
  * and a cold page walk for them (py_split: claiming a
  * slot took ~2 us with 4 KB pages, ~0.3 us with huge pages). Where THP is
- * off (transparent_hugepage=never) madvise fails and 4 KB pages serve. */
+ * off (transparent_hugepage=never) madvise fails and 4 KB pages serve.
+ *
+ * Except the first 2 MB, the nursery: it starts on 4 KB pages, and only
+ * QUEUE_NURSERY_BYTES of it are backed. A process that takes few samples (a
+ * fork child that does one small job, an exec'd /bin/true) writes a few KB
+ * in all, and zeroing a whole 2 MB huge page for them was most of what the
+ * agent cost such a child: in 40 fork children of a torch process, 158 of
+ * the 200 perf samples (cpu-clock, 2 kHz) in the agent's code or on its
+ * behalf were the kernel clearing the ring's first huge page, 63 of them in
+ * a handler's claim that got there before the writer's prefault. Once the
+ * producers pass QUEUE_NURSERY_PROMOTE, the process is taking samples at a
+ * steady clip, and the writer turns the nursery into a huge page
+ * (promote_nursery). */
 #define QUEUE_HUGE_PAGE (2u << 20)
+#define QUEUE_NURSERY_BYTES (32u << 10)   /* backed up front: ~25 PyTorch samples */
+#define QUEUE_NURSERY_PROMOTE (16u << 10) /* head past this: make the nursery a huge page */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+static bool nursery; /* the ring's first 2 MB are still on 4 KB pages (writer, fork child) */
+
+/* Huge pages for the ring but its nursery; MADV_NOHUGEPAGE keeps the nursery
+ * on 4 KB pages where THP is "always". */
+static void advise_ring(unsigned char *mem, size_t bytes)
+{
+    nursery = bytes >= 2 * QUEUE_HUGE_PAGE;
+    if (bytes < QUEUE_HUGE_PAGE)
+        return; /* a small ring (tests) */
+    if (nursery) {
+        madvise(mem, QUEUE_HUGE_PAGE, MADV_NOHUGEPAGE);
+        madvise(mem + QUEUE_HUGE_PAGE, bytes - QUEUE_HUGE_PAGE, MADV_HUGEPAGE);
+    } else {
+        madvise(mem, bytes, MADV_HUGEPAGE);
+    }
+}
 
 static void *map_ring(size_t bytes)
 {
@@ -74,7 +107,6 @@ static void *map_ring(size_t bytes)
     size_t after = (size_t)(mem + bytes + QUEUE_HUGE_PAGE - (aligned + bytes));
     if (after)
         munmap(aligned + bytes, after);
-    madvise(aligned, bytes, MADV_HUGEPAGE);
     return aligned;
 }
 
@@ -90,6 +122,7 @@ int agent_queue_init(size_t bytes)
         return -1;
     ring = mem;
     ring_bytes = size;
+    advise_ring(ring, ring_bytes);
     tail = 0;
     prefaulted = 0;
     resident_last = 0;
@@ -102,8 +135,7 @@ void agent_queue_reset(void)
 {
     void *fresh = mmap(ring, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (fresh != MAP_FAILED) {
-        if (ring_bytes >= QUEUE_HUGE_PAGE)
-            madvise(ring, ring_bytes, MADV_HUGEPAGE);
+        advise_ring(ring, ring_bytes);
     } else { /* keep the old pages, clear every word an entry can start at */
         for (uint64_t pos = 0; pos < ring_bytes; pos += QUEUE_ALIGN)
             atomic_store_explicit(&entry_at(pos)->seq, 0, memory_order_relaxed);
@@ -256,11 +288,39 @@ size_t agent_queue_capacity(void)
     return ring_bytes;
 }
 
+/* Writer: the producers have passed QUEUE_NURSERY_PROMOTE. MADV_COLLAPSE
+ * (Linux 6.1) copies the nursery's pages into a huge page in place, samples
+ * and all; a handler that writes there meanwhile waits in its page fault
+ * once (~0.2 ms on this VM). Where it fails (an older kernel, no huge page
+ * free, THP off) the nursery stays on 4 KB pages, which the prefault backs
+ * like the rest, and khugepaged may still collapse it (it is VM_HUGEPAGE
+ * now). */
+static void promote_nursery(void)
+{
+    nursery = false;
+    if (madvise(ring, QUEUE_HUGE_PAGE, MADV_HUGEPAGE) == 0 && madvise(ring, QUEUE_HUGE_PAGE, MADV_COLLAPSE) == 0 &&
+        prefaulted < QUEUE_HUGE_PAGE)
+        prefaulted = QUEUE_HUGE_PAGE;
+}
+
+/* Writer, and the thread that starts the agent or forks, before any claim. */
 void agent_queue_prefault(void)
 {
-    if (!ring || prefaulted >= ring_bytes)
+    if (!ring)
         return;
-    uint64_t ahead = atomic_load_explicit(&head, memory_order_relaxed) + QUEUE_PREFAULT_AHEAD;
+    uint64_t h = atomic_load_explicit(&head, memory_order_relaxed);
+    if (nursery && h < QUEUE_NURSERY_PROMOTE) {
+        if (prefaulted < QUEUE_NURSERY_BYTES) { /* once; where it fails, the handler takes the faults */
+            madvise(ring + prefaulted, QUEUE_NURSERY_BYTES - prefaulted, MADV_POPULATE_WRITE);
+            prefaulted = QUEUE_NURSERY_BYTES;
+        }
+        return; /* past it, the handler takes 4 KB faults until the promotion */
+    }
+    if (nursery)
+        promote_nursery();
+    if (prefaulted >= ring_bytes)
+        return;
+    uint64_t ahead = h + QUEUE_PREFAULT_AHEAD;
     if (ahead <= prefaulted)
         return; /* still a whole QUEUE_PREFAULT_AHEAD backed in front of the producers */
     size_t want = ahead >= ring_bytes

@@ -9,15 +9,19 @@
  * contents intact, and claims that find the queue full must be the only
  * ones missing (they are "lost").
  *
+ * Then the ring's nursery (nursery_check).
+ *
  * A plain program (not CUnit) because it must link agent_queue.c itself and
  * run under -fsanitize=thread, which the rest of the suite does not use.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "sampler/agent/agent.h"
 
@@ -156,6 +160,116 @@ static int run_round(int round)
     return failed;
 }
 
+/* Whether this kernel collapses 4 KB pages into a huge page on request
+ * (MADV_COLLAPSE, Linux 6.1, and THP not "never"): tried on memory of our own. */
+static bool collapse_works(int *err)
+{
+    size_t huge = 2u << 20;
+    char *mem = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        *err = errno;
+        return false;
+    }
+    char *aligned = (char *)(((uintptr_t)mem + huge - 1) & ~(uintptr_t)(huge - 1));
+    aligned[0] = 1;
+    bool ok = madvise(aligned, huge, MADV_HUGEPAGE) == 0 && madvise(aligned, huge, 25 /* MADV_COLLAPSE */) == 0;
+    *err = ok ? 0 : errno;
+    munmap(mem, 2 * huge);
+    return ok;
+}
+
+/* The kB of huge pages /proc/self/smaps counts in the mapping holding addr. */
+static long huge_kb_at(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    bool in = false;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A ring of 4 MB, as the agent's: its first 2 MB start on 4 KB pages with
+ * only 32 KB backed, so a process that takes a few samples does not zero a
+ * 2 MB huge page. Once the producers pass 16 KB the writer's prefault makes
+ * those 2 MB a huge page in place, and entries committed but not yet
+ * consumed come out intact after it. 1 when it failed. */
+static int nursery_check(void)
+{
+    if (agent_queue_init(4u << 20) != 0) {
+        printf("queue_stress: cannot map a 4 MB queue\n");
+        return 1;
+    }
+    agent_queue_prefault();
+    int failed = 0;
+    uint64_t backed = agent_queue_resident_bytes();
+    if (backed != 32u << 10) {
+        printf("queue_stress: %llu bytes of a new 4 MB ring backed, not the 32 KB nursery\n",
+               (unsigned long long)backed);
+        failed = 1;
+    }
+    /* 300 entries of 8 PCs (~0.1 KB each: ~29 KB), the first 100 consumed */
+    unsigned char *start = NULL;
+    uint32_t n = 300;
+    for (uint32_t i = 0; i < n; i++) {
+        struct agent_slot *s = agent_queue_claim();
+        if (!s) {
+            printf("queue_stress: the 4 MB ring was full after %u small entries\n", i);
+            return 1;
+        }
+        if (!start)
+            start = (unsigned char *)s;
+        s->tid = 0;
+        s->time_ns = i;
+        s->flags = 0;
+        s->nframes = 8;
+        for (unsigned k = 0; k < 8; k++)
+            s->pcs[k] = word_of(i, k);
+        s->npy = 0;
+        agent_queue_commit(s);
+    }
+    for (uint32_t i = 0; i < 100; i++)
+        if (agent_queue_peek())
+            agent_queue_release();
+    long before = huge_kb_at(start);
+    agent_queue_prefault(); /* the producers are past 16 KB: the promotion */
+    long after = huge_kb_at(start);
+    uint32_t intact_entries = 0;
+    for (struct agent_slot *s; (s = agent_queue_peek()) != NULL; agent_queue_release()) {
+        bool ok = s->time_ns == 100 + intact_entries && s->nframes == 8 && s->npy == 0;
+        for (unsigned k = 0; ok && k < 8; k++)
+            ok = s->pcs[k] == word_of(s->time_ns, k);
+        intact_entries += ok;
+    }
+    if (intact_entries != n - 100) {
+        printf("queue_stress: %u of the %u entries queued across the nursery's promotion came out intact\n",
+               intact_entries, n - 100);
+        failed = 1;
+    }
+    int err;
+    if (!collapse_works(&err))
+        printf("queue_stress: SKIP the nursery's huge page: this kernel does not collapse pages on request "
+               "(MADV_COLLAPSE: %s)\n",
+               strerror(err));
+    else if (before != 0 || after < 2048) {
+        printf("queue_stress: the nursery's huge pages: %ld kB before the promotion (want 0), %ld after (want 2048)\n",
+               before, after);
+        failed = 1;
+    }
+    printf("queue_stress nursery: %llu bytes backed at the start, huge pages %ld -> %ld kB, %u entries intact\n",
+           (unsigned long long)backed, before, after, intact_entries);
+    return failed;
+}
+
 int main(void)
 {
     /* 256 KB: ~48 of the largest claims, so the ring wraps often and fills at times. */
@@ -180,6 +294,7 @@ int main(void)
         failed = 1;
     }
     failed |= run_round(2);
+    failed |= nursery_check();
     printf("%d passed, %d failed\n", failed ? 0 : 1, failed ? 1 : 0);
     return failed;
 }
