@@ -54,6 +54,8 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     }
     a->handler_timed += c.handler_timed;
     a->handler_calls += c.handler_calls;
+    if (c.handler_timed == 0)
+        a->untimed_calls += c.handler_calls;
     for (unsigned b = 0; b < OPR_HANDLER_BUCKETS && b < c.nbuckets; b++)
         a->buckets[b] += c.buckets[b];
     a->maps_rereads += c.maps_rereads;
@@ -77,6 +79,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->handler_cpu_est_ns += from->handler_cpu_est_ns;
     to->handler_timed += from->handler_timed;
     to->handler_calls += from->handler_calls;
+    to->untimed_calls += from->untimed_calls;
     for (unsigned b = 0; b < PROFILE_HANDLER_BUCKETS; b++)
         to->buckets[b] += from->buckets[b];
     to->maps_rereads += from->maps_rereads;

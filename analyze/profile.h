@@ -149,6 +149,11 @@ struct profile {
      * timed calls (handler_cpu_est_ns), their histogram, the writer's re-reads. */
     struct profile_agent_cpu {
         uint64_t handler_cpu_est_ns, handler_timed, handler_calls;
+        /* of handler_calls, those of streams with no timed call (a process
+         * that took fewer samples than one in timed_every): the estimate
+         * has nothing of theirs, report_agent_cost charges them the others'
+         * mean per call */
+        uint64_t untimed_calls;
         uint64_t buckets[PROFILE_HANDLER_BUCKETS]; /* format.h's OPR_HANDLER_BUCKET_BOUNDS_NS */
         uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
         uint64_t offcpu_same_wait, omp_hook_ns;

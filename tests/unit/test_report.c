@@ -225,6 +225,16 @@ static void test_overhead_line(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "(median 1.9, p99 3.5; CPU time of 1 in 8 samples, less a 0.50 us clock "
                                         "read) + 0.020 s writer thread CPU"));
     free(text);
+    /* 250 more calls from processes with no timed call (short fork children):
+     * charged the others' 3.0 us each, not 0 (which read 2.4 us, 2.30 %). */
+    a->handler_calls = 1250;
+    a->untimed_calls = 250;
+    out = open_memstream(&text, &len);
+    report_print_header(out, p);
+    fclose(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "overhead    handler 3.0 us per sample (median 1.9"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "= 2.38 % of the processes' CPU time")); /* (3.75 + 20) ms of 1 s */
+    free(text);
     struct profile_agent_cpu none = {0};
     CU_ASSERT_EQUAL(profile_handler_quantile_ns(&none, 0.5), 0);
     profile_free(p);
