@@ -212,8 +212,9 @@ static int nursery_check(void)
     agent_queue_prefault();
     int failed = 0;
     uint64_t backed = agent_queue_resident_bytes();
-    if (backed != 32u << 10) {
-        printf("queue_stress: %llu bytes of a new 4 MB ring backed, not the 32 KB nursery\n",
+    /* less on a kernel without MADV_POPULATE_WRITE (5.14): the claims fault */
+    if (backed > 32u << 10) {
+        printf("queue_stress: %llu bytes of a new 4 MB ring backed, more than the 32 KB nursery\n",
                (unsigned long long)backed);
         failed = 1;
     }
