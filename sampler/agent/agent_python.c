@@ -135,7 +135,7 @@ const char *agent_python_take_note(void)
  * process_vm_readv copy it replaced). What the table does not list (yet:
  * see agent_read) takes the same check. Two exceptions save those system
  * calls: an innermost frame inside the chunk the thread state names now is
- * read in place (python_walk.c: in_current_chunk, 3.11+), and one found
+ * read in place (python_walk.c: current_chunk, 3.11+), and one found
  * unmoved since the thread's previous sample, or moved on in the same call
  * (up to 8 samples in a row), reuses that sample's code object reference
  * (innermost_memo below; py_split.py: 2,757 -> 626 copies a 3 s run,
@@ -166,8 +166,10 @@ static inline bool within(uint64_t addr, size_t len, uint64_t lo, uint64_t hi)
 }
 
 /* Whether the table lists [addr, addr+len), asked of the two ranges it
- * listed last before the table itself. */
-static bool listed(struct agent_reader *r, uint64_t addr, size_t len)
+ * listed last before the table itself. Inlined into agent_read, every read's
+ * path: called out of line once agent_in_place used it too, it cost the
+ * switch shape of bench/python_capture.sh ~750 instructions a capture. */
+static inline __attribute__((always_inline)) bool listed(struct agent_reader *r, uint64_t addr, size_t len)
 {
     if (within(addr, len, r->listed_lo[0], r->listed_hi[0]))
         return true;
@@ -229,6 +231,15 @@ static bool agent_read(void *ctx, uint64_t addr, void *buf, size_t len, unsigned
     return false;
 }
 
+/* py_reader.in_place: the handler's own thread's current data-stack chunk,
+ * when the table lists it whole (the walk then uses its frames where they
+ * are). Never for the writer's copies of another thread's frames. */
+static bool agent_in_place(void *ctx, uint64_t addr, size_t len)
+{
+    struct agent_reader *r = ctx;
+    return !r->copy_all && listed(r, addr, len);
+}
+
 /* Several regions in one process_vm_readv (py_reader.readv): the writer's
  * names of a new code object (python_code.c). Copies only (copy_all): the
  * handler reads in place and never names code. */
@@ -255,7 +266,8 @@ static struct py_target target_with(struct agent_reader *r, struct py_innermost_
                                     struct py_outer_memo *outer)
 {
     return (struct py_target){
-        layout, code_type_addr, unicode_type_addr, {agent_read, r, agent_readv}, pthread_tid_offset, memo, outer};
+        layout, code_type_addr, unicode_type_addr, {agent_read, r, agent_readv, agent_in_place}, pthread_tid_offset,
+        memo,   outer};
 }
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)

@@ -196,7 +196,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
     py->runtime = sym.runtime + bias;
     py->target.code_type = sym.code_type ? sym.code_type + bias : 0;
     py->target.unicode_type = sym.unicode_type ? sym.unicode_type + bias : 0;
-    py->target.mem = (struct py_reader){rd_for_walker, py, rdv_for_walker};
+    py->target.mem = (struct py_reader){rd_for_walker, py, rdv_for_walker, NULL};
     unsigned major = 0, minor = 0;
     uint64_t version = 0;
     if (sym.version && rd(py, sym.version + bias, &version, sizeof(uint32_t))) {

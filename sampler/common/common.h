@@ -55,9 +55,9 @@ struct py_layout; /* python_layout.h: where one CPython version keeps each field
 
 /* flags for py_reader.read: the bytes are the innermost frame or its code
  * object, which the running thread may be freeing right now (the agent's
- * handler copies these with process_vm_readv instead of reading in place).
- * An innermost frame in the thread's current data-stack chunk is not marked
- * (python_walk.c: in_current_chunk). */
+ * handler reads these in place only once the kernel says they are readable
+ * now). An innermost frame in the thread's current data-stack chunk is not
+ * marked (python_walk.c: current_chunk). */
 #define PY_READ_INNERMOST 1u
 
 /* One region of a vectored read (py_reader.readv). */
@@ -72,11 +72,15 @@ struct py_span {
  * in a handler. readv (optional, NULL: none): copies spans[0..n) in one
  * system call and returns how many leading spans were read whole, so that
  * naming a code object takes two reads instead of four (python_code.c); the
- * caller reads the others itself. */
+ * caller reads the others itself. in_place (optional, NULL: never): whether
+ * the walker may use [addr, addr+len) where it is, without a read: only a
+ * reader of the walking thread's own memory says yes (the agent's handler,
+ * for the thread's current data-stack chunk when its table lists it). */
 struct py_reader {
     bool (*read)(void *ctx, uint64_t addr, void *buf, size_t len, unsigned flags);
     void *ctx;
     unsigned (*readv)(void *ctx, const struct py_span *spans, unsigned n);
+    bool (*in_place)(void *ctx, uint64_t addr, size_t len);
 };
 /* A readv for a process's memory: spans[0..n) (n <= 4) with one
  * process_vm_readv of task (a pid or tid); how many leading spans were read

@@ -287,9 +287,15 @@ static void memo_set(struct py_innermost_memo *memo, uint64_t frame, uint64_t co
 /* What a walk reads of each frame and code object (frame_bytes,
  * py_code_header_bytes): the same for every frame of the walk, so taken
  * once per walk, not per frame (~35 instructions each, a fifth of the
- * handler's Python capture on py_split.py, 2026-11-30). */
+ * handler's Python capture on py_split.py, 2026-11-30). in_place_lo/hi:
+ * the handler's own thread's current data-stack chunk (current_chunk), once
+ * the reader says it may be used in place (py_reader.in_place): its frames
+ * are then not copied through the reader (an indirect call, the reader's
+ * range checks and a 72-byte memcpy: ~90 instructions a frame, a third of
+ * an outer frame's); 0, 0: none. */
 struct walk_sizes {
     size_t frame, code;
+    uint64_t in_place_lo, in_place_hi;
 };
 
 /* One frame of the chain into out (when it is a complete one); *previous is
@@ -306,9 +312,15 @@ static enum walk_step walk_one(const struct py_target *t, const struct walk_size
                                struct py_frame_memo *key_out, struct py_frame_ref *out, uint64_t *previous)
 {
     const struct py_layout *L = t->layout;
-    uint8_t f[128], c[256];
+    uint8_t fcopy[128], c[256];
+    const uint8_t *f = fcopy;
     size_t fbytes = sizes->frame, cbytes = sizes->code;
-    if (fbytes > sizeof f || cbytes > sizeof c || !read_obj(t, frame, f, fbytes, frame_flags))
+    if (fbytes > sizeof fcopy || cbytes > sizeof c)
+        return WALK_STOP;
+    if (frame < sizes->in_place_hi && frame >= sizes->in_place_lo && fbytes <= sizes->in_place_hi - frame &&
+        (frame & 7) == 0) /* first the compare that ends it where there is no chunk (3.9, 3.10) */
+        f = (const uint8_t *)(uintptr_t)frame;
+    else if (!read_obj(t, frame, fcopy, fbytes, frame_flags))
         return WALK_STOP;
     *previous = field64(f, (size_t)L->frame_previous);
     if (L->entry_rule == PY_ENTRY_CSTACK_SHIM && f[L->frame_owner] == L->owner_cstack)
@@ -412,23 +424,24 @@ static enum walk_step walk_one(const struct py_target *t, const struct walk_size
     return WALK_TAKEN;
 }
 
-/* Whether frame (len bytes) lies in the data-stack chunk tstate names now
- * (3.11+). That chunk stays mapped while the state names it: CPython unlinks
- * a chunk from the state before it frees it (_PyThreadState_PopFrame stores
- * the previous chunk, then calls the arena allocator's free), so a frame
- * inside it can be read in place even while it is being popped. A frame
- * outside it (in a chunk on its way out, a generator's, a shim on the C
- * stack) is not vouched for. */
-static bool in_current_chunk(const struct py_target *t, uint64_t tstate, uint64_t frame, size_t len)
+/* The frames of the data-stack chunk tstate names now (3.11+), as
+ * [*lo, *hi). That chunk stays mapped while the state names it: CPython
+ * unlinks a chunk from the state before it frees it (_PyThreadState_PopFrame
+ * stores the previous chunk, then calls the arena allocator's free), so a
+ * frame inside it can be read in place even while it is being popped. A
+ * frame outside it (in a chunk on its way out, a generator's, a shim on the
+ * C stack) is not vouched for. */
+static bool current_chunk(const struct py_target *t, uint64_t tstate, uint64_t *lo, uint64_t *hi)
 {
     const struct py_layout *L = t->layout;
     uint64_t chunk = 0, size = 0;
-    if (L->tstate_datastack_chunk == PY_ABSENT ||
-        !read_field64(t, tstate, (size_t)L->tstate_datastack_chunk, &chunk) ||
-        !read_field64(t, chunk, PY_STACK_CHUNK_SIZE, &size))
+    if (L->tstate_datastack_chunk == PY_ABSENT || !read_field64(t, tstate, (size_t)L->tstate_datastack_chunk, &chunk) ||
+        !read_field64(t, chunk, PY_STACK_CHUNK_SIZE, &size) || size <= PY_STACK_CHUNK_DATA || size > (1ull << 32) ||
+        chunk > UINT64_MAX - size)
         return false;
-    return size >= PY_STACK_CHUNK_DATA + len && size <= (1ull << 32) && frame >= chunk + PY_STACK_CHUNK_DATA &&
-           frame - chunk <= size - len;
+    *lo = chunk + PY_STACK_CHUNK_DATA;
+    *hi = chunk + size;
+    return true;
 }
 
 unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_frame_ref *out, unsigned max)
@@ -440,12 +453,20 @@ unsigned py_walk_frames(const struct py_target *t, uint64_t tstate, struct py_fr
         !read_field64(t, holder, (size_t)L->current_frame, &frame))
         return 0;
     /* The innermost frame and its code object may be on their way out
-     * (PY_READ_INNERMOST), unless the frame is in the current chunk. Asked
-     * only by the agent's handler (the walk with a memo): the other readers
-     * copy every region anyway, and the two reads would be wasted on them. */
-    const struct walk_sizes sizes = {frame_bytes(L), py_code_header_bytes(L)};
+     * (PY_READ_INNERMOST), unless the frame is in the current chunk, whose
+     * frames are then read in place. Asked only by the agent's handler (the
+     * walk with a memo), on its own thread: the other readers copy every
+     * region (another thread's chunk may be freed under them), and the two
+     * reads would be wasted on them. */
+    struct walk_sizes sizes = {frame_bytes(L), py_code_header_bytes(L), 0, 0};
+    uint64_t lo = 0, hi = 0;
+    bool chunk = t->memo && frame != 0 && current_chunk(t, tstate, &lo, &hi);
     unsigned innermost_frame_flags =
-        t->memo && frame != 0 && in_current_chunk(t, tstate, frame, sizes.frame) ? 0 : PY_READ_INNERMOST;
+        chunk && frame >= lo && frame < hi && sizes.frame <= hi - frame ? 0 : PY_READ_INNERMOST;
+    if (chunk && t->mem.in_place && t->mem.in_place(t->mem.ctx, lo, (size_t)(hi - lo))) {
+        sizes.in_place_lo = lo;
+        sizes.in_place_hi = hi;
+    }
     unsigned n = 0, cursor = 0, nfresh = 0;
     /* this walk's outer frames go to the memo's other half: the next walk's memo */
     const struct py_frame_memo *last = t->outer ? t->outer->f[t->outer->half] : NULL;

@@ -162,7 +162,7 @@ static struct py_target build(void)
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
 }
 
 static void test_layout_lookup(void)
@@ -453,7 +453,7 @@ static void test_walk_3_9(void)
     static const uint8_t lnotab[] = {8, 3};
     put64(LINETABLE + L->bytes_size, sizeof lnotab);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, 0x40, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, 0x40, NULL, NULL};
     uint64_t tid = 0;
     CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
     CU_ASSERT_EQUAL(tid, 4343);
@@ -486,7 +486,7 @@ static void test_walk_3_12_shims(void)
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(out[0].is_entry, 0);
@@ -576,7 +576,7 @@ static void test_walk_3_14_tagged(void)
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
     put64(TSTATE + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     for (unsigned i = 0; i < 3; i++)
