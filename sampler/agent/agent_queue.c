@@ -290,11 +290,13 @@ size_t agent_queue_capacity(void)
 
 /* Writer: the producers have passed QUEUE_NURSERY_PROMOTE. MADV_COLLAPSE
  * (Linux 6.1) copies the nursery's pages into a huge page in place, samples
- * and all; a handler that writes there meanwhile waits in its page fault
- * once (~0.2 ms on this VM). Where it fails (an older kernel, no huge page
- * free, THP off) the nursery stays on 4 KB pages, which the prefault backs
- * like the rest, and khugepaged may still collapse it (it is VM_HUGEPAGE
- * now). */
+ * and all (~0.2 ms on this VM, once a process). The kernel holds the
+ * process's memory-map lock while it copies, so a handler that writes there
+ * meanwhile, or any thread's page fault, waits that long once: the same
+ * order as the huge page's first fault, which this replaces. Where it fails
+ * (an older kernel, no huge page free, THP off) the nursery stays on 4 KB
+ * pages, which the prefault backs like the rest, and khugepaged may still
+ * collapse it (it is VM_HUGEPAGE now). */
 static void promote_nursery(void)
 {
     nursery = false;
