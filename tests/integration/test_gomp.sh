@@ -98,7 +98,10 @@ if sys.argv[6]:
     # (e) each region the stream recorded (OMP_REGION, type 40) among the
     # first 64, against the CLOCK_MONOTONIC times the workload read just
     # before and after the call that opened it: begin and end inside, within
-    # 2 us (event times come from the TSC, converted by the writer)
+    # 2 us (event times come from the TSC, converted by the writer); and each
+    # region recorded whole says a team of OMP_NUM_THREADS requested and run
+    # (omp_imbalance's regions have no num_threads clause, and libgomp gives
+    # them that team on this 2-CPU machine)
     grep '^omp-region-time:' "$RECORD_ERR" >"$WORK/$_n.times"
     if [ -s "$WORK/$_n.times" ]; then
         pycheck '
@@ -107,7 +110,8 @@ truth = {}
 for line in open(sys.argv[2]):
     k, a, b = map(int, line.split()[1:4])
     truth[k] = (a, b)
-seen, worst = 0, 0
+seen, worst, teams = 0, 0, {}
+want_team = int(sys.argv[3])
 for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
     data = open(path, "rb").read()
     off = struct.unpack_from("<I", data, 12)[0]
@@ -115,8 +119,10 @@ for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
         rtype, size = struct.unpack_from("<II", data, off)
         if size < 8:
             break
-        if rtype == 40 and size >= 8 + 32:
-            rid, parent, begin, end = struct.unpack_from("<4Q", data, off + 8)
+        if rtype == 40 and size >= 8 + 44:
+            rid, parent, begin, end, opener, requested, actual = struct.unpack_from("<4Q3I", data, off + 8)
+            if end:
+                teams[(requested, actual)] = teams.get((requested, actual), 0) + 1
             if rid in truth and end:
                 a, b = truth[rid]
                 seen += 1
@@ -130,7 +136,10 @@ print("  (e) %d recorded regions of the first %d inside the times the workload r
     seen, len(truth), worst / 1e3))
 if seen < 10:
     fail("only %d of the first %d regions recorded" % (seen, len(truth)))
-' "$WORK/$_n" "$WORK/$_n.times"
+print("  (e) team sizes (requested, actual): regions %s" % sorted(teams.items()))
+if not teams or set(teams) != {(want_team, want_team)}:
+    fail("regions recorded with team sizes %s, want %d requested and %d run" % (sorted(teams.items()), want_team, want_team))
+' "$WORK/$_n" "$WORK/$_n.times" "$OMP_NUM_THREADS"
     fi
 }
 
