@@ -104,7 +104,13 @@ fi
 # to completion (1.5 s of CPU): not "interrupted".
 "$OPPROF" record -o "$WORK/sigint" -- "$ACCT_PROBE" sigint 1.5 >/dev/null 2>"$WORK/sigint.err" &
 rec=$!
-sleep 0.5
+# once the workload says it ignores SIGINT (a fixed sleep could send it
+# before, on a loaded machine, and the workload would die of it)
+n=0
+while ! grep -q "acct_probe: ignoring SIGINT" "$WORK/sigint.err" 2>/dev/null && [ $n -lt 600 ]; do
+    sleep 0.05
+    n=$((n + 1))
+done
 kill -INT "$rec"
 wait "$rec"
 st=$?

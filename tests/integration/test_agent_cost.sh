@@ -233,8 +233,13 @@ quiet = outside + int(slept / 0.08) + 6
 for r in rows:
     w = r["other_wait_s"] or 0
     # polls every ~10 ms: the first interval of the sleep is charged only
-    # from its poll on (up to 10 ms lost), gaps under 1 ms are not counted
-    (ok if slept - 0.05 <= w <= slept + 0.02 else fail)("nap: blocked %.3f s (other wait), the workload slept %.3f s" % (w, slept))
+    # from its poll on (up to 10 ms lost), gaps under 1 ms are not counted.
+    # The lower bound is the 1.5 s asked for, not the time measured around
+    # the sleep: that one also holds the wait for a CPU after the wake-up,
+    # which is runqueue wait, not "other wait" (a loaded machine can make it
+    # tens of ms)
+    (ok if 1.5 - 0.05 <= w <= slept + 0.02 else fail)(
+        "nap: blocked %.3f s (other wait), the workload asked for 1.5 s and measured %.3f s around it" % (w, slept))
 ' "$WORK/nap.json" "$WORK/nap1.json" "${slept:-0}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 else
     log "note: no python3: the Python part is not tested"

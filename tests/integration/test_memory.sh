@@ -136,7 +136,7 @@ html = open(sys.argv[3]).read()
     "html: a Memory over time chart and the Memory section")
 ' "$WORK/mg.json" "$WORK/mg.trace.json" "$WORK/mg.html"
 
-NPM_DIR=${OPPROF_TEST_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opprof-test-npm}
+NPM_DIR=${OPPROF_TEST_NPM_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/opprof-test-npm}
 if command -v node >/dev/null 2>&1 && NPM_WHY=$(sh "$HERE/viewers_npm.sh" "$NPM_DIR" 2>&1); then
     cat >"$WORK/tm.js" <<'JS'
 const fs = require('fs');

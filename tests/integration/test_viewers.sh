@@ -29,7 +29,7 @@ require_opprof
 require_workload
 make_workdir
 
-NPM_DIR=${OPPROF_TEST_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opprof-test-npm}
+NPM_DIR=${OPPROF_TEST_NPM_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/opprof-test-npm}
 NODE_OK=0
 if ! command -v node >/dev/null 2>&1; then
     NPM_WHY="node is not installed"
@@ -270,8 +270,10 @@ if command -v callgrind_annotate >/dev/null 2>&1; then
         # function's total: callgrind_annotate prints it in some runs (CI saw
         # "spin_a (926x)" beside spin_a's own line), so it is left out. N has
         # thousands commas ("(1,015x)": CI saw one pass the filter when it
-        # allowed digits only).
-        callgrind_annotate --threshold=100 "$@" "$WORK/ks.cg" 2>&1 |
+        # allowed digits only). --auto=no: those call lines, and source lines
+        # with a colon, come from the annotated source that follows the
+        # function list, when the source file is where the debug info says.
+        callgrind_annotate --auto=no --threshold=100 "$@" "$WORK/ks.cg" 2>&1 |
             sed -n 's/^ *\([0-9,]*\) ([ 0-9.]*%) *\([0-9,]* ([ 0-9.]*%) *\)*\(.*:[^:]*\)$/\3 \1/p' |
             grep -v ' ([0-9,]*x) [0-9,]*$' |
             tr -d , | sort

@@ -72,6 +72,8 @@ int main(int argc, char **argv)
         }
     } else if (strcmp(argv[1], "sigint") == 0) {
         signal(SIGINT, SIG_IGN);
+        /* the test sends SIGINT after this line, not after a fixed sleep */
+        fprintf(stderr, "acct_probe: ignoring SIGINT\n");
         spin_cpu(arg);
     } else if (strcmp(argv[1], "forks") == 0) {
         for (long i = 0; i < (long)arg; i++) {
