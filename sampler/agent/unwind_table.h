@@ -123,6 +123,7 @@ struct unwind_module {
     uint64_t base;                            /* the loader's load bias (dlpi_addr), to find it again cheaply */
     _Atomic(struct unwind_table *) table;     /* NULL until built (handler: acquire load) */
     _Atomic int state;                        /* enum unwind_module_state */
+    uint8_t cache_looked;                     /* writer only: its cache file was looked for (unwind_build.c) */
 };
 
 /* The published module index: sorted by lo, double-buffered like
