@@ -67,6 +67,8 @@ static _Atomic int current = -1;          /* index of the published table, -1: n
 static _Atomic int readers[2];            /* handlers reading each table */
 static _Atomic int miss_seen;             /* a lookup found no range */
 static _Atomic int miss_woke;             /* a stack read's miss woke the writer since it last looked */
+static _Atomic int stack_missed;          /* a stack read missed since the writer last looked */
+static bool last_look_added = true;       /* writer: its last look at the misses found a mapping */
 /* The addresses of the last misses, newest at miss_next - 1: during an
  * import a thread's walk misses in several new mappings (data-stack chunks,
  * arenas, the heap grown) between two looks of the writer, and when the
@@ -169,6 +171,8 @@ static bool lookup(int t, uint64_t addr, size_t len, uint64_t *start, uint64_t *
     unsigned slot = atomic_fetch_add_explicit(&miss_next, 1, memory_order_relaxed);
     atomic_store_explicit(&miss_addrs[slot % MISS_SLOTS], missed, memory_order_relaxed);
     atomic_store_explicit(&miss_seen, 1, memory_order_release);
+    if (wake)
+        atomic_store_explicit(&stack_missed, 1, memory_order_relaxed);
     /* its own flag: a Python read's miss just before must not hold it back */
     if (wake && atomic_exchange_explicit(&miss_woke, 1, memory_order_relaxed) == 0)
         agent_wake_writer();
@@ -259,6 +263,7 @@ void agent_memmap_refresh(void)
     tables[next].count = fill.n;
     atomic_store_explicit(&current, next, memory_order_release);
     atomic_store(&miss_seen, 0);
+    atomic_store(&stack_missed, 0);
     atomic_store(&miss_woke, 0);
     last_refresh_ns = agent_now_ns();
 }
@@ -350,11 +355,21 @@ void agent_memmap_maybe_refresh(void)
         agent_memmap_refresh();
         return;
     }
-    if (!atomic_load(&miss_seen) || now - last_miss_check_ns < MISS_CHECK_NS)
+    /* A stack read's miss is looked at again at once while looks find
+     * mappings: threads started together (an OpenMP team, known_split's
+     * workers) miss one after another, and at one look per MISS_CHECK_NS a
+     * thread's samples had their stacks copied through the kernel for up
+     * to ~10 ms (4-7 walks a thread deferred so, each a system call of
+     * 1.5-8 us in the handler). A look that found nothing (a garbage
+     * address) brings the limit back. */
+    bool at_once = last_look_added && atomic_load(&stack_missed);
+    if (!atomic_load(&miss_seen) || (now - last_miss_check_ns < MISS_CHECK_NS && !at_once))
         return;
     last_miss_check_ns = now;
     atomic_store(&miss_seen, 0);
+    atomic_store(&stack_missed, 0);
     atomic_store(&miss_woke, 0);
+    last_look_added = false;
     for (unsigned i = 0; i < MISS_SLOTS; i++) {
         uint64_t addr = atomic_exchange(&miss_addrs[i], 0);
         if (addr == 0 || table_holds(addr)) /* taken, or in a range another slot's query added */
@@ -362,11 +377,13 @@ void agent_memmap_maybe_refresh(void)
         agent_writer_counts.maps_probes++;
         uint64_t start, end;
         if (query_mapping(addr, &start, &end)) {
+            last_look_added = true;
             if (!insert_range(start, end)) {
                 agent_memmap_refresh();
                 return;
             }
         } else if (query_unsupported && readable_now(addr)) {
+            last_look_added = true;
             agent_memmap_refresh(); /* the whole table: every slot's mapping is in it */
             return;
         }
