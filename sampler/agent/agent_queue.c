@@ -68,10 +68,13 @@ static inline struct agent_slot *entry_at(uint64_t pos)
  * a handler's claim that got there before the writer's prefault. Once the
  * producers pass QUEUE_NURSERY_PROMOTE, the process is taking samples at a
  * steady clip, and the writer turns the nursery into a huge page
- * (promote_nursery). */
+ * (promote_nursery) once they have left it. Until then the writer backs the
+ * nursery's 4 KB pages QUEUE_NURSERY_BYTES at a time ahead of them. */
 #define QUEUE_HUGE_PAGE (2u << 20)
-#define QUEUE_NURSERY_BYTES (32u << 10)   /* backed up front: ~25 PyTorch samples */
-#define QUEUE_NURSERY_PROMOTE (16u << 10) /* head past this: make the nursery a huge page */
+#define QUEUE_NURSERY_BYTES (32u << 10)   /* backed at a time: ~25 PyTorch samples */
+#define QUEUE_NURSERY_PROMOTE (16u << 10) /* head past this: a process that samples steadily */
+#define QUEUE_NURSERY_LEAD (256u << 10)   /* then backed this far ahead: 25 threads at 1 kHz for ~10 ms */
+#define QUEUE_NURSERY_CLEAR (64u << 10)   /* producers this far past the nursery: collapse it */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
@@ -288,15 +291,19 @@ size_t agent_queue_capacity(void)
     return ring_bytes;
 }
 
-/* Writer: the producers have passed QUEUE_NURSERY_PROMOTE. MADV_COLLAPSE
- * (Linux 6.1) copies the nursery's pages into a huge page in place, samples
- * and all (~0.2 ms on this VM, once a process). The kernel holds the
- * process's memory-map lock while it copies, so a handler that writes there
- * meanwhile, or any thread's page fault, waits that long once: the same
- * order as the huge page's first fault, which this replaces. Where it fails
- * (an older kernel, no huge page free, THP off) the nursery stays on 4 KB
- * pages, which the prefault backs like the rest, and khugepaged may still
- * collapse it (it is VM_HUGEPAGE now). */
+/* Writer: the producers have passed QUEUE_NURSERY_PROMOTE and are out of
+ * the nursery. MADV_COLLAPSE (Linux 6.1) copies the nursery's pages into a
+ * huge page in place, samples and all. The kernel unmaps the pages while it
+ * copies, so a handler that writes there meanwhile waits for the whole
+ * collapse: 4.2-6.4 ms on this VM (2026-12-01, omp_regions_gomp), where
+ * the collapse ran as soon as the producers passed 16 KB and the handlers
+ * claiming slots beside them stalled 5.8-8 ms, the largest handler times
+ * of the run (the TSC around agent_queue_claim). So it waits until the
+ * producers are QUEUE_NURSERY_CLEAR past the nursery, where the pages are
+ * backed already and no handler faults. Where it fails (an older kernel,
+ * no huge page free, THP off) the nursery stays on 4 KB pages, which the
+ * prefault backs like the rest, and khugepaged may still collapse it (it
+ * is VM_HUGEPAGE now). */
 static void promote_nursery(void)
 {
     nursery = false;
@@ -311,15 +318,29 @@ void agent_queue_prefault(void)
     if (!ring)
         return;
     uint64_t h = atomic_load_explicit(&head, memory_order_relaxed);
-    if (nursery && h < QUEUE_NURSERY_PROMOTE) {
-        if (prefaulted < QUEUE_NURSERY_BYTES) { /* once; where it fails, the handler takes the faults */
-            madvise(ring + prefaulted, QUEUE_NURSERY_BYTES - prefaulted, MADV_POPULATE_WRITE);
-            prefaulted = QUEUE_NURSERY_BYTES;
+    if (nursery) {
+        uint64_t at = h & (ring_bytes - 1);
+        if (h >= QUEUE_NURSERY_PROMOTE && at >= QUEUE_HUGE_PAGE + QUEUE_NURSERY_CLEAR) {
+            promote_nursery();
+        } else if (h < QUEUE_HUGE_PAGE) {
+            /* 4 KB pages ahead of the producers (the first step only, until
+             * the process samples steadily), in whole steps: one madvise per
+             * QUEUE_NURSERY_BYTES of samples at most; where it fails the
+             * handler takes the faults */
+            uint64_t lead = h < QUEUE_NURSERY_PROMOTE ? QUEUE_NURSERY_BYTES - 1 : QUEUE_NURSERY_LEAD;
+            uint64_t want = (h + lead + QUEUE_NURSERY_BYTES - 1) / QUEUE_NURSERY_BYTES * QUEUE_NURSERY_BYTES;
+            if (want > QUEUE_HUGE_PAGE)
+                want = QUEUE_HUGE_PAGE;
+            if (want > prefaulted) {
+                if (madvise(ring + prefaulted, want - prefaulted, MADV_POPULATE_WRITE) == 0)
+                    prefaulted = want;
+                else
+                    prefaulted = ring_bytes; /* not supported here */
+            }
+            if (h < QUEUE_NURSERY_PROMOTE || h + QUEUE_PREFAULT_AHEAD <= QUEUE_HUGE_PAGE)
+                return; /* the huge pages after it are not needed yet */
         }
-        return; /* past it, the handler takes 4 KB faults until the promotion */
     }
-    if (nursery)
-        promote_nursery();
     if (prefaulted >= ring_bytes)
         return;
     uint64_t ahead = h + QUEUE_PREFAULT_AHEAD;
