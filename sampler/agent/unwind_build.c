@@ -353,7 +353,8 @@ static void build_wanted(void)
  * the writer looks each new one up by build-id once and reads what is
  * there. A module no run sampled yet has no file and is still built on
  * demand. The cost: a name and an fstatat per new module, and reading
- * tables of modules this run may not sample (mapped, shared page cache).
+ * tables of modules this run may not sample (mapped, shared page cache),
+ * once the process has run a sampling period.
  */
 #define EAGER_BATCH 32
 struct eager_pass {
@@ -388,7 +389,10 @@ static int find_cached(struct dl_phdr_info *info, size_t size, void *arg)
 static void load_cached_new(void)
 {
     int cur = atomic_load(&unwind_index_current);
-    if (!eager_wanted || cur < 0)
+    /* Not before the process has run a sampling period: an exec'd child
+     * that ends before its first one (a shell loop's /bin/true) would read
+     * its libraries' tables for nothing (300 such children: +0.1 ms each). */
+    if (!eager_wanted || cur < 0 || atomic_load_explicit(&agent_periods_taken, memory_order_relaxed) == 0)
         return;
     eager_wanted = false;
     uint64_t began = agent_thread_cpu_ns();
