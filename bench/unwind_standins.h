@@ -12,6 +12,7 @@
 
 struct agent_config agent_config;
 _Atomic int agent_accepting;
+_Atomic uint64_t agent_periods_taken = 1; /* a process that has run: cached tables are read early */
 static uint64_t readable_lo, readable_hi;
 int agent_memmap_begin(void)
 {

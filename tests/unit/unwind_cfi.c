@@ -31,6 +31,7 @@
 
 struct agent_config agent_config;
 _Atomic int agent_accepting;
+_Atomic uint64_t agent_periods_taken = 1; /* a process that has run: cached tables are read early */
 #define FAKE_STACK_WORDS 256
 static uint64_t fake_stack[FAKE_STACK_WORDS];
 int agent_memmap_begin(void) { return 0; }
