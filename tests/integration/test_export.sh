@@ -179,11 +179,12 @@ if not any(f["name"] == "hot_a (split.py)" and f.get("file", "").endswith("split
     fail("no frame for hot_a with file and line")
 ' "$WORK/s.json" "$WORK/r1.json"
 
-# The schema speedscope itself ships (npm package "speedscope"), checked with a
+# The schema speedscope itself ships (npm package "speedscope", the version
+# test_viewers reads with: viewers_npm.sh), checked with a
 # small validator of the JSON-schema keywords it uses.
 schema=
 if command -v npm >/dev/null 2>&1; then
-    mkdir "$WORK/npm" && (cd "$WORK/npm" && limited npm pack --silent speedscope >npm.out 2>npm.err) &&
+    mkdir "$WORK/npm" && (cd "$WORK/npm" && limited npm pack --silent speedscope@1.25.0 >npm.out 2>npm.err) &&
         tar xzf "$WORK/npm/"speedscope-*.tgz -C "$WORK/npm" package/dist/release/file-format-schema.json 2>/dev/null &&
         schema="$WORK/npm/package/dist/release/file-format-schema.json"
 fi

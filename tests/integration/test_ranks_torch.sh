@@ -86,13 +86,23 @@ sys.exit(failures)
 
 # 1. torchrun, one opprof per rank.
 torchrun_case() {
-    rm -rf prof.0 prof.1
-    PORT=$(free_port)
-    log "+ torchrun --nproc_per_node 2 ${REDIRECT[*]} $NO_PYTHON opprof record -q -o prof.%r -- $PYTHON ddp_allreduce.py --steps $STEPS"
-    OMP_NUM_THREADS=1 limited "$PYTHON" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
-        --master_port "$PORT" "${REDIRECT[@]}" "$NO_PYTHON" "$OPPROF" record -q -o "$WORK/prof.%r" -- \
-        "$PYTHON" "$WORKLOAD" --steps "$STEPS" >torchrun.out 2>torchrun.err
-    st=$?
+    # free_port's port is free when it answers, not necessarily when torchrun
+    # binds it (another process may take it between): such a launch is
+    # started again on another port, at most twice.
+    for launch in 1 2 3; do
+        rm -rf prof.0 prof.1
+        PORT=$(free_port)
+        log "+ torchrun --nproc_per_node 2 --master_port $PORT ${REDIRECT[*]} $NO_PYTHON opprof record -q -o prof.%r -- $PYTHON ddp_allreduce.py --steps $STEPS"
+        OMP_NUM_THREADS=1 limited "$PYTHON" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
+            --master_port "$PORT" "${REDIRECT[@]}" "$NO_PYTHON" "$OPPROF" record -q -o "$WORK/prof.%r" -- \
+            "$PYTHON" "$WORKLOAD" --steps "$STEPS" >torchrun.out 2>torchrun.err
+        st=$?
+        if [ "$st" -ne 0 ] && [ "$launch" -lt 3 ] && grep -qiE 'address already in use|EADDRINUSE' torchrun.err; then
+            log "note: port $PORT was taken before torchrun bound it (launch $launch); another port"
+            continue
+        fi
+        break
+    done
     show out torchrun.out 4
     [ "$st" -eq 0 ] || { show err torchrun.err 12; die "torchrun of opprof record exited $st"; }
     for r in 0 1; do
