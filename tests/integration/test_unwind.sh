@@ -254,14 +254,18 @@ else
 fi
 
 # --- tables kept across runs (the unwind cache) --------------------------------------
-# cache_counts DIR: "loaded stored rejected checked disagree evicted" summed
-# over the streams' last UNWIND records.
+# cache_counts DIR [FIELD...]: the fields (default "loaded stored rejected
+# check disagree evicted") summed over the streams' last UNWIND records;
+# "deferred_for_table" is deferred less those of a stack the readable-memory
+# snapshot did not know (unknown_stack).
 cache_counts() {
-    python3 - "$1" <<'PY'
+    python3 - "$@" <<'PY'
 import glob, os, struct, sys
 FIELDS = ("time table_samples table_frames fallback not_built no_module no_table rule read check disagree "
           "disagree_length tables_built table_bytes build_cpu_ns t50 t99 l50 l99 loaded stored rejected "
-          "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits evicted").split()
+          "context_checked context_disagree replay_samples replay_frames rule_lookups rule_cache_hits evicted "
+          "deferred deferred_finished deferred_cut deferred_pool_full deferred_checked deferred_disagree "
+          "unknown_stack").split()
 tot = dict.fromkeys(FIELDS, 0)
 for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
     data = open(path, "rb").read()
@@ -277,7 +281,8 @@ for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
         off += size
     for k in FIELDS:
         tot[k] += last[k] if last else 0
-print(tot["loaded"], tot["stored"], tot["rejected"], tot["check"], tot["disagree"], tot["evicted"])
+tot["deferred_for_table"] = tot["deferred"] - tot["unknown_stack"]
+print(*(tot[k] for k in (sys.argv[2:] or "loaded stored rejected check disagree evicted".split())))
 PY
 }
 CACHE="$WORK/own-cache"
@@ -325,30 +330,11 @@ fi
 # Without the early reading each module's first sample is deferred
 # (known_split's, and libsplit_stripped.so's). Walks deferred because a new
 # thread's stack is not in the readable-mappings snapshot yet are another
-# matter (agent_memmap.c) and are left out.
-cache_counts_early() {
-    python3 - "$1" <<'PY'
-import glob, os, struct, sys
-loaded = deferred = not_built = 0
-for path in glob.glob(os.path.join(sys.argv[1], "proc-*.raw")):
-    data = open(path, "rb").read()
-    off, last = struct.unpack_from("<I", data, 12)[0], None
-    while off + 8 <= len(data):
-        rtype, size = struct.unpack_from("<II", data, off)
-        if size < 8:
-            break
-        if rtype == 24 and size - 8 >= 8 * 36:  # through deferred_unknown_stack
-            last = struct.unpack_from("<36Q", data, off + 8)
-        off += size
-    if last:  # deferred: less those of a new thread's stack (unknown to the snapshot, not a table)
-        loaded, not_built, deferred = loaded + last[19], not_built + last[4], deferred + last[29] - last[35]
-print(loaded, deferred, not_built)
-PY
-}
+# matter (agent_memmap.c) and are left out (deferred_for_table).
 OPPROF_UNWIND_CACHE="$CACHE" record "$WORK/cache_early" --delay 0.5 -- "$KNOWN_SPLIT" --threads 2 --seconds 1.5
 [ "$RECORD_STATUS" -eq 0 ] || fail "cache_early: opprof record exited $RECORD_STATUS"
 read -r e_load e_defer e_nb <<EOF_COUNTS
-$(cache_counts_early "$WORK/cache_early")
+$(cache_counts "$WORK/cache_early" loaded deferred_for_table not_built)
 EOF_COUNTS
 log "cache, window from 0.5 s: $e_load tables read, $e_defer walks deferred for a table, $e_nb samples waited for one"
 if [ "$e_load" -ge 2 ] && [ "$e_defer" -eq 0 ] && [ "$e_nb" -eq 0 ]; then
