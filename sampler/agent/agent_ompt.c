@@ -409,27 +409,30 @@ void omp_rec_region_end(uint64_t id, unsigned actual)
         push(s, EV_END, event_time(), id, 0, actual);
 }
 
-/* Returns 1 the first time this thread is seen (the caller then arranges
- * omp_rec_thread_end at its exit). */
-int omp_rec_body_begin(void)
+bool omp_rec_thread_seen(void)
 {
-    int first = my_state == NULL;
-    struct omp_thread_state *s = thread_state();
-    if (!s)
-        return 0;
-    if (first)
-        atomic_fetch_add(&alive_threads, 1);
-    uint64_t now = __rdtsc();
-    body_end(s, now); /* a nested region pauses the enclosing body */
-    atomic_store_explicit(&s->body_begin_tsc, now, memory_order_relaxed);
-    return first;
+    return my_state != NULL;
 }
 
-void omp_rec_body_end(void)
+void omp_rec_body_begin(uint64_t *t)
 {
+    bool first = my_state == NULL;
+    struct omp_thread_state *s = thread_state();
+    if (!s)
+        return;
+    if (first)
+        atomic_fetch_add(&alive_threads, 1);
+    body_end(s, *t); /* a nested region pauses the enclosing body where the hook began */
+    omp_rec_hook_time(t);
+    atomic_store_explicit(&s->body_begin_tsc, *t, memory_order_relaxed);
+}
+
+void omp_rec_body_end(uint64_t *t)
+{
+    *t = __rdtsc();
     struct omp_thread_state *s = my_state;
     if (s)
-        body_end(s, __rdtsc());
+        body_end(s, *t);
 }
 
 /* now: the TSC */

@@ -45,8 +45,12 @@ extern __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec
 OMPT_HIDDEN void omp_rec_gomp_activate(void);              /* libgomp seen: start the writer side */
 OMPT_HIDDEN uint64_t omp_rec_region_begin(unsigned requested); /* opener: new id, BEGIN, context */
 OMPT_HIDDEN void omp_rec_region_end(uint64_t id, unsigned actual);
-OMPT_HIDDEN int omp_rec_body_begin(void); /* 1: first time this thread is seen */
-OMPT_HIDDEN void omp_rec_body_end(void);
+/* A team thread's region body, timed with one TSC read at each edge: begin
+ * ends the hook time since *t (and pauses an enclosing body there), end
+ * starts the hook time after the body; both set *t to the read. */
+OMPT_HIDDEN bool omp_rec_thread_seen(void); /* false: this thread's first region */
+OMPT_HIDDEN void omp_rec_body_begin(uint64_t *t);
+OMPT_HIDDEN void omp_rec_body_end(uint64_t *t);
 OMPT_HIDDEN void omp_rec_thread_end(void);
 /* The agent's own time on a workload thread around a region (the wrapper's
  * or callback's work, not the region's), in TSC ticks since *start, added to
