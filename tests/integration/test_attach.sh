@@ -287,15 +287,18 @@ report_json "$WORK/pystart" "$WORK/pystart.json" --group-by python || die "repor
 # least ATTACH_TOL_PP. Too few kept samples for any check: attach again.
 # Starved: the kept samples lean toward the longest phase the more are left
 # out (survivorship: spin_a +4 to +6 pp with 63 % left out beside a CI run
-# and two busy loops), so past 25 % left out, when the reader says its reads
-# came late (python_lag_late_pct at least 5 % and half the share left out:
+# and two busy loops; +3.75 pp with 24 % left out beside three, a load of
+# 4.2 on 2 CPUs, where 25 % was the threshold; under 3 % left out on a quiet
+# machine), so past 15 % left out, when the reader says its reads came late
+# (python_lag_late_pct at least 5 % and half the share left out:
 # test_python_split.sh measured the two nearly equal), the split is not
-# judged on that attempt; three starved attempts pass on the accounting
-# checks alone, and say so.
+# judged on that attempt. Up to five attempts: three starved pass on the
+# accounting checks alone, and say so; three judged and failed fail.
 starved=0
+judged_failed=0
 SANITIZED=0
 sanitized_build && SANITIZED=1
-for try in 1 2 3; do
+for try in 1 2 3 4 5; do
     rm -rf "$WORK/pyatt"
     attach "$WORK/pyatt" -F "$HZ" -p "$PPID_T" --duration 2
     [ "$ATTACH_STATUS" -eq 0 ] || fail "opprof record -p (Python) exited $ATTACH_STATUS"
@@ -337,10 +340,10 @@ late = float(info.get("python_lag_late_pct", "0"))
 # calls cost ~1 us: 98.9-100 % left out, median lag 57-78 ms at -F 4000, 0-54
 # kept): that is what a starved attempt is judged on. In the regular build
 # too few kept is a failure, starved or not.
-if withpy < 30 and not (sys.argv[7] == "1" and lost > 25 and late >= max(5.0, lost / 2)):
+if withpy < 30 and not (sys.argv[7] == "1" and lost > 15 and late >= max(5.0, lost / 2)):
     fail("only %d samples kept their Python frames: too few to check shares" % withpy)
     sys.exit(1)
-if lost > 25 and late >= max(5.0, lost / 2):
+if lost > 15 and late >= max(5.0, lost / 2):
     starved = int(sys.argv[5]) + 1
     open(sys.argv[6], "w").write("%d\n" % starved)
     msg = ("starved: %.1f %% of the samples left out, %.1f %% of the reads a period or more late: the split is "
@@ -362,8 +365,14 @@ for n, truth in (("spin_a", 50.0), ("spin_b", 30.0), ("spin_c", 20.0)):
     if abs(att[n] - ref[n]) > t:
         fail("%s: attached %.2f %% vs from-start %.2f %% (> %.1f pp apart)" % (n, att[n], ref[n], t))
 '  "$WORK/pystart.json" "$WORK/pyatt.json" "$ATTACH_TOL_PP" "$WORK/pyatt/info" "$starved" "$WORK/starved" "$SANITIZED" && break
-    [ -f "$WORK/starved" ] && starved=$(cat "$WORK/starved") && rm -f "$WORK/starved"
-    [ "$try" != 3 ] && { log "note: attempt $try failed (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"; FAILURES=$saved; }
+    if [ -f "$WORK/starved" ]; then
+        starved=$(cat "$WORK/starved") && rm -f "$WORK/starved"
+    else
+        judged_failed=$((judged_failed + 1))
+    fi
+    [ "$try" = 5 ] || [ "$judged_failed" = 3 ] && break
+    log "note: attempt $try failed (load average: $(cut -d' ' -f1-3 /proc/loadavg)); attaching again"
+    FAILURES=$saved
 done
 [ -n "$(info_value "$WORK/pyatt" python_lag_median_us)" ] || fail "info has no python_lag_median_us"
 wait "$PPID_T"
