@@ -241,7 +241,7 @@ static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned 
     r->data = data;
     r->opener = &opener_mark;
     r->actual = 0;
-    r->id = omp_rec_region_begin(requested);
+    r->id = omp_rec_region_begin(requested, t);
     r->saved = agent_omp_region;
     /* Fork and join are runtime time for the opener too. */
     agent_omp_region = AGENT_OMP_OUTSIDE_BODY | r->id;
@@ -251,7 +251,7 @@ static void open_region(struct gomp_region *r, gomp_fn fn, void *data, unsigned 
 static void close_region(struct gomp_region *r)
 {
     uint64_t t = omp_rec_hook_now();
-    omp_rec_region_end(r->id, r->actual);
+    omp_rec_region_end(r->id, r->actual, t);
     agent_omp_region = r->saved;
     omp_rec_hook_time(&t);
 }

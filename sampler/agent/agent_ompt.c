@@ -62,7 +62,7 @@ __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec")));
 enum ev_kind { EV_BEGIN = 1, EV_END = 2, EV_BEGIN_REPEATED = 3 /* BEGIN; the opener's context unchanged */ };
 
 struct omp_ev {
-    uint64_t time; /* event_time(): TSC ticks or ns */
+    uint64_t time; /* event_time_at(): TSC ticks or ns */
     uint64_t id;
     uint64_t parent; /* BEGIN: enclosing region */
     uint32_t kind;
@@ -139,13 +139,14 @@ int ompt_tool_active(void) { return atomic_load_explicit(&tool_active, memory_or
 static uint32_t gettid_now(void) { return (uint32_t)syscall(SYS_gettid); }
 
 /* A region event's time: the TSC where the clock runs on it (see
- * agent_omp_clock.c), else CLOCK_MONOTONIC ns. */
-static inline uint64_t event_time(void)
+ * agent_omp_clock.c), else CLOCK_MONOTONIC ns. tsc: the TSC the caller's
+ * hook began at, read once for both. */
+static inline uint64_t event_time_at(uint64_t tsc)
 {
     int clock = atomic_load_explicit(&omp_events_clock, memory_order_relaxed);
     if (__builtin_expect(clock == OMP_EVENT_CLOCK_UNKNOWN, 0))
         clock = omp_choose_event_clock();
-    return clock == OMP_EVENT_CLOCK_TSC ? __rdtsc() : agent_now_ns();
+    return clock == OMP_EVENT_CLOCK_TSC ? tsc : agent_now_ns();
 }
 
 /* This thread's state: registered at its first callback (thread_begin for
@@ -261,7 +262,7 @@ static inline __attribute__((always_inline)) bool here_regs(uint64_t *pc, uint64
 #endif
 }
 
-/* now: event_time(). True: the opener's context is its previous one,
+/* now: event_time_at(). True: the opener's context is its previous one,
  * nothing queued (see above). */
 static bool capture_context(struct omp_thread_state *s, uint64_t id, uint64_t now)
 {
@@ -323,14 +324,15 @@ static bool capture_context(struct omp_thread_state *s, uint64_t id, uint64_t no
 
 /* ---- shared recording entry points (OMPT callbacks and agent_gomp.c) ---- */
 
-/* A new region opened by this thread: id, BEGIN event, opener context. */
-static uint64_t region_begin(unsigned requested)
+/* A new region opened by this thread: id, BEGIN event, opener context.
+ * tsc: the TSC its hook began at. */
+static uint64_t region_begin(unsigned requested, uint64_t tsc)
 {
     uint64_t id = atomic_fetch_add_explicit(&next_region_id, 1, memory_order_relaxed) + 1;
     struct omp_thread_state *s = thread_state();
     if (!s)
         return id;
-    uint64_t now = event_time();
+    uint64_t now = event_time_at(tsc);
     bool repeated = false;
     if (context_interval_ns == 0) {
         repeated = capture_context(s, id, now);
@@ -400,13 +402,16 @@ void omp_rec_gomp_activate(void)
     strcpy(runtime_version, "GNU libgomp (GOMP_* entry points interposed)");
 }
 
-uint64_t omp_rec_region_begin(unsigned requested) { return region_begin(requested); }
+uint64_t omp_rec_region_begin(unsigned requested, uint64_t tsc)
+{
+    return region_begin(requested, tsc);
+}
 
-void omp_rec_region_end(uint64_t id, unsigned actual)
+void omp_rec_region_end(uint64_t id, unsigned actual, uint64_t tsc)
 {
     struct omp_thread_state *s = thread_state();
     if (s)
-        push(s, EV_END, event_time(), id, 0, actual);
+        push(s, EV_END, event_time_at(tsc), id, 0, actual);
 }
 
 bool omp_rec_thread_seen(void)
@@ -455,7 +460,7 @@ static void on_parallel_begin(ompt_data_t *encountering_task_data, const ompt_fr
 {
     (void)encountering_task_data, (void)frame, (void)flags, (void)codeptr_ra;
     uint64_t t = __rdtsc();
-    uint64_t id = region_begin(requested);
+    uint64_t id = region_begin(requested, t);
     __atomic_store_n(&parallel_data->value, id & ID_MASK, __ATOMIC_RELAXED);
     omp_rec_hook_time(&t);
 }
@@ -469,7 +474,7 @@ static void on_parallel_end(ompt_data_t *parallel_data, ompt_data_t *encounterin
     if (!s)
         return;
     uint64_t v = __atomic_load_n(&parallel_data->value, __ATOMIC_RELAXED);
-    push(s, EV_END, event_time(), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
+    push(s, EV_END, event_time_at(t), v & ID_MASK, 0, (uint32_t)(v >> ID_BITS));
     omp_rec_hook_time(&t);
 }
 

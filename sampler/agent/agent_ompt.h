@@ -43,8 +43,9 @@ extern __thread uint64_t agent_omp_region __attribute__((tls_model("initial-exec
 /* Recording entry points shared by the OMPT callbacks and agent_gomp.c (hot
  * path, workload threads; no locks, no malloc after a thread's first call). */
 OMPT_HIDDEN void omp_rec_gomp_activate(void);              /* libgomp seen: start the writer side */
-OMPT_HIDDEN uint64_t omp_rec_region_begin(unsigned requested); /* opener: new id, BEGIN, context */
-OMPT_HIDDEN void omp_rec_region_end(uint64_t id, unsigned actual);
+/* tsc: the TSC read at the hook's start (omp_rec_hook_now), the event's time */
+OMPT_HIDDEN uint64_t omp_rec_region_begin(unsigned requested, uint64_t tsc); /* opener: new id, BEGIN, context */
+OMPT_HIDDEN void omp_rec_region_end(uint64_t id, unsigned actual, uint64_t tsc);
 /* A team thread's region body, timed with one TSC read at each edge: begin
  * ends the hook time since *t (and pauses an enclosing body there), end
  * starts the hook time after the body; both set *t to the read. */
