@@ -127,6 +127,15 @@ static struct region_entry *regions;
  * table, whose untouched pages each cost a page fault (730 of
  * omp_regions_gomp's 1,680 faults with 2,000 regions were that scan). */
 static uint64_t region_id_max;
+/* Bytes of the table from its start whose pages were first touched by a
+ * write (back_regions). The writer reads a slot before it writes it: on a
+ * page never touched that read maps the shared zero page, and the write
+ * after it replaces that mapping, which flushes the TLB of every CPU the
+ * workload's threads run on with an interrupt (a TLB shootdown): one per
+ * 85 regions, 728 on omp_regions_gomp --regions 60000 (8 bare), each an
+ * exit to the hypervisor on both CPUs of a VM. A page written first is
+ * faulted in with no flush. */
+static size_t regions_backed;
 /* A full context the writer could not write (--max-size, out of memory):
  * regions repeating the opener's context would name an older one, so no
  * region of this stream says "repeated" after it. */
@@ -601,6 +610,22 @@ static void emit_region(struct region_entry *e, agent_emit_fn emit)
     e->emitted = 1;
 }
 
+/* The table's pages up to byte `upto`, and 16 pages past it, written before
+ * they are read (see regions_backed). Ids come in order, so slots fill the
+ * table from its start; one that jumps ahead backs the pages before it too. */
+static void back_regions(size_t upto)
+{
+    if (upto <= regions_backed)
+        return;
+    const size_t page = 4096, table = (size_t)REGION_TABLE_SIZE * sizeof *regions;
+    size_t end = ((upto + page - 1) & ~(page - 1)) + 16 * page;
+    end = end < table ? end : table;
+    volatile char *bytes = (volatile char *)regions;
+    for (size_t off = (regions_backed + page - 1) & ~(page - 1); off < end; off += page)
+        bytes[off] = 0; /* zero already: calloc's fresh pages; the write is what counts */
+    regions_backed = end;
+}
+
 static struct region_entry *region_slot(uint64_t id)
 {
     if (!regions) {
@@ -610,7 +635,9 @@ static struct region_entry *region_slot(uint64_t id)
     }
     if (id > region_id_max)
         region_id_max = id;
-    return &regions[id & (REGION_TABLE_SIZE - 1)];
+    struct region_entry *e = &regions[id & (REGION_TABLE_SIZE - 1)];
+    back_regions((size_t)((const char *)(e + 1) - (const char *)regions));
+    return e;
 }
 
 /* The first id whose slot may be written: see region_id_max. */
