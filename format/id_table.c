@@ -32,12 +32,20 @@ static uint64_t hash_key(const void *key, size_t len)
     return h ^ (h >> 29);
 }
 
+/* Zeroed by writing, not calloc: a lookup reads a slot at random before an
+ * insert writes it, and on a page calloc left untouched that read maps the
+ * shared zero page, whose replacement at the write then flushes the TLB of
+ * every CPU running the process's threads with an interrupt. In the agent's
+ * writer that was 50 of the ~100 such flushes of a PyTorch run
+ * (torch_train.py --steps 60, perf record -e ipi:ipi_send_cpu), each an exit
+ * to the hypervisor on a VM, on the workload's CPU too. */
 static bool grow(struct id_table *d)
 {
     size_t cap = d->cap ? d->cap * 2 : 1024;
-    struct id_table_entry *t = calloc(cap, sizeof *t);
+    struct id_table_entry *t = malloc(cap * sizeof *t);
     if (!t)
         return false;
+    explicit_bzero(t, cap * sizeof *t); /* memset here: gcc makes malloc + memset a calloc */
     for (size_t i = 0; i < d->cap; i++) {
         if (!d->entries[i].key)
             continue;

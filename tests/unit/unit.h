@@ -17,6 +17,7 @@ void register_hotspots_tests(void);
 void register_profile_load_tests(void);
 void register_compact_records_tests(void); /* the loader on STACK_TAIL, PYSTACK_TAIL, SAMPLE_RUN */
 void register_stream_writer_tests(void); /* format/'s stream writer */
+int id_table_faults_probe(void);         /* run_unit --id-table-faults: in a fresh process */
 void register_stream_process_tests(void); /* format/stream_process.c: PROCESS, THREAD, MAP */
 void register_report_tests(void);
 void register_pmu_tests(void);
