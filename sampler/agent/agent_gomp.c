@@ -21,9 +21,10 @@
  * (stripped) symbols say.
  *
  * HOT PATH (not signal context): one id, two ring pushes per region for the
- * opener and four TSC reads per team thread, no write to shared memory; the per-region struct lives on
- * the opener's stack (GOMP_parallel returns only after the region ended) or,
- * for the old GOMP_parallel_start/_end pair, in a small per-thread array.
+ * opener and four TSC reads per team thread, no write to shared memory; the
+ * per-region struct lives on the opener's stack (GOMP_parallel returns only
+ * after the region ended) or, for the old GOMP_parallel_start/_end pair, in
+ * a small per-thread array.
  * No malloc, no lock after the first call (dlsym resolves each entry once).
  *
  * A program that never calls GOMP_* sees nothing: no thread, no allocation.
