@@ -235,9 +235,16 @@ static bool size_cap_reached_with(uint64_t extra)
     return total + opr_writer_pending(writer) + extra + reserve >= agent_config.max_bytes;
 }
 
-static bool size_cap_reached(void)
+/* Whether one drain's periodic records (SCHED_TICK, MEM_TICK, LIMITS, LOST,
+ * UNWIND, OMP_TICK, counters: ~600 bytes and ~32 a thread) still fit before
+ * the closing reserve. Checked against the cap alone, a drain that began
+ * just short of the reserve wrote them into it, and the closing records
+ * then passed the cap: 65,552 bytes for a 64 KiB cap in a CI run
+ * (test_limits; two drains' SCHED_TICK, LIMITS and UNWIND after the last
+ * sample). */
+static bool periodic_cap_reached(void)
 {
-    return size_cap_reached_with(0);
+    return size_cap_reached_with(768 + 80 * threads_noted);
 }
 
 /* The most one sample can add: SAMPLE with its tails and a COUNTER_SAMPLE, a
@@ -274,7 +281,7 @@ static void emit_limits_if_changed(bool force)
     /* Past --max-size only the closing LIMITS is written: one per drain kept
      * a capped stream growing by 40 bytes every 10 ms (27 of them, 1080
      * bytes, in a 1.5 s known_split run with a 64K cap). */
-    if (force || !size_cap_reached())
+    if (force || !periodic_cap_reached())
         emit(OPR_REC_LIMITS, &l, sizeof l, NULL, 0);
     if (live) {
         __atomic_fetch_add(&live->outside_window, outside - last_outside_reported, __ATOMIC_RELAXED);
@@ -364,13 +371,14 @@ static uint64_t drain_locked(void)
      * with samples, and kept a capped dir growing on a slow host (89 KB for
      * a 64 KB cap). Their counts are cumulative, so the final tick at exit
      * still gives every thread's totals. */
-    if (!size_cap_reached())
+    bool periodic_room = !periodic_cap_reached();
+    if (periodic_room)
         agent_threads_poll(emit, false);
     agent_ranks_poll(emit, false); /* ranks: variables set after start (os.environ["RANK"]) */
-    if (!size_cap_reached())
+    if (periodic_room)
         agent_memory_poll(emit, false); /* memory: RSS and page faults (agent_memory.c); not past --max-size */
     /* the closing drain (writer_stop set) writes whatever the cap allows */
-    agent_emit_fn periodic = size_cap_reached() && !atomic_load(&writer_stop) ? emit_nothing : emit;
+    agent_emit_fn periodic = !periodic_room && !atomic_load(&writer_stop) ? emit_nothing : emit;
     ompt_writer_drain(periodic, false);
     agent_counters_reap(periodic, false); /* per-sample counters of exited threads */
     samples_written += drained;
@@ -392,7 +400,7 @@ static void next_drain_interval(uint64_t drained)
     uint64_t consumed = agent_queue_consumed(), used = consumed - consumed_before;
     consumed_before = consumed;
     /* past --max-size the poll is not made, and what it last said is old */
-    bool polled = !size_cap_reached();
+    bool polled = !periodic_cap_reached();
     if (drained == 0 && polled && agent_threads_quiet()) {
         drain_interval_ns =
             drain_interval_ns * 2 > QUIET_INTERVAL_MAX_NS ? QUIET_INTERVAL_MAX_NS : drain_interval_ns * 2;
@@ -446,7 +454,7 @@ static void *writer_main(void *arg)
                 if (python_on || agent_config.call_graph == CALL_GRAPH_DWARF)
                     agent_memmap_maybe_refresh(); /* the table of what handlers may read */
                 if (ompt_drain_wanted_take())     /* an OpenMP opener's event ring is half full */
-                    ompt_writer_drain(size_cap_reached() ? emit_nothing : emit, false);
+                    ompt_writer_drain(periodic_cap_reached() ? emit_nothing : emit, false);
             }
             pthread_mutex_unlock(&writer_lock);
             if (atomic_exchange(&drain_asked, 0))
