@@ -6,9 +6,11 @@
 # One run of tests/workloads/torch_train.py under `opprof record`, with
 # torch.profiler active around its training loop (--torch-profiler writes
 # key_averages() to JSON). For every operator above 5 % of torch.profiler's
-# self CPU time, opprof's self share (of samples that are inside an operator)
-# must be within 3 percentage points. Every `torch.bmm(` line of the workload
-# must show as a Python caller of aten::bmm.
+# self CPU time, opprof's total share (the operator and the operators it
+# calls, of samples that are inside an operator) must be within 3 percentage
+# points of torch.profiler's, and so must its self share where the operators
+# it calls hold under 1 point (see below why not otherwise). Every
+# `torch.bmm(` line of the workload must show as a Python caller of aten::bmm.
 . "$(dirname "$0")/lib.sh"
 
 PYTHON=${OPPROF_TEST_PYTHON:-/usr/bin/python3}
@@ -53,38 +55,55 @@ failures = 0
 def norm(name):
     return name[len("aten::"):] if name.startswith("aten::") else name
 
-# opprof: self weight per operator, over samples that are inside an operator
-# (torch.profiler only sees time inside operators).
+# opprof: self and total weight per operator, over samples that are inside
+# an operator (torch.profiler only sees time inside operators).
 rows = [r for r in ops["rows"] if not r["name"].startswith("[")]
 op_total = sum(r["self_ns"] for r in rows)
-ours = {norm(r["name"]): 100.0 * r["self_ns"] / op_total for r in rows} if op_total else {}
+ours = {norm(r["name"]): (100.0 * r["self_ns"] / op_total, 100.0 * r["total_ns"] / op_total)
+        for r in rows} if op_total else {}
 
-# torch.profiler: self CPU per aten:: event over the sum of all self CPU time.
+# torch.profiler: self and total CPU per aten:: event over the sum of all
+# self CPU time.
 events = tp["ops"]
 tp_total = sum(v["self_cpu_us"] for v in events.values())
 theirs = {}
 for key, v in events.items():
     if key.startswith("aten::"):
-        theirs[norm(key)] = 100.0 * v["self_cpu_us"] / tp_total
+        theirs[norm(key)] = (100.0 * v["self_cpu_us"] / tp_total, 100.0 * v["cpu_total_us"] / tp_total)
 print("steps under torch.profiler: %d; opprof operator samples: %.0f ms" % (tp["steps"], op_total / 1e6))
-print("%-28s %9s %9s %7s" % ("operator (self %)", "opprof", "torch", "diff"))
+print("%-22s %8s %8s %7s   %8s %8s %7s" % ("operator", "self", "torch", "diff", "total", "torch", "diff"))
 checked = 0
-for name, share in sorted(theirs.items(), key=lambda kv: -kv[1]):
-    mine = ours.get(name, 0.0)
-    diff = mine - share
+for name, (share, tshare) in sorted(theirs.items(), key=lambda kv: -kv[1][0]):
+    mine, tmine = ours.get(name, (0.0, 0.0))
+    diff, tdiff = mine - share, tmine - tshare
+    line = "%-22s %7.2f%% %7.2f%% %+6.2f   %7.2f%% %7.2f%% %+6.2f" % ("aten::" + name, mine, share, diff, tmine, tshare, tdiff)
     if share < 5.0:
         # Shown for the record, not checked: torch.profiler's own cost (a few
         # us per call, counted as the op's self time) is a large part of a
         # small op's figure.
         if share >= 1.0:
-            print("%-28s %8.2f%% %8.2f%% %+6.2f  (not checked: < 5 %%)" % ("aten::" + name, mine, share, diff))
+            print(line + "  (not checked: < 5 %)")
         continue
-    print("%-28s %8.2f%% %8.2f%% %+6.2f" % ("aten::" + name, mine, share, diff))
+    # The self shares part where an operator calls many small ones: aten::bmm
+    # on these shapes calls aten::select 96 times a call (one per batch
+    # matrix, ~300 aten:: calls in all). torch.profiler times a call between
+    # its own two timestamps and counts the dispatch around them (and its
+    # own recording of each call) as the caller's self time; opprof's samples
+    # there are in the callee's frames. Measured (2026-12-01): aten::bmm self
+    # 8.09 % against 10.15 %, total 10.38 % against 10.35 %; the ops it calls
+    # held 2.3 points in opprof and 0.2 in torch.profiler. So the total is
+    # compared for every operator, the self share only where the operators
+    # it calls hold under 1 point in opprof.
+    self_checked = tmine - mine < 1.0
+    if not self_checked:
+        line += "  (self not checked: its callees hold %.1f pp)" % (tmine - mine)
+    print(line)
     checked += 1
-    if abs(diff) > tol:
-        print("FAIL: aten::%s: opprof %.2f%% vs torch.profiler %.2f%% differ by more than %.1f pp"
-              % (name, mine, share, tol))
-        failures += 1
+    for what, d in (("total", tdiff), ("self", diff if self_checked else 0.0)):
+        if abs(d) > tol:
+            print("FAIL: aten::%s: opprof's %s share differs from torch.profiler's by %+.2f pp (more than %.1f)"
+                  % (name, what, d, tol))
+            failures += 1
 if checked == 0:
     print("FAIL: torch.profiler reported no operator above 5 %: nothing was compared")
     failures += 1
