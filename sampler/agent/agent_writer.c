@@ -444,6 +444,7 @@ static void *writer_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     while (!atomic_load(&writer_stop)) {
         agent_queue_prefault(); /* before the producers reach fresh pages */
+        agent_unwind_prefault();         /* and before the handlers reach their walk memos' */
         agent_phdr_refresh_if_changed(); /* libraries dlopen'ed since the last drain */
         uint64_t deadline = agent_now_ns() + drain_interval_ns;
         /* a handler asked for a table, or missed a mapping: now, not at the drain */

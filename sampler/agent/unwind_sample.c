@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <x86intrin.h> /* __rdtsc: one instruction, no call */
@@ -279,6 +280,57 @@ struct unwind_memo_slot *unwind_memo_for(int32_t tid)
     }
     my_memo_none = true;
     return NULL;
+}
+
+/*
+ * Writer: the pages of the memo slots that threads claim, and of the next
+ * free one, made present and writable before the handlers get to them. A
+ * slot is ~43 KB of bss, and its handler reads a rule-cache entry before
+ * it fills it: the read maps the kernel's shared zero page and the write
+ * that follows faults again to replace it (flushing the TLB of the other
+ * CPU with an interrupt when the writer runs there). `perf record -e
+ * exceptions:page_fault_user -g` of torch_train.py --steps 60 counted 19-21
+ * faults at the walk's rule-cache writes, in the handler; with this, 3.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults pages in as a write would
+ * without changing what they hold, so it is safe on a slot a thread is
+ * using; on an older kernel it fails and the handlers take the faults as
+ * before. One free slot is kept backed ahead (44 KB): the main thread's
+ * first sample usually comes after the writer's first loop. A fork child
+ * keeps the parent's marks: its slots are the parent's pages, shared
+ * copy-on-write, and copying two whole slots in each short-lived child cost
+ * more writer CPU than its handlers' copies (torch_forks.py: ~0.13 ms a
+ * child, four alternating pairs).
+ */
+#define MEMO_BACKED_AHEAD 1
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static uint64_t memo_backed[(UNWIND_MEMO_SLOTS + 63) / 64]; /* writer only: slots populated */
+static bool memo_backing_failed;
+
+static void back_memo_slot(unsigned k)
+{
+    const uintptr_t page = 4096;
+    uintptr_t lo = (uintptr_t)&memo_pool[k] & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)&memo_pool[k + 1] + page - 1) & ~(page - 1);
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        memo_backing_failed = true;
+    memo_backed[k / 64] |= 1ull << (k % 64);
+}
+
+void agent_unwind_prefault(void)
+{
+    if (!tables_on || !(unwind_memo_on || unwind_rule_cache_on) || memo_backing_failed)
+        return;
+    unsigned used = atomic_load_explicit(&memo_slots_used, memory_order_relaxed);
+    unsigned free_ahead = 0;
+    for (unsigned k = 0; k < UNWIND_MEMO_SLOTS && free_ahead < MEMO_BACKED_AHEAD; k++) {
+        bool claimed = k < used && atomic_load_explicit(&memo_pool[k].owner, memory_order_relaxed) > 0;
+        if (!claimed)
+            free_ahead++;
+        if (!(memo_backed[k / 64] & (1ull << (k % 64))))
+            back_memo_slot(k);
+    }
 }
 
 void unwind_memo_reap(void)

@@ -434,6 +434,8 @@ AGENT_HIDDEN void agent_unwind_poll(agent_emit_fn emit);
  * then agent_unwind_serve (writer lock held) builds what was asked. */
 AGENT_HIDDEN bool agent_unwind_wait(uint64_t deadline_ns);
 AGENT_HIDDEN void agent_unwind_serve(void);
+/* Writer, each loop: the memo slots' pages present before handlers touch them. */
+AGENT_HIDDEN void agent_unwind_prefault(void);
 /* Compiles one module's .eh_frame into a fresh mmap'ed table, from bytes: a
  * copy of the object's memory from its .eh_frame_hdr (at real_addr) to the
  * end of the segment holding it. entries: the absolute addresses of
