@@ -18,11 +18,11 @@
  * linked directly, with the rest of the agent stubbed as in bench/.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
