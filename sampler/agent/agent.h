@@ -23,7 +23,13 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <time.h>
+
+/* Linux 5.14; older headers lack it (the call then fails: EINVAL). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #include "format/format.h"
 #include "sampler/common/common.h"

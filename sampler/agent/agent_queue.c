@@ -233,9 +233,6 @@ void agent_queue_release(void)
  * MADV_POPULATE_WRITE (Linux 5.14) faults pages in without changing their
  * contents, so it is safe beside handlers writing into the same pages; on an
  * older kernel it fails and the handler takes the faults as before. */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 #define QUEUE_PREFAULT_AHEAD (1u << 20) /* ~1,000 PyTorch samples: 25 threads at 1 kHz for 4 drain intervals */
 /* ...in whole steps of this, so that a drain whose producers have not
  * crossed a step boundary makes no system call: backing only the few KB the

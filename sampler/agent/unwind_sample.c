@@ -302,9 +302,6 @@ struct unwind_memo_slot *unwind_memo_for(int32_t tid)
  * child, four alternating pairs).
  */
 #define MEMO_BACKED_AHEAD 1
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 static uint64_t memo_backed[(UNWIND_MEMO_SLOTS + 63) / 64]; /* writer only: slots populated */
 static bool memo_backing_failed;
 

@@ -680,9 +680,7 @@ static void check_entry_rows(uint64_t c, uint64_t s, uint64_t outer)
     CHECK(unwind_check_differs(table, 2, false, table, 2, false) == UNWIND_CHECK_SAME, "check: equal stacks differ");
 }
 
-/* The writer backs walk memos before their threads touch them
- * (agent_unwind_prefault): no page fault then. The control: a slot claimed
- * before the writer got to it (a read, then a write fault per page). */
+/* agent_unwind_prefault backs memos before threads touch them; the control: a slot claimed first */
 static void *claim_and_touch(void *faults)
 {
     struct unwind_memo_slot *ms = unwind_memo_for((int32_t)syscall(SYS_gettid));
@@ -699,7 +697,7 @@ static void *claim_and_touch(void *faults)
 static void check_memo_backing(void)
 {
     static uint8_t probe[4096] __attribute__((aligned(4096)));
-    bool can = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+    bool can = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
     long control = 0, backed = 0;
     pthread_t th;
     CHECK(pthread_create(&th, NULL, claim_and_touch, &control) == 0 && pthread_join(th, NULL) == 0, "memo: thread");
