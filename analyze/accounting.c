@@ -40,7 +40,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     (void)arg;
     struct profile *p = stream_profile(ctx);
     struct opr_agent_cpu c = {0};
-    /* older streams end before offcpu_same_wait, omp_hook_ns, clock_read_ns or drains: 0 */
+    /* older streams end before offcpu_same_wait, omp_hook_ns, clock_read_ns, drains or omp_team_wait_ns: 0 */
     memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c);
     struct profile_agent_cpu *a = &p->agent_cpu;
     if (c.handler_timed && c.handler_calls >= c.handler_timed) {
@@ -66,6 +66,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     a->pystack_misses += c.pystack_misses;
     a->offcpu_same_wait += c.offcpu_same_wait;
     a->omp_hook_ns += c.omp_hook_ns;
+    a->omp_team_wait_ns += c.omp_team_wait_ns;
     a->drains += c.drains;
     a->quiet_drains += c.quiet_drains;
     a->steady_drains += c.steady_drains;
@@ -90,6 +91,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->pystack_misses += from->pystack_misses;
     to->offcpu_same_wait += from->offcpu_same_wait;
     to->omp_hook_ns += from->omp_hook_ns;
+    to->omp_team_wait_ns += from->omp_team_wait_ns;
     to->drains += from->drains;
     to->quiet_drains += from->quiet_drains;
     to->steady_drains += from->steady_drains;

@@ -157,6 +157,7 @@ struct profile {
         uint64_t buckets[PROFILE_HANDLER_BUCKETS]; /* format.h's OPR_HANDLER_BUCKET_BOUNDS_NS */
         uint64_t maps_rereads, maps_probes, phdr_refreshes, schedstat_reads, pystack_hits, pystack_misses;
         uint64_t offcpu_same_wait, omp_hook_ns;
+        uint64_t omp_team_wait_ns; /* libgomp teams spinning through their openers' hooks (estimate) */
         uint64_t drains, quiet_drains, steady_drains; /* the writers' periodic drains; longer sleeps after them */
         /* clock_read_ns x handler_timed, summed over streams: divided by
          * handler_timed, the clock read the histogram's calls each hold */

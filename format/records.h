@@ -240,6 +240,10 @@ struct opr_agent_cpu {
     uint64_t drains;           /* the writer's periodic drains (appended: 0 in older streams) */
     uint64_t quiet_drains;     /* of them, followed by a longer sleep: nothing ran */
     uint64_t steady_drains;    /* of them, followed by a longer sleep: no thread switched in, RSS steady */
+    /* Appended after steady_drains (0 in older streams): CPU time the other
+     * threads of GNU libgomp teams spent spinning while their opener ran the
+     * agent's hooks outside the region (TSC, estimated; agent_gomp.c). */
+    uint64_t omp_team_wait_ns;
 };
 
 /* The handler's CPU time over all calls of one AGENT_CPU record: the timed

@@ -131,9 +131,11 @@ bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
     c->writer_cpu_ns = p->agent_writer_cpu_ns;
     c->startup_cpu_ns = p->acct.startup_cpu_ns;
     c->omp_hook_ns = a->omp_hook_ns;
+    c->omp_team_wait_ns = a->omp_team_wait_ns;
     /* start-up/shutdown: paid once per process, so 500 quick forks show it */
     c->share_pct = 100.0 *
-                   (c->handler_ns + (double)c->writer_cpu_ns + (double)c->startup_cpu_ns + (double)c->omp_hook_ns) /
+                   (c->handler_ns + (double)c->writer_cpu_ns + (double)c->startup_cpu_ns + (double)c->omp_hook_ns +
+                    (double)c->omp_team_wait_ns) /
                    (double)p->process_cpu_ns;
     return true;
 }
@@ -162,6 +164,8 @@ static void print_overhead(FILE *out, const struct profile *p)
         fprintf(out, " + %.3f s start-up in %zu processes", (double)c.startup_cpu_ns / 1e9, p->acct.streams);
     if (c.omp_hook_ns) /* GOMP_* wrappers and OMPT callbacks, in the workload's threads */
         fprintf(out, " + %.3f s around OpenMP regions", (double)c.omp_hook_ns / 1e9);
+    if (c.omp_team_wait_ns) /* estimated: agent_gomp.c, gomp_team_wait */
+        fprintf(out, " + %.3f s of OpenMP teams spinning through it", (double)c.omp_team_wait_ns / 1e9);
     fprintf(out, " = %.2f %% of the processes' CPU time\n", c.share_pct);
 }
 

@@ -40,6 +40,7 @@ struct report_agent_cost {
     double clock_read_ns;     /* the clock read taken out of each timed call (0: an older recording, none) */
     uint64_t writer_cpu_ns, startup_cpu_ns;
     uint64_t omp_hook_ns; /* the agent's time around OpenMP regions in the workload's threads */
+    uint64_t omp_team_wait_ns; /* libgomp's team threads spinning through it (estimate) */
     double share_pct; /* handler + writer + start-up + OpenMP hooks, % of the processes' CPU time */
 };
 bool report_agent_cost(const struct profile *p, struct report_agent_cost *c);

@@ -527,11 +527,12 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
                 ",\"writer_cpu_ns\":%" PRIu64 ",\"startup_cpu_ns\":%" PRIu64 ",\"share_pct\":%.3f"
                 ",\"maps_rereads\":%" PRIu64 ",\"maps_probes\":%" PRIu64 ",\"phdr_refreshes\":%" PRIu64
                 ",\"schedstat_reads\":%" PRIu64 ",\"pystack_hits\":%" PRIu64 ",\"pystack_misses\":%" PRIu64
-                ",\"offcpu_same_wait\":%" PRIu64 ",\"omp_hook_ns\":%" PRIu64 ",\"writer_drains\":%" PRIu64
-                ",\"writer_quiet_drains\":%" PRIu64 ",\"writer_steady_drains\":%" PRIu64 "}",
+                ",\"offcpu_same_wait\":%" PRIu64 ",\"omp_hook_ns\":%" PRIu64 ",\"omp_team_wait_ns\":%" PRIu64
+                ",\"writer_drains\":%" PRIu64 ",\"writer_quiet_drains\":%" PRIu64 ",\"writer_steady_drains\":%" PRIu64
+                "}",
                 c.writer_cpu_ns, c.startup_cpu_ns, c.share_pct, a->maps_rereads, a->maps_probes, a->phdr_refreshes,
-                a->schedstat_reads, a->pystack_hits, a->pystack_misses, a->offcpu_same_wait, c.omp_hook_ns, a->drains,
-                a->quiet_drains, a->steady_drains);
+                a->schedstat_reads, a->pystack_hits, a->pystack_misses, a->offcpu_same_wait, c.omp_hook_ns,
+                c.omp_team_wait_ns, a->drains, a->quiet_drains, a->steady_drains);
     }
     fputs(",\"group_by\":", out);
     json_string(out, group_by_name(opts->group_by));

@@ -147,6 +147,7 @@ void agent_cost_emit(agent_emit_fn emit)
     c.pystack_misses = agent_writer_counts.pystack_misses;
     c.offcpu_same_wait = agent_writer_counts.offcpu_same_wait;
     c.omp_hook_ns = ompt_hook_ns();
+    c.omp_team_wait_ns = gomp_team_wait_ns();
     c.clock_read_ns = clock_read_ns;
     c.drains = agent_writer_counts.drains;
     c.quiet_drains = agent_writer_counts.quiet_drains;

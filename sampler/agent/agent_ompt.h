@@ -63,6 +63,10 @@ OMPT_HIDDEN uint64_t omp_rec_hook_now(void);
 OMPT_HIDDEN void omp_rec_setup_time(uint64_t ticks);
 /* Writer: that time on every thread so far, in ns (0: no OpenMP seen). */
 OMPT_HIDDEN uint64_t ompt_hook_ns(void);
+/* agent_gomp.c: what libgomp's spinning team threads waited through the
+ * openers' hooks, in ns (see gomp_team_wait) */
+OMPT_HIDDEN uint64_t gomp_team_wait_ns(void);
+OMPT_HIDDEN void gomp_atfork_child(void);
 
 /* Region event times (agent_omp_clock.c): the clock the hooks read, decided
  * at a process's first event (omp_choose_event_clock, which returns it). */

@@ -698,6 +698,7 @@ void agent_writer_atfork_child(void)
     stream_fd = -1;
     opr_writer_reset(writer); /* ids, threads, mappings: the child's stream starts afresh */
     ompt_atfork_child();         /* threading/OpenMP: the parent's rings are not ours */
+    gomp_atfork_child();
     agent_threads_atfork_child();
     agent_memory_atfork_child();
     samples_written = last_lost_reported = last_taken_reported = 0;

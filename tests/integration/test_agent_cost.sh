@@ -125,6 +125,20 @@ elif name.startswith("openmp"):
     per = a["omp_hook_ns"] / regions
     (ok if 20 <= per <= 50000 else fail)("%s: %.0f ns of the agent around each of %d OpenMP regions (20 ns to 50 us expected)"
                                          % (name, per, regions))
+    # The team spinning through the hooks of its opener (agent_gomp.c): GNU
+    # libgomp only (an OMPT runtime has no such charge), at most the hook
+    # time once per other thread of the team (by default one per CPU), and
+    # none when libgomp does not spin (OMP_WAIT_POLICY=passive).
+    import os
+    wait, team = a.get("omp_team_wait_ns", 0), os.cpu_count() or 1
+    passive = name.endswith("passive")  # recorded with OMP_WAIT_POLICY=passive
+    if "gomp" in name and not passive and team > 1:
+        (ok if 0 < wait <= a["omp_hook_ns"] * (team - 1) else fail)(
+            "%s: %d ns of the team spinning through the hooks, above 0 and at most %d ns (hook time x %d other threads)"
+            % (name, wait, a["omp_hook_ns"] * (team - 1), team - 1))
+    else:
+        (ok if wait == 0 else fail)("%s: %d ns of the team spinning through the hooks (none expected: %s)"
+                                    % (name, wait, "libgomp does not spin" if passive else "not GNU libgomp" if team > 1 else "one CPU"))
 else:
     (ok if under <= chains <= samples and under > 0 else fail)(
         "%s: %d Python chains looked up (%d from the cache), between the %d samples under <module> and all %d"
@@ -254,7 +268,8 @@ for omp in omp_regions_gomp bin/omp_regions_llvm; do
     record "$WORK/$name" -- "$exe" --regions "$OMP_REGIONS" --size 20000
     [ "$RECORD_STATUS" -eq 0 ] || { fail "opprof record of $omp failed"; continue; }
     "$OPPROF" report "$WORK/$name" --limit 1 2>/dev/null | grep '^  overhead' | tee "$WORK/$name.line" >/dev/null
-    grep -q ' around OpenMP regions = ' "$WORK/$name.line" && pass "$name: the overhead line counts the time around OpenMP regions" ||
+    grep -Eq ' around OpenMP regions( \+ [0-9.]+ s of OpenMP teams spinning through it)? = ' "$WORK/$name.line" &&
+        pass "$name: the overhead line counts the time around OpenMP regions" ||
         fail "$name: the overhead line has no time around OpenMP regions: $(cat "$WORK/$name.line")"
     set -- $(overhead_fields "$WORK/$name")
     log "$name: $*"
@@ -265,4 +280,15 @@ for omp in omp_regions_gomp bin/omp_regions_llvm; do
         fail "$name: no handler CPU figures in the overhead line"
     fi
 done
+# libgomp told not to spin: the team sleeps through the hooks, no charge
+exe="$OPPROF_BUILDDIR/tests/workloads/omp_regions_gomp"
+if [ -x "$exe" ]; then
+    name=openmp_passive
+    export OMP_WAIT_POLICY=passive
+    record "$WORK/$name" -- "$exe" --regions 2000 --size 20000
+    unset OMP_WAIT_POLICY
+    [ "$RECORD_STATUS" -eq 0 ] || fail "opprof record of omp_regions_gomp (OMP_WAIT_POLICY=passive) failed"
+    set -- $(overhead_fields "$WORK/$name")
+    [ "$#" -ge 6 ] && check_json "$name" "$WORK/$name" "$1" "$2" "$3" "$4" "$5" "$6" 2000
+fi
 finish

@@ -109,7 +109,7 @@ if not a:
     fail("0-sample report: no agent figures in the JSON")
 else:
     cpu = acct.get("process_cpu_ns", 0)
-    want = 100.0 * (a["writer_cpu_ns"] + a["startup_cpu_ns"] + a["omp_hook_ns"]) / cpu if cpu else -1
+    want = 100.0 * (a["writer_cpu_ns"] + a["startup_cpu_ns"] + a["omp_hook_ns"] + a["omp_team_wait_ns"]) / cpu if cpu else -1
     print("0 samples: start-up %d ns, writer %d ns, process CPU %d ns: share %.3f %% (computed %.3f)"
           % (a["startup_cpu_ns"], a["writer_cpu_ns"], cpu, a["share_pct"], want))
     if a["handler_ns_per_sample"] is not None or a["handler_median_ns"] is not None:
