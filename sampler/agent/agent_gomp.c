@@ -244,7 +244,8 @@ static void trampoline(void *arg)
  * time needs no such charge: every team thread pays its own, side by side.
  */
 #define TEAM_SPINS_TICKS 65536u
-static __thread uint64_t last_close_tsc; /* this opener's last close_region end, TSC */
+/* this opener's last close_region end, TSC (initial-exec: no __tls_get_addr call at each region) */
+static __thread uint64_t last_close_tsc __attribute__((tls_model("initial-exec")));
 static _Atomic uint64_t team_wait_ticks;
 static _Atomic int team_spins = -1; /* -1: the environment not read yet */
 

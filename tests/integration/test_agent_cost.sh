@@ -127,10 +127,12 @@ elif name.startswith("openmp"):
                                          % (name, per, regions))
     # The team spinning through the hooks of its opener (agent_gomp.c): GNU
     # libgomp only (an OMPT runtime has no such charge), at most the hook
-    # time once per other thread of the team (by default one per CPU), and
-    # none when libgomp does not spin (OMP_WAIT_POLICY=passive).
+    # time once per other thread of the team, and none when libgomp does
+    # not spin (OMP_WAIT_POLICY=passive).
     import os
-    wait, team = a.get("omp_team_wait_ns", 0), os.cpu_count() or 1
+    # the team libgomp makes by default: OMP_NUM_THREADS, else the CPUs this process may use
+    team = int((os.environ.get("OMP_NUM_THREADS") or "0").split(",")[0] or 0) or len(os.sched_getaffinity(0))
+    wait = a.get("omp_team_wait_ns", 0)
     passive = name.endswith("passive")  # recorded with OMP_WAIT_POLICY=passive
     if "gomp" in name and not passive and team > 1:
         (ok if 0 < wait <= a["omp_hook_ns"] * (team - 1) else fail)(
