@@ -320,6 +320,9 @@ static void describe_view(const struct profile *p, struct threading_summary *s)
                  t->runtime_version && strncmp(t->runtime_version, "GNU libgomp", 11) == 0 ? "OpenMP regions" : "OMPT",
                  t->runtime_version ? t->runtime_version : "?",
                  rt, swap);
+    else if (t->openmp_regions_off)
+        snprintf(s->view, sizeof s->view,
+                 "OS-level only (schedstat; OpenMP regions not recorded: record --no-openmp-regions)%s%s", rt, swap);
     else
         snprintf(s->view, sizeof s->view,
                  "OS-level only (schedstat; no OpenMP runtime started the OMPT tool: GNU libgomp has no OMPT, "

@@ -50,6 +50,7 @@ struct prof_threading {
     char *runtime_version;  /* the first OMPT runtime's version string */
     unsigned ompt_processes;/* processes whose runtime started the OMPT tool */
     char *openmp_runtime, *openmp_setup, *openmp_libomp; /* from the info file */
+    bool openmp_regions_off;                             /* info: openmp_regions=off (--no-openmp-regions) */
     bool saw_libgomp, saw_libomp, saw_libiomp; /* runtimes mapped in some process */
     uint64_t attributed_exact, attributed_near, unattributed; /* set by threading_attribute */
     uint64_t unrecorded;        /* samples in regions with no REGION record (its events lost): opener unknown */

@@ -43,6 +43,8 @@ int threading_info_kv(struct profile *p, const char *key, const char *val)
         errno = ENOMEM;
         return -1;
     }
+    if (strcmp(key, "openmp_regions") == 0)
+        t->openmp_regions_off = strcmp(val, "off") == 0;
     char **slot = strcmp(key, "openmp_runtime") == 0 ? &t->openmp_runtime
                   : strcmp(key, "openmp_setup") == 0 ? &t->openmp_setup
                   : strcmp(key, "openmp_libomp") == 0 ? &t->openmp_libomp

@@ -18,7 +18,9 @@
 # recordings. Then, for a native, a PyTorch and an OpenMP workload, the agent's
 # own overhead figure beside the outside CPU and wall ratios to bare (and to
 # the sampling timer alone, and to the floor: bench/null_sampler.c) and bytes
-# per sample. Then builds and runs bench/hotspots_bench.c when it exists.
+# per sample; OpenMP also under record --no-openmp-regions, for the region
+# hooks' outside cost beside the agent's figure for them. Then builds and
+# runs bench/hotspots_bench.c when it exists.
 # BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison; BENCH_ONLY_OPENMP=1
 # only the OpenMP keep-vs-swap comparison that follows it; BENCH_ONLY_CHURN=1
 # only the process-churn case.
@@ -211,14 +213,17 @@ overhead_case() {
             _line=$("$OPPROF" report "$_d" --limit 1 2>/dev/null | grep '^  overhead')
             _b=$(dir_bytes "$_d")
             echo "$_line" | awk -v n="${_n:-0}" -v b="${_b:-0}" '{
-                share = "-"; med = "-"; p99 = "-"; writer = "-"
+                share = "-"; med = "-"; p99 = "-"; writer = "-"; omp = 0
                 for (i = 1; i <= NF; i++) {
+                    # the region hooks and the team spinning through them (s)
+                    if ($i == "around" && $(i + 1) == "OpenMP") omp += $(i - 2)
+                    if ($i == "teams" && $(i + 1) == "spinning") omp += $(i - 4)
                     if ($i == "%" && $(i + 1) == "of") share = $(i - 1)
                     if ($i == "(median") { med = $(i + 1); sub(/,$/, "", med) }
                     if ($i == "p99") { p99 = $(i + 1); sub(/;$/, "", p99) }
                     if ($i == "writer" && $(i + 1) == "thread") writer = $(i - 2)
                 }
-                printf "%s %s %s %s %s\n", share, med, p99, writer, (n > 0 ? b / n : "-")
+                printf "%s %s %s %s %s %s\n", share, med, p99, writer, (n > 0 ? b / n : "-"), omp
             }' >>"oc_$_name.agent"
         else
             echo "bench: opprof record of $_name failed" >&2
@@ -283,6 +288,13 @@ OMP_WORKLOAD="$BUILD/tests/workloads/omp_regions_gomp"
 [ -x "$OMP_WORKLOAD" ] || make -C "$BUILD" tests/workloads/omp_regions_gomp >/dev/null 2>&1
 if [ -x "$OMP_WORKLOAD" ]; then
     overhead_case openmp "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
+    # openmp-nr: record --no-openmp-regions (the GOMP_* wrappers only
+    # forward): the CPU between the two rows is the region hooks' cost seen
+    # from outside, the team's spinning through them included
+    OC_RECORD_ARGS="--no-openmp-regions" overhead_case openmp-nr "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
+    awk -v a="$(col 2 oc_openmp.op.t | median)" -v b="$(col 2 oc_openmp-nr.op.t | median)" \
+        -v says="$(col 6 oc_openmp.agent | median)" 'BEGIN {
+        printf "  openmp region hooks: %.3f s of CPU from outside (openmp - openmp-nr, medians); the agent says %.3f s (around regions + teams spinning)\n", a - b, says }'
 else
     echo "openmp     ($OMP_WORKLOAD could not be built: skipped)"
 fi
@@ -305,7 +317,8 @@ fi
     OC_RECORD_ARGS="--timer tick" overhead_case openmp-tk "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
 cat oc_runs
 echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
-echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $TORCH_LONG_STEPS); openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000."
+echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $TORCH_LONG_STEPS); openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000"
+echo "(openmp-nr: the same under record --no-openmp-regions, whose GOMP_* wrappers only forward)."
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
 echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"

@@ -53,6 +53,8 @@ static void record_usage(FILE *out)
           "                             (changes the program; the summary says so); auto:\n"
           "                             the same with a libomp found on this machine\n"
           "  --no-omp-swap              same as --openmp-runtime keep (the default)\n"
+          "  --no-openmp-regions        do not record OpenMP regions (no time spent around each\n"
+          "                             region; the threading view is the OS-level one)\n"
           "  --torch-shapes             record each PyTorch operator's calls and input shapes\n"
           "                             (FLOPs, GFLOP/s, FLOP/byte in the report): a dispatch\n"
           "                             hook runs in the workload once it imports torch (changes\n"
@@ -166,6 +168,7 @@ int cmd_record(int argc, char **argv)
         {"torch-shapes", no_argument, NULL, 261}, /* FLOPs per operator */
         {"pid", required_argument, NULL, 'p'},    /* attach mode */
         {"timer", required_argument, NULL, 262},
+        {"no-openmp-regions", no_argument, NULL, 263}, /* threading/OpenMP */
         {NULL, 0, NULL, 0},
     };
     struct record_options o = {.frequency_hz = 1000, .call_graph = CALL_GRAPH_DWARF};
@@ -251,6 +254,7 @@ int cmd_record(int argc, char **argv)
         case 261:
             o.torch_shapes = true;
             break;
+        case 263: o.no_openmp_regions = true; break;
         case 262: /* --timer perf|tick */
             if (strcmp(optarg, "perf") && strcmp(optarg, "tick")) {
                 fprintf(stderr, "opprof record: --timer %s: use perf (the default) or tick\n", optarg);

@@ -480,6 +480,7 @@ struct opr_sched_thread {
 };
 #define OPR_ENV_TIMER "OPPROF_TIMER"                /* "tick": per-thread POSIX CPU-time timers (record --timer tick) */
 #define OPR_ENV_OMP_CONTEXT "OPPROF_OMP_CONTEXT_NS" /* min ns between opener-stack captures (0, default: every region) */
+#define OPR_ENV_OMP_REGIONS "OPPROF_OMP_REGIONS"    /* "0": no OpenMP region recorded (record --no-openmp-regions) */
 /* --- end of threading and OpenMP records ----------------------------------- */
 
 /* --- per-sample counters (sampler/agent/agent_counters.c, docs/format.md) ------- */

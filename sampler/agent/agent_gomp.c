@@ -159,7 +159,7 @@ static void *resolve(const char *sym, void *_Atomic *cache)
         Dl_info di;
         const char *dir = getenv(OPR_ENV_DIR);
         bool gomp = dladdr(f, &di) && di.dli_fname && strstr(di.dli_fname, "libgomp");
-        int mode = gomp && dir && dir[0] ? 1 : 2;
+        int mode = gomp && dir && dir[0] && omp_regions_wanted() ? 1 : 2;
         int zero = 0;
         if (atomic_compare_exchange_strong(&record_mode, &zero, mode) && mode == 1)
             omp_rec_gomp_activate();
@@ -167,6 +167,12 @@ static void *resolve(const char *sym, void *_Atomic *cache)
     atomic_store_explicit(cache, f, memory_order_release);
     omp_rec_setup_time(omp_rec_hook_now() - t0);
     return f;
+}
+
+bool omp_regions_wanted(void)
+{
+    const char *v = getenv(OPR_ENV_OMP_REGIONS);
+    return !(v && strcmp(v, "0") == 0);
 }
 
 #define REAL(type, name)                                                                                           \

@@ -585,8 +585,8 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
     const char *dir = getenv(OPR_ENV_DIR);
     if (!dir || !dir[0])
         return NULL;
-    if (atomic_load(&tool_active))
-        return NULL; /* a second runtime in the same process: one is enough */
+    if (atomic_load(&tool_active) || !omp_regions_wanted())
+        return NULL; /* a second runtime in the same process: one is enough; or record --no-openmp-regions */
     const char *ctx = getenv(OPR_ENV_OMP_CONTEXT);
     if (ctx && ctx[0])
         context_interval_ns = strtoull(ctx, NULL, 10);

@@ -67,6 +67,9 @@ OMPT_HIDDEN uint64_t ompt_hook_ns(void);
  * openers' hooks, in ns (see gomp_team_wait) */
 OMPT_HIDDEN uint64_t gomp_team_wait_ns(void);
 OMPT_HIDDEN void gomp_atfork_child(void);
+/* false under record --no-openmp-regions (OPPROF_OMP_REGIONS=0): the GOMP_*
+ * wrappers only forward and the OMPT tool declines (agent_gomp.c) */
+OMPT_HIDDEN bool omp_regions_wanted(void);
 
 /* Region event times (agent_omp_clock.c): the clock the hooks read, decided
  * at a process's first event (omp_choose_event_clock, which returns it). */

@@ -210,6 +210,7 @@ static enum gomp_use workload_gomp_use(const char *cmd)
 static char omp_libomp[PATH_MAX];   /* the libomp preloaded, "" for none */
 static const char *omp_mode = "keep"; /* auto|keep|path, for the info file */
 static const char *omp_view = "";     /* what record set up, for the info file */
+static bool omp_regions_off;          /* --no-openmp-regions */
 
 static bool libomp_usable(const char *path)
 {
@@ -273,6 +274,7 @@ static int find_libomp(char *out, size_t outlen)
 void launch_openmp_choose(const struct record_options *o)
 {
     omp_libomp[0] = '\0';
+    omp_regions_off = o->no_openmp_regions;
     /* keep by default: never replace or add a runtime unless asked to */
     const char *mode = o->openmp_runtime && o->openmp_runtime[0] ? o->openmp_runtime : "keep";
     omp_mode = mode;
@@ -315,6 +317,9 @@ void launch_openmp_choose(const struct record_options *o)
  * user looks first. */
 void launch_openmp_print_summary(FILE *f)
 {
+    if (omp_regions_off)
+        fprintf(f, "opprof record: OpenMP regions not recorded (--no-openmp-regions): the threading view is "
+                   "the OS-level one\n");
     if (omp_libomp[0])
         fprintf(f, "opprof record: OpenMP runtime swapped (--openmp-runtime %s): the program ran with %s "
                    "preloaded in place of its own GNU libgomp\n",
@@ -327,6 +332,8 @@ void launch_openmp_write_info(FILE *f)
     fprintf(f, "openmp_setup=%s\n", omp_view);
     if (omp_libomp[0])
         fprintf(f, "openmp_libomp=%s\n", omp_libomp);
+    if (omp_regions_off)
+        fprintf(f, "openmp_regions=off\n");
 }
 
 /* In the child, before exec. */
@@ -335,6 +342,10 @@ void launch_openmp_setup_env(const char *agent)
     /* OMPT tool discovery: the agent exports ompt_start_tool; naming it in
      * OMP_TOOL_LIBRARIES too makes runtimes that look only there find it. */
     setenv("OMP_TOOL_LIBRARIES", agent, 1);
+    if (omp_regions_off) /* the agent's wrappers only forward, its OMPT tool declines */
+        setenv(OPR_ENV_OMP_REGIONS, "0", 1);
+    else
+        unsetenv(OPR_ENV_OMP_REGIONS);
     if (omp_libomp[0]) {
         /* LD_PRELOAD=agent:libomp:...: libomp's GOMP_* come before libgomp's.
          * The agent was prepended already: insert libomp right after it. */

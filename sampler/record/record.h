@@ -42,6 +42,9 @@ struct record_options {
     /* --timer tick: per-thread POSIX CPU-time timers (agent_tick.c) instead
      * of the perf_event task-clock timer; samples weighted by CPU time */
     bool tick_timer;
+    /* --no-openmp-regions: no OpenMP region recorded (the GOMP_* wrappers
+     * only forward, no OMPT tool): the least overhead, the OS-level view */
+    bool no_openmp_regions;
 };
 
 /* Runs the workload under the sampler. Returns the exit status opprof should

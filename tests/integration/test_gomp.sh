@@ -24,7 +24,8 @@
 # (f) 300,000 regions of ~1 us (omp_regions_gomp; 30,000 in a sanitizer
 # build): each counted, or its lost
 # events counted and shown, and at least half counted (99 % on this 2-CPU VM
-# on 2026-11-29; a loaded machine starves the writer).
+# on 2026-11-29; a loaded machine starves the writer). (h) record
+# --no-openmp-regions: the same program's result, no region recorded.
 . "$(dirname "$0")/lib.sh"
 require_python3
 require_opprof
@@ -208,6 +209,39 @@ elif regions < 0.5 * n:
 ' "$WORK/fast.json" $N "$bytes" "$WORK/fast.all.json"
     else
         fail "report --threading on the fast regions failed"
+    fi
+fi
+# (h) record --no-openmp-regions: no region recorded, nothing around them
+# (the wrappers only forward), the program computes what it computes bare,
+# and the summary and the threading view say so.
+if [ -x "$GOMP" ]; then
+    log "== --no-openmp-regions: 5000 regions of omp_regions_gomp"
+    "$GOMP" --regions 5000 --size 20000 >"$WORK/noreg.bare.out" 2>&1
+    record "$WORK/noreg" --no-openmp-regions -- "$GOMP" --regions 5000 --size 20000
+    sum_bare=$(sed -n 's/.*(checksum \(.*\))$/\1/p' "$WORK/noreg.bare.out")
+    sum_rec=$(sed -n 's/.*(checksum \(.*\))$/\1/p' "$WORK/noreg.out")
+    if [ "$RECORD_STATUS" -ne 0 ]; then
+        fail "record --no-openmp-regions exited $RECORD_STATUS"
+    elif [ -z "$sum_bare" ] || [ "$sum_bare" != "$sum_rec" ]; then
+        fail "--no-openmp-regions: checksum '$sum_rec' recorded, '$sum_bare' bare"
+    elif ! grep -q 'OpenMP regions not recorded (--no-openmp-regions)' "$RECORD_ERR"; then
+        fail "--no-openmp-regions: the summary does not say so"
+    elif report_json "$WORK/noreg" "$WORK/noreg.json" --threading && report_json "$WORK/noreg" "$WORK/noreg.all.json"; then
+        pycheck '
+d, a = load(sys.argv[1]).get("threading", {}), load(sys.argv[2]).get("agent", {})
+print("  (h) %d regions, view: %s; %d ns around regions (resolving the entry points), %d ns team wait"
+      % (d.get("regions", 0), d.get("view", ""), a.get("omp_hook_ns", -1), a.get("omp_team_wait_ns", -1)))
+if d.get("regions", 0) or d.get("has_ompt"):
+    fail("--no-openmp-regions: %d regions recorded" % d.get("regions", 0))
+if "--no-openmp-regions" not in d.get("view", ""):
+    fail("--no-openmp-regions: the threading view does not say so: %s" % d.get("view"))
+# what remains is resolving each GOMP_* entry point once (dlsym: ~12 us
+# each, a few ms beside busy loops), not a cost per region of 5,000
+if a.get("omp_team_wait_ns") != 0 or not 0 <= a.get("omp_hook_ns", -1) < 20000000:
+    fail("--no-openmp-regions: %s ns around regions, %s ns team wait" % (a.get("omp_hook_ns"), a.get("omp_team_wait_ns")))
+' "$WORK/noreg.json" "$WORK/noreg.all.json"
+    else
+        fail "report --threading of --no-openmp-regions failed"
     fi
 fi
 finish
