@@ -131,6 +131,11 @@ static bool options_agree(const struct record_options *o, bool freq_given, bool 
                             "be added to a running process (-p): record a launched command instead\n");
             return false;
         }
+        if (o->no_openmp_regions) {
+            fprintf(stderr, "opprof record: -p records no OpenMP region anyway (regions come from the agent in "
+                            "a launched program): leave --no-openmp-regions out with -p\n");
+            return false;
+        }
         if (o->tick_timer) {
             fprintf(stderr, "opprof record: --timer tick arms a timer in each thread of a launched program; "
                             "-p samples from outside: leave --timer out with -p\n");

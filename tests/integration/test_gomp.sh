@@ -244,4 +244,13 @@ if a.get("omp_team_wait_ns") != 0 or not 0 <= a.get("omp_hook_ns", -1) < 2000000
         fail "report --threading of --no-openmp-regions failed"
     fi
 fi
+# ... and with -p (no agent, so no region anyway): one line, status 2, no result dir
+limited "$OPPROF" record -o "$WORK/noreg-p" -p 1 --no-openmp-regions >"$WORK/noreg-p.out" 2>"$WORK/noreg-p.err"
+st=$?
+if [ "$st" -eq 2 ] && [ "$(wc -l <"$WORK/noreg-p.err")" -eq 1 ] && [ ! -e "$WORK/noreg-p" ]; then
+    pass "record -p 1 --no-openmp-regions: status 2, $(cat "$WORK/noreg-p.err")"
+else
+    show stderr "$WORK/noreg-p.err" 4
+    fail "record -p 1 --no-openmp-regions: status $st (expected 2 with one line and no result dir)"
+fi
 finish
