@@ -259,13 +259,15 @@ int cmd_record(int argc, char **argv)
         case 261:
             o.torch_shapes = true;
             break;
-        case 263: o.no_openmp_regions = true; break;
         case 262: /* --timer perf|tick */
             if (strcmp(optarg, "perf") && strcmp(optarg, "tick")) {
                 fprintf(stderr, "opprof record: --timer %s: use perf (the default) or tick\n", optarg);
                 return 2;
             }
             o.tick_timer = strcmp(optarg, "tick") == 0;
+            break;
+        case 263: /* --no-openmp-regions */
+            o.no_openmp_regions = true;
             break;
         case 'p': { /* attach mode */
             char *end;

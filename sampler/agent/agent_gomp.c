@@ -240,7 +240,7 @@ static void trampoline(void *arg)
  * 200000 --size 200 (2 threads, ~3.7 us a region) the hooks' outside cost
  * (CPU with them less CPU with the wrappers only forwarding) was about twice
  * the hook time alone, and the opener's part was ~75 % of the hook time
- * (~215 ns of ~290 ns a region). So each region charges its opener's outside
+ * (~215 of ~280 ns a region). So each region charges its opener's outside
  * hook time once per other team thread, as an estimate the overhead line
  * names apart: the close always (the team has just left the join barrier),
  * the open only when this thread closed its previous region less than
