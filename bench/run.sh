@@ -18,8 +18,8 @@
 # recordings. Then, for a native, a PyTorch and an OpenMP workload, the agent's
 # own overhead figure beside the outside CPU and wall ratios to bare (and to
 # the sampling timer alone, and to the floor: bench/null_sampler.c) and bytes
-# per sample; OpenMP also under record --no-openmp-regions, for the region
-# hooks' outside cost beside the agent's figure for them. Then builds and
+# per sample; short OpenMP regions also under record --no-openmp-regions,
+# for the region hooks' outside cost beside the agent's figure for them. Then builds and
 # runs bench/hotspots_bench.c when it exists.
 # BENCH_ONLY_OVERHEAD=1 runs only that overhead comparison; BENCH_ONLY_OPENMP=1
 # only the OpenMP keep-vs-swap comparison that follows it; BENCH_ONLY_CHURN=1
@@ -261,6 +261,7 @@ TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
 # CPU, where the agent loads its tables and meets most new Python code) are
 # a tenth of the run, as in training, not a quarter; 0 leaves the row out.
 TORCH_LONG_STEPS=${BENCH_TORCH_LONG_STEPS:-240}
+OMP_SHORT_REGIONS=${BENCH_OMP_SHORT_REGIONS:-200000}
 OMP_REGIONS=${BENCH_OMP_REGIONS:-20000} # ~0.6 s: 2,000 took 37 ms, where the agent's start-up (its first maps read, the tables) set the ratio
 if [ "${BENCH_ONLY_OPENMP:-0}" != 1 ]; then # BENCH_ONLY_OPENMP: straight to the OpenMP section
 echo "== the agent's own overhead figure beside the outside ratios ($RUNS paired runs each, median)"
@@ -288,13 +289,17 @@ OMP_WORKLOAD="$BUILD/tests/workloads/omp_regions_gomp"
 [ -x "$OMP_WORKLOAD" ] || make -C "$BUILD" tests/workloads/omp_regions_gomp >/dev/null 2>&1
 if [ -x "$OMP_WORKLOAD" ]; then
     overhead_case openmp "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
-    # openmp-nr: record --no-openmp-regions (the GOMP_* wrappers only
-    # forward): the CPU between the two rows is the region hooks' cost seen
-    # from outside, the team's spinning through them included
-    OC_RECORD_ARGS="--no-openmp-regions" overhead_case openmp-nr "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
-    awk -v a="$(col 2 oc_openmp.op.t | median)" -v b="$(col 2 oc_openmp-nr.op.t | median)" \
-        -v says="$(col 6 oc_openmp.agent | median)" 'BEGIN {
-        printf "  openmp region hooks: %.3f s of CPU from outside (openmp - openmp-nr, medians); the agent says %.3f s (around regions + teams spinning)\n", a - b, says }'
+    # omp-short / omp-sh-nr: 200,000 regions of ~4 us (--size 200), with the
+    # region hooks and under record --no-openmp-regions (the GOMP_* wrappers
+    # only forward): the CPU between the two rows is the hooks' cost seen from
+    # outside, the team's spinning through them included, printed beside the
+    # agent's figure for them. Short regions, so that the hooks are ~10 % of
+    # the CPU: on the openmp row's 20,000 they are ~2 %, inside the runs' spread.
+    overhead_case omp-short "$OMP_WORKLOAD" --regions "$OMP_SHORT_REGIONS" --size 200
+    OC_RECORD_ARGS="--no-openmp-regions" overhead_case omp-sh-nr "$OMP_WORKLOAD" --regions "$OMP_SHORT_REGIONS" --size 200
+    awk -v a="$(col 2 oc_omp-short.op.t | median)" -v b="$(col 2 oc_omp-sh-nr.op.t | median)" \
+        -v says="$(col 6 oc_omp-short.agent | median)" 'BEGIN {
+        printf "  omp-short region hooks: %.3f s of CPU from outside (omp-short - omp-sh-nr, medians); the agent says %.3f s (around regions + teams spinning)\n", a - b, says }'
 else
     echo "openmp     ($OMP_WORKLOAD could not be built: skipped)"
 fi
@@ -318,7 +323,8 @@ fi
 cat oc_runs
 echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
 echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $TORCH_LONG_STEPS); openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000"
-echo "(openmp-nr: the same under record --no-openmp-regions, whose GOMP_* wrappers only forward)."
+echo "(omp-short: the same with --regions $OMP_SHORT_REGIONS --size 200; omp-sh-nr: that under record --no-openmp-regions,"
+echo "whose GOMP_* wrappers only forward)."
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
 echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
 echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"
