@@ -21,7 +21,7 @@
  *
  * Stand-ins for the agent's other files: a clock that moves 10 ms at each
  * drain (so a miss is looked at), no library unloads, no writer to wake,
- * and agent_tstate_remember does nothing (the ranks of the off-CPU poll).
+ * and agent_tstate_remember/_prefault do nothing (the ranks of the off-CPU poll).
  */
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -55,6 +55,9 @@ void agent_tstate_remember(uint32_t tid, uint64_t tstate)
 {
     (void)tid;
     (void)tstate;
+}
+void agent_tstate_prefault(void)
+{
 }
 
 static uint32_t own_tid;

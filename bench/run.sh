@@ -52,8 +52,9 @@ cd "$TMP" || exit 1
 now_ns() { date +%s%N; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# timed FILE CMD...: runs CMD, appends "wall_s cpu_s" (CPU = user+sys of CMD
-# and all its descendants) to FILE; returns CMD's status.
+# timed FILE CMD...: runs CMD, appends "wall_s cpu_s minflt" (CPU = user+sys of
+# CMD and all its descendants, minflt their minor page faults) to FILE;
+# returns CMD's status.
 timed() {
     _f=$1
     shift
@@ -66,7 +67,7 @@ st = subprocess.call(sys.argv[2:])
 wall = time.monotonic() - t0
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "a") as f:
-    f.write("%.4f %.4f\n" % (wall, r.ru_utime + r.ru_stime))
+    f.write("%.4f %.4f %d\n" % (wall, r.ru_utime + r.ru_stime, r.ru_minflt))
 sys.exit(st if st >= 0 else 128 - st)
 PY
 col() { awk -v c="$1" '{ print $c }' "$2"; }
@@ -254,7 +255,35 @@ overhead_case() {
         "$(col 1 "oc_$_name.agent" | median)" "$(col 2 "oc_$_name.agent" | median)" \
         "$(col 3 "oc_$_name.agent" | median)" "$(col 4 "oc_$_name.agent" | median)" \
         "$(col 5 "oc_$_name.agent" | median | awk '{ printf ($1 == "nan" ? "-" : "%.0f"), $1 }')"
+    oc_resolution "$_name" >>oc_spread
     echo "  runs: bare wall $(col 1 "oc_$_name.bare.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.bare.t" | tr '\n' ' ')| opprof wall $(col 1 "oc_$_name.op.t" | tr '\n' ' ')cpu $(col 2 "oc_$_name.op.t" | tr '\n' ' ')| timer cpu $(col 2 "oc_$_name.pf.t" | tr '\n' ' ')| floor cpu $(col 2 "oc_$_name.nl.t" | tr '\n' ' ')| agent % $(col 1 "oc_$_name.agent" | tr '\n' ' ')" >>oc_runs
+}
+# oc_resolution NAME: whether a row's medians resolve anything. Its runs are
+# paired (bare i, opprof i and floor i ran one after another), so the spread
+# of the per-pair CPU ratios shows how far a median ratio can move on this
+# machine; beside it the bare runs' own spread, and the minor page faults
+# the agent adds (median over pairs of opprof - bare and floor - bare), a
+# cost the agent's line does not count (faults in the handler excepted:
+# they are inside its timed CPU).
+oc_resolution() {
+    paste -d ' ' "oc_$1.bare.t" "oc_$1.op.t" | awk -v name="$1" -v floorf="oc_$1.nl.t" '
+        function sortn(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
+        function med(a, n) { sortn(a, n); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+        NF >= 6 && $2 > 0 {
+            n++; r[n] = $5 / $2; bc[n] = $2; df[n] = $6 - $3
+            if ((getline fl < floorf) > 0) { split(fl, f, " "); if (f[2] > 0) { m++; rf[m] = $5 / f[2]; ff[m] = f[3] - $3 } }
+        }
+        END {
+            if (n == 0) exit
+            sortn(r, n); sortn(bc, n)
+            line = sprintf("  %-10s pairs: cpu/bare x%.3f-x%.3f", name, r[1], r[n])
+            if (m > 0) { sortn(rf, m); line = line sprintf(", vs floor x%.3f-x%.3f", rf[1], rf[m]) }
+            line = line sprintf("; bare cpu %.3f-%.3f s (%+.1f %%/%+.1f %% of its median)", bc[1], bc[n],
+                                100 * (bc[1] / med(bc, n) - 1), 100 * (bc[n] / med(bc, n) - 1))
+            line = line sprintf("; minor faults +%.0f", med(df, n))
+            if (m > 0) line = line sprintf(" (floor %+.0f)", med(ff, m))
+            print line " over bare"
+        }'
 }
 TORCH_STEPS=${BENCH_TORCH_STEPS:-60}
 # torch-long: the same loop 4x as long, so that the imports (~0.65 s of
@@ -277,6 +306,7 @@ printf "%-10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" workload "b
 printf "%-10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n" "" "" "" "vs bare" "vs bare" "cpu/bare" \
     "vs timer" "cpu/bare" "vs floor" "says" "us" "us" "cpu s" ""
 : >oc_runs
+: >oc_spread
 overhead_case native "$WORKLOAD" --threads "$THREADS" --iterations "$ITER"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     overhead_case pytorch /usr/bin/python3 "$SRC/tests/workloads/torch_train.py" --steps "$TORCH_STEPS"
@@ -320,7 +350,7 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 [ -x "$OMP_WORKLOAD" ] &&
     OC_RECORD_ARGS="--timer tick" overhead_case openmp-tk "$OMP_WORKLOAD" --regions "$OMP_REGIONS" --size 20000
-cat oc_runs
+cat oc_spread oc_runs
 echo "workloads: native = known_split --threads $THREADS --iterations $ITER; pytorch = /usr/bin/python3"
 echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $TORCH_LONG_STEPS); openmp = omp_regions_gomp --regions $OMP_REGIONS --size 20000"
 echo "(omp-short: the same with --regions $OMP_SHORT_REGIONS --size 200; omp-sh-nr: that under record --no-openmp-regions,"
@@ -331,6 +361,10 @@ echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's o
 echo "$([ "$have_timer_perf" = 1 ] || echo "(perf cannot record here: no timer column) ")(the sampling timer's own cost); vs timer: opprof's CPU / that."
 echo "floor: CPU with bench/null_sampler.c preloaded (opprof's timer and SIGTRAP, a handler that only"
 echo "counts$([ -n "$NULL_SO" ] || echo "; it could not be built here: no floor column")); vs floor: opprof's CPU / that, what the walks and the writer add."
+echo "pairs: the lowest and highest per-pair CPU ratio (bare, opprof and floor run i ran back to back): a"
+echo "median ratio inside that range, or a difference between rows smaller than the bare runs' own spread, is"
+echo "not resolved by $RUNS runs (BENCH_RUNS=N for more). minor faults: median over pairs of opprof's minus bare's"
+echo "(the command and its descendants: ru_minflt), the floor's beside it; each costs ~2-15 us on a VM."
 echo "B/sample: result dir bytes / samples. Unwind-table cache: $([ "${BENCH_COLD_CACHE:-0}" = 1 ] &&
     echo "empty at every run (BENCH_COLD_CACHE=1)" || echo "filled by one unmeasured run first")."
 fi

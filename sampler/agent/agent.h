@@ -183,6 +183,7 @@ AGENT_HIDDEN void agent_tstate_remember(uint32_t tid, uint64_t tstate);
 AGENT_HIDDEN uint64_t agent_tstate_lookup(uint32_t tid);   /* writer; 0: unknown */
 AGENT_HIDDEN void agent_tstate_forget(uint32_t tid);       /* writer: the state no longer matches */
 AGENT_HIDDEN void agent_tstate_reset(void);                /* fork child */
+AGENT_HIDDEN void agent_tstate_prefault(void);             /* Python found: back the table's pages */
 /* Writer: reads another (blocked) thread's frame chain from its thread state,
  * through the same checks as the handler. Frames found, 0 when unreadable. */
 AGENT_HIDDEN unsigned agent_python_capture_thread(uint64_t tstate, struct py_frame_ref *out, unsigned max,

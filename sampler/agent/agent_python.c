@@ -99,6 +99,7 @@ int agent_python_probe(void)
     code_type_addr = (uint64_t)code_type;
     unicode_type_addr = (uint64_t)unicode_type;
     get_this_thread_state = fn;
+    agent_tstate_prefault(); /* before any handler walks Python and remembers a thread */
     atomic_store(&python_state, 1);
     return 1;
 }

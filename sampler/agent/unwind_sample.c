@@ -47,6 +47,8 @@ void agent_unwind_init(void)
     unwind_rule_cache_on = !(rule_cache && strcmp(rule_cache, "0") == 0);
     unwind_cache_init();
     agent_unwind_defer_init();
+    if (tables_on)
+        unwind_defer_prefault(); /* before the timer: a process's first samples defer (no tables yet) */
     /* The calibration's start, read like the writer's pairs: a start read
      * late skews every rate taken from it, and OpenMP event times use that
      * rate in a writer's first 5 ms (agent_omp_clock.c). The first clock

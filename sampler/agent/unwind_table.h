@@ -416,6 +416,7 @@ AGENT_HIDDEN uint32_t unwind_defer_keep(const struct unwind_resume *rs, enum unw
 AGENT_HIDDEN unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint64_t *out, unsigned max,
                                           uint16_t *flags);
 AGENT_HIDDEN void unwind_defer_atfork_child(void);
+AGENT_HIDDEN void unwind_defer_prefault(void); /* writer: back the first buffer's pages (first-touch faults) */
 /* libunwind from the handler (unw_backtrace, the handler's own frames
  * dropped; unwind_sample.c). */
 AGENT_HIDDEN unsigned unwind_libunwind_walk(const ucontext_t *uc, uint64_t *pcs, unsigned max, uint16_t *flags);

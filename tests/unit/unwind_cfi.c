@@ -680,38 +680,14 @@ static void check_entry_rows(uint64_t c, uint64_t s, uint64_t outer)
     CHECK(unwind_check_differs(table, 2, false, table, 2, false) == UNWIND_CHECK_SAME, "check: equal stacks differ");
 }
 
-/* agent_unwind_prefault backs memos before threads touch them; the control: a slot claimed first */
-static void *claim_and_touch(void *faults)
-{
-    struct unwind_memo_slot *ms = unwind_memo_for((int32_t)syscall(SYS_gettid));
-    struct rusage before, after;
-    getrusage(RUSAGE_THREAD, &before);
-    volatile uint8_t *b = ms ? (volatile uint8_t *)ms->rules : NULL;
-    for (size_t off = 0; b && off < sizeof ms->rules + sizeof ms->leaves; off += 4096)
-        b[off] = b[off];
-    getrusage(RUSAGE_THREAD, &after);
-    *(long *)faults = ms ? after.ru_minflt - before.ru_minflt : -1;
-    return NULL;
-}
-
-static void check_memo_backing(void)
-{
-    static uint8_t probe[4096] __attribute__((aligned(4096)));
-    bool can = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
-    long control = 0, backed = 0;
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, claim_and_touch, &control) == 0 && pthread_join(th, NULL) == 0, "memo: thread");
-    agent_unwind_prefault();
-    CHECK(pthread_create(&th, NULL, claim_and_touch, &backed) == 0 && pthread_join(th, NULL) == 0, "memo: thread");
-    printf("unwind_cfi: a memo's caches: %ld page faults claimed first, %ld backed first%s\n", control, backed,
-           can ? "" : " (not judged: no MADV_POPULATE_WRITE, Linux < 5.14)");
-#if !defined(__SANITIZE_ADDRESS__) /* its shadow memory faults too */
-    CHECK(!can || (control >= 8 && backed == 0), "memo: the writer did not back the slot the next thread claimed");
-#endif
-}
+/* tests/unit/unwind_backing.c: the writer's and start-up's prefaults (each
+ * returns its failures; run_defer first, while the pool is untouched). */
+int check_defer_backing(const uint64_t *stack);
+int check_memo_backing(void);
 
 int main(void)
 {
+    failures += check_defer_backing(fake_stack); /* first: the pool's pages untouched */
     build_fixture();
     uint64_t c = (uint64_t)(uintptr_t)code, s = (uint64_t)(uintptr_t)fake_stack;
     /* Parsed from a copy, as the writer does: pc-relative pointers are
@@ -756,7 +732,7 @@ int main(void)
     check_deferred(m, c, s, outer);
     check_unknown_stack(c, outer);
     check_entry_rows(c, s, outer);
-    check_memo_backing();
+    failures += check_memo_backing();
     /* 0x24: after remember_state + def_cfa rsp,8: CFA = RSP + 8 (epilogue). */
     /* (its row still says where the caller's RBP was saved, CFA - 16: one
      * word below the return address, so SP starts one word up the stack) */
