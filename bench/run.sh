@@ -262,9 +262,9 @@ overhead_case() {
 # paired (bare i, opprof i and floor i ran one after another), so the spread
 # of the per-pair CPU ratios shows how far a median ratio can move on this
 # machine; beside it the bare runs' own spread, and the minor page faults
-# the agent adds (median over pairs of opprof - bare and floor - bare), a
-# cost the agent's line does not count (faults in the handler excepted:
-# they are inside its timed CPU).
+# the agent adds (median over pairs of opprof - bare and floor - bare): CPU
+# of the thread that takes them, so in the agent's line where the handler
+# or the writer took them, not where `opprof record` itself did.
 oc_resolution() {
     paste -d ' ' "oc_$1.bare.t" "oc_$1.op.t" | awk -v name="$1" -v floorf="oc_$1.nl.t" '
         function sortn(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
@@ -280,7 +280,7 @@ oc_resolution() {
             if (m > 0) { sortn(rf, m); line = line sprintf(", vs floor x%.3f-x%.3f", rf[1], rf[m]) }
             line = line sprintf("; bare cpu %.3f-%.3f s (%+.1f %%/%+.1f %% of its median)", bc[1], bc[n],
                                 100 * (bc[1] / med(bc, n) - 1), 100 * (bc[n] / med(bc, n) - 1))
-            line = line sprintf("; minor faults +%.0f", med(df, n))
+            line = line sprintf("; minor faults %+.0f", med(df, n))
             if (m > 0) line = line sprintf(" (floor %+.0f)", med(ff, m))
             print line " over bare"
         }'
