@@ -115,14 +115,8 @@ void agent_tstate_prefault(void)
     if (backed)
         return;
     backed = true;
-    const uintptr_t page = 4096;
-    const void *parts[2] = {tstate_tid, tstate_ptr};
-    const size_t lens[2] = {sizeof tstate_tid, sizeof tstate_ptr};
-    for (int k = 0; k < 2; k++) {
-        uintptr_t lo = (uintptr_t)parts[k] & ~(page - 1);
-        uintptr_t hi = ((uintptr_t)parts[k] + lens[k] + page - 1) & ~(page - 1);
-        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
-    }
+    (void)agent_populate(tstate_tid, sizeof tstate_tid);
+    (void)agent_populate(tstate_ptr, sizeof tstate_ptr);
 }
 
 void agent_tstate_reset(void)

