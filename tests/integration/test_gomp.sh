@@ -72,12 +72,10 @@ if abs(body - tb) > tol:
     off.append("bodies %.1f%% not within %g pp of %.1f%%" % (body, tol, tb))
 if abs(rt - tr) > tol:
     off.append("runtime wait %.1f%% not within %g pp of %.1f%%" % (rt, tol, tr))
+final = sys.argv[7] == "final"
 for msg in off:
-    if sys.argv[7] == "final":
-        fail(msg)
-    else:
-        print("  note: " + msg)
-if off and sys.argv[7] != "final":
+    fail(msg) if final else print("  note: " + msg)
+if off and not final:
     open(sys.argv[8], "w").write("again\n")
 if abs(tb - nb) > tol:
     print("  note: the run itself was %.1f pp off the nominal split (a loaded machine)" % (tb - nb))

@@ -336,6 +336,7 @@ fi
 # loops): which module's, and why, is not established. A miss is recorded
 # again with the load average printed; a run that reads no table early
 # misses on both attempts.
+early_ok() { [ "$e_load" -ge 2 ] && [ "$e_defer" -eq 0 ] && [ "$e_nb" -eq 0 ]; }
 for attempt in 1 2; do
     rm -rf "$WORK/cache_early"
     OPPROF_UNWIND_CACHE="$CACHE" record "$WORK/cache_early" --delay 0.5 -- "$KNOWN_SPLIT" --threads 2 --seconds 1.5
@@ -344,12 +345,10 @@ for attempt in 1 2; do
 $(cache_counts "$WORK/cache_early" loaded deferred_for_table not_built)
 EOF_COUNTS
     log "cache, window from 0.5 s (attempt $attempt): $e_load tables read, $e_defer walks deferred for a table, $e_nb samples waited for one"
-    if [ "$e_load" -ge 2 ] && [ "$e_defer" -eq 0 ] && [ "$e_nb" -eq 0 ]; then
-        break
-    fi
+    early_ok && break
     [ $attempt = 1 ] && log "note: a walk deferred for a table on attempt 1 (load average: $(cut -d' ' -f1-3 /proc/loadavg)); recording again"
 done
-if [ "$e_load" -ge 2 ] && [ "$e_defer" -eq 0 ] && [ "$e_nb" -eq 0 ]; then
+if early_ok; then
     pass "unwind cache: tables read before a sample asks ($e_load read, no walk deferred for a table)"
 else
     fail "unwind cache: with a window from 0.5 s, $e_load tables read, $e_defer walks deferred for a table, $e_nb waited for one"
