@@ -9,6 +9,7 @@
 #   bench/unwind_replay.sh [PERF_DATA]   # default: records REPLAY_COMMAND first
 #   REPLAY_COMMAND="/usr/bin/python3 tests/workloads/torch_train.py --steps 20"
 #   REPLAY_STACK=32768                   # stack bytes kept per sample
+#   REPLAY_COLD="2 16 64"                # MB passed over before each timed walk ("": none)
 #
 # Needs perf (software events are enough: task-clock), gcc and valgrind;
 # run from anywhere (it finds the tree from its own path). Builds and
@@ -37,8 +38,12 @@ ${CC:-gcc} -std=gnu11 -O2 -g -D_GNU_SOURCE -I"$src" -I"$tmp" \
     "$src/bench/unwind_replay.c" "$src/sampler/agent/unwind_table.c" "$src/sampler/agent/unwind_sample.c" \
     "$src/sampler/agent/unwind_compile.c" "$src/sampler/agent/unwind_build.c" "$src/sampler/agent/unwind_cache.c" \
     "$src/sampler/agent/unwind_defer.c" \
-    -o "$tmp/unwind_replay" $(pkg-config --libs libunwind 2>/dev/null || echo -lunwind) -ldl
+    -o "$tmp/unwind_replay" $(pkg-config --libs libunwind 2>/dev/null || echo -lunwind) -ldl -lm
 "$tmp/unwind_replay" "$data" # outside valgrind: the handler's walks against the plain ones
+# and timed, outside valgrind, after passing over MB of other memory each
+for mb in ${REPLAY_COLD-2 16 64}; do
+    "$tmp/unwind_replay" --cold "$mb" "$data" | grep -e '^unwind_replay: cold' -e "^unwind_replay: a cold"
+done
 valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/unwind_replay" "$data" \
     >"$tmp/replay.out" 2>"$tmp/valgrind.err" || { cat "$tmp/valgrind.err" "$tmp/replay.out" >&2; exit 1; }
 callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.out" >"$tmp/annotate.txt" 2>"$tmp/annotate.err"

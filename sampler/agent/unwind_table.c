@@ -80,6 +80,13 @@ static const struct unwind_rule *find_rule(const struct unwind_table *t, uint64_
         uint64_t lo = (uint64_t)t->bucket[b] + 1, hi = b + 1 < t->nbuckets ? (uint64_t)t->bucket[b + 1] + 1 : t->nrows;
         hi = hi < t->nrows ? hi : t->nrows;
         lo = lo < hi ? lo : hi; /* both >= 1: nrows >= 1 here */
+        /* The row's rule index is in another array, known to be near
+         * rule_of[lo - 1] (32 indices a line): its read starts now, beside
+         * the search, instead of after it. Cold, each is a read from memory
+         * (~140 ns here): a rule from the tables took 482 ns instead of 509
+         * (medians of nine runs each, bench/unwind_replay.sh's cold walks at
+         * 16 MB on a PyTorch recording; run to run 452-554 against 458-620). */
+        __builtin_prefetch(&t->rule_of[lo - 1]);
         while (lo < hi) { /* first row in [lo, hi) past off */
             uint64_t mid = (lo + hi) / 2;
             if (t->pc_off[mid] <= off)
