@@ -13,16 +13,11 @@
  *   unwind_replay PERF_DATA    # recorded with --call-graph dwarf[,SIZE]
  *   unwind_replay --cold MB PERF_DATA
  *
- * --cold: each handler walk timed (TSC, fenced) after a pass over MB of
- * other memory, a write per 64-byte line, which pushes the tables, the memo,
- * the rule cache and the stack out of the caches and the TLB as a workload
- * does between two samples. Instruction counts cannot see that a rule the
- * rule cache lacks is four or five dependent reads from memory (table
- * header, bucket, rows, rule index, rule). Prints the walks' median, p90
- * and p99 in ns, a least-squares split of a walk's time (a fixed part, per
- * frame from the memo, per frame from the rule cache, per rule from the
- * tables) and one dependent read of a cold line (a pointer chase through
- * 64 MB), which those parts are multiples of. Not for valgrind.
+ * --cold: each handler walk timed (TSC) after a write per 64-byte line of MB
+ * of other memory, which leaves the tables, memo, rule cache and stack out
+ * of the caches as a workload does between samples: what instruction counts
+ * cannot see. Prints the walks' quantiles, a least-squares split of a walk's
+ * time and one cold read's latency (bench/README.md, "Cold walks").
  *
  * Each sample's stack bytes go back to the addresses they were read from
  * (one private mapping per thread, MAP_FIXED_NOREPLACE: a thread whose
@@ -585,10 +580,31 @@ static size_t cold_bytes;
 static struct cold_walk *cold;
 static size_t cold_n, cold_cap;
 
-static void evict_caches(void)
+/* The handler's walk of s, timed after passing over cold_bytes of other
+ * memory, and what it did, into cold[]. */
+static enum unwind_result walk_cold(const struct sample *s, struct thread *t, uint64_t *pcs, unsigned *n)
 {
     for (size_t i = 0; i < cold_bytes; i += 64)
         cold_buf[i]++;
+    uint64_t lookups = atomic_load(&unwind_counts.rule_lookups), hits = atomic_load(&unwind_counts.rule_cache_hits);
+    uint64_t replayed = counts.replayed;
+    _mm_lfence();
+    uint64_t t0 = __rdtsc();
+    _mm_lfence();
+    enum unwind_result res = walk_handler(s, t, pcs, n);
+    _mm_lfence();
+    uint64_t t1 = __rdtsc();
+    if (cold_n == cold_cap) {
+        cold_cap = cold_cap ? 2 * cold_cap : 4096;
+        cold = realloc(cold, cold_cap * sizeof *cold);
+        if (!cold)
+            die("out of memory");
+    }
+    lookups = atomic_load(&unwind_counts.rule_lookups) - lookups;
+    hits = atomic_load(&unwind_counts.rule_cache_hits) - hits;
+    cold[cold_n++] =
+        (struct cold_walk){t1 - t0, (double)(counts.replayed - replayed), (double)hits, (double)(lookups - hits)};
+    return res;
 }
 
 static void replay_sample(const struct perf_event_header *h, const uint8_t *body, const uint8_t *end)
@@ -607,30 +623,7 @@ static void replay_sample(const struct perf_event_header *h, const uint8_t *body
     readable_hi = s.sp + s.stack_len;
     uint64_t a[MAX_FRAMES], b[MAX_FRAMES];
     unsigned na = 0, nb = 0;
-    enum unwind_result ra;
-    if (cold_buf) {
-        uint64_t lookups = atomic_load(&unwind_counts.rule_lookups), hits = atomic_load(&unwind_counts.rule_cache_hits);
-        uint64_t replayed = counts.replayed;
-        evict_caches();
-        _mm_lfence();
-        uint64_t t0 = __rdtsc();
-        _mm_lfence();
-        ra = walk_handler(&s, t, a, &na);
-        _mm_lfence();
-        uint64_t t1 = __rdtsc();
-        if (cold_n == cold_cap) {
-            cold_cap = cold_cap ? 2 * cold_cap : 4096;
-            cold = realloc(cold, cold_cap * sizeof *cold);
-            if (!cold)
-                die("out of memory");
-        }
-        lookups = atomic_load(&unwind_counts.rule_lookups) - lookups;
-        hits = atomic_load(&unwind_counts.rule_cache_hits) - hits;
-        cold[cold_n++] =
-            (struct cold_walk){t1 - t0, (double)(counts.replayed - replayed), (double)hits, (double)(lookups - hits)};
-    } else {
-        ra = walk_handler(&s, t, a, &na);
-    }
+    enum unwind_result ra = cold_buf ? walk_cold(&s, t, a, &na) : walk_handler(&s, t, a, &na);
     enum unwind_result rb = walk_plain(&s, b, &nb);
     counts.walks++;
     counts.frames += na;
