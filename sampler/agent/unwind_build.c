@@ -105,17 +105,18 @@ static bool wait_no_readers(int t)
 }
 
 /* Compiles module m's table from bytes (a copy of its memory from the
- * .eh_frame_hdr on), or reads it from the cache when `cached` (cache_name:
- * its file; "" for none), and publishes it to the handlers. A cached table
+ * .eh_frame_hdr on), or reads it from the cache directory (cache_dir,
+ * unwind_cache_open) when `cached` (cache_name: its file; "" for none), and
+ * publishes it to the handlers. A cached table
  * that cannot be read leaves the module wanted: the next poll copies and
  * compiles it (the file is gone then). */
-static void build_module(struct unwind_module *m, const void *bytes, const char *cache_name, bool cached,
-                         const uint64_t *entries, unsigned nentries)
+static void build_module(struct unwind_module *m, const void *bytes, int cache_dir, const char *cache_name,
+                         bool cached, const uint64_t *entries, unsigned nentries)
 {
     uint64_t began = agent_thread_cpu_ns();
     struct unwind_table *t = NULL;
     if (cached) {
-        t = unwind_cache_load(cache_name, m->lo);
+        t = unwind_cache_load(cache_dir, cache_name, m->lo);
         if (!t) {
             build_cpu_ns += agent_thread_cpu_ns() - began;
             atomic_store(&unwind_build_wanted, 1);
@@ -193,7 +194,7 @@ void unwind_rescan(bool build_all)
      * without entry rows (their stacks are recorded at FDE-covered PCs). */
     for (size_t i = 0; build_all && i < ix->count; i++)
         if (atomic_load(&ix->mod[i].state) != UNWIND_MOD_NONE && atomic_load(&ix->mod[i].table) == NULL)
-            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr, "", false, NULL, 0);
+            build_module(&ix->mod[i], (const void *)(uintptr_t)ix->mod[i].eh_frame_hdr, -1, "", false, NULL, 0);
 }
 
 /* Builds what samples asked for, at most ~20 ms of CPU per poll so that the
@@ -222,6 +223,7 @@ struct build_pass {
     unsigned nentries[BUILD_BATCH];
     unsigned n;
     size_t bytes;
+    int cache_dir; /* unwind_cache_open, for the pass */
 };
 
 /* The absolute addresses of the object's DT_INIT and DT_FINI functions in
@@ -296,8 +298,8 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
     bp->mod[k] = m;
     bp->copy[k] = NULL;
     bp->nentries[k] = dynamic_entries(info, m->lo, m->hi, bp->entries[k]);
-    if (!unwind_cache_name(info, m->lo, m->hi, m->eh_frame_hdr, bp->cache_name[k], sizeof bp->cache_name[k],
-                           &bp->cached[k]))
+    if (!unwind_cache_name(bp->cache_dir, info, m->lo, m->hi, m->eh_frame_hdr, bp->cache_name[k],
+                           sizeof bp->cache_name[k], &bp->cached[k]))
         bp->cache_name[k][0] = '\0';
     if (bp->cached[k])
         return 0; /* read from the cache after the lock: no bytes needed */
@@ -310,6 +312,18 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* The tables' writer CPU (UNWIND's build_cpu_ns, the report's "tables: ...
+ * ms writer CPU") is the whole pass, not only build_module's part: the
+ * modules' names and cache lookups and the copies of their .eh_frame are
+ * the tables' cost too. began, counted: the pass's start and build_cpu_ns
+ * then. */
+static void count_pass_cpu(uint64_t began, uint64_t counted)
+{
+    uint64_t spent = agent_thread_cpu_ns() - began, inside = build_cpu_ns - counted;
+    if (began && spent > inside)
+        build_cpu_ns += spent - inside;
+}
+
 static void build_wanted(void)
 {
     if (!atomic_exchange(&unwind_build_wanted, 0))
@@ -317,9 +331,10 @@ static void build_wanted(void)
     int cur = atomic_load(&unwind_index_current);
     if (cur < 0)
         return;
-    uint64_t began = agent_thread_cpu_ns();
+    uint64_t began = agent_thread_cpu_ns(), counted = build_cpu_ns;
+    bool more;
     do {
-        struct build_pass bp = {.ix = &unwind_indexes[cur]};
+        struct build_pass bp = {.ix = &unwind_indexes[cur], .cache_dir = unwind_cache_open()};
         for (size_t i = 0; i < bp.ix->count && !bp.any_base; i++) {
             if (atomic_load(&bp.ix->mod[i].state) != UNWIND_MOD_WANTED)
                 continue;
@@ -330,13 +345,17 @@ static void build_wanted(void)
         }
         dl_iterate_phdr(copy_if_wanted, &bp);
         for (unsigned i = 0; i < bp.n; i++) {
-            build_module(bp.mod[i], bp.copy[i], bp.cache_name[i], bp.cached[i], bp.entries[i], bp.nentries[i]);
+            build_module(bp.mod[i], bp.copy[i], bp.cache_dir, bp.cache_name[i], bp.cached[i], bp.entries[i],
+                         bp.nentries[i]);
             free(bp.copy[i]);
         }
-        if (bp.n < BUILD_BATCH && bp.bytes <= (64u << 20))
-            return; /* nothing more wanted */
-    } while (agent_thread_cpu_ns() - began < 20000000ull);
-    atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
+        if (bp.cache_dir >= 0)
+            close(bp.cache_dir);
+        more = bp.n == BUILD_BATCH || bp.bytes > (64u << 20); /* else nothing more is wanted */
+    } while (more && agent_thread_cpu_ns() - began < 20000000ull);
+    count_pass_cpu(began, counted);
+    if (more)
+        atomic_store(&unwind_build_wanted, 1); /* the rest at the next poll */
 }
 
 /*
@@ -362,6 +381,7 @@ struct eager_pass {
     struct unwind_module *mod[EAGER_BATCH];
     char cache_name[EAGER_BATCH][128];
     unsigned n;
+    int cache_dir; /* unwind_cache_open, for the pass */
     bool more; /* the batch filled up: another pass */
 };
 
@@ -379,8 +399,8 @@ static int find_cached(struct dl_phdr_info *info, size_t size, void *arg)
     }
     m->cache_looked = 1;
     bool present = false;
-    if (unwind_cache_name(info, m->lo, m->hi, m->eh_frame_hdr, ep->cache_name[ep->n], sizeof ep->cache_name[0],
-                          &present) &&
+    if (unwind_cache_name(ep->cache_dir, info, m->lo, m->hi, m->eh_frame_hdr, ep->cache_name[ep->n],
+                          sizeof ep->cache_name[0], &present) &&
         present)
         ep->mod[ep->n++] = m;
     return 0;
@@ -395,15 +415,18 @@ static void load_cached_new(void)
     if (!eager_wanted || cur < 0 || atomic_load_explicit(&agent_periods_taken, memory_order_relaxed) == 0)
         return;
     eager_wanted = false;
-    uint64_t began = agent_thread_cpu_ns();
+    uint64_t began = agent_thread_cpu_ns(), counted = build_cpu_ns;
     struct eager_pass ep;
     do {
-        ep = (struct eager_pass){.ix = &unwind_indexes[cur]};
+        ep = (struct eager_pass){.ix = &unwind_indexes[cur], .cache_dir = unwind_cache_open()};
         dl_iterate_phdr(find_cached, &ep);
         for (unsigned i = 0; i < ep.n; i++) /* one that fails to load stays as it was: built on demand */
-            build_module(ep.mod[i], NULL, ep.cache_name[i], true, NULL, 0);
+            build_module(ep.mod[i], NULL, ep.cache_dir, ep.cache_name[i], true, NULL, 0);
+        if (ep.cache_dir >= 0)
+            close(ep.cache_dir);
     } while (ep.more && agent_thread_cpu_ns() - began < 20000000ull);
     eager_wanted = ep.more; /* the rest at the next poll */
+    count_pass_cpu(began, counted);
 }
 
 /* ---- the tables' memory ----------------------------------------------------- */

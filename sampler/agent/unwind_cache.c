@@ -54,6 +54,7 @@
 #include <sys/mman.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sampler/agent/unwind_table.h"
@@ -186,6 +187,11 @@ static int open_cache_dir(bool create)
     return fd;
 }
 
+int unwind_cache_open(void)
+{
+    return open_cache_dir(false);
+}
+
 /* ---- naming a module ---------------------------------------------------------- */
 
 /* Notes larger than this are not scanned: no real object's are. */
@@ -237,7 +243,7 @@ unsigned agent_object_build_id(const struct dl_phdr_info *info, uint8_t out[OPR_
     return 0;
 }
 
-bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t eh_frame_hdr,
+bool unwind_cache_name(int dir, const struct dl_phdr_info *info, uint64_t lo, uint64_t hi, uint64_t eh_frame_hdr,
                        char *name, size_t cap, bool *present)
 {
     uint8_t id[OPR_BUILD_ID_MAX];
@@ -250,12 +256,8 @@ bool unwind_cache_name(const struct dl_phdr_info *info, uint64_t lo, uint64_t hi
     /* The layout too: the same build-id laid out otherwise is another table. */
     snprintf(name + 2 * n, cap - 2 * n, "-%llx-%llx.t3", (unsigned long long)(hi - lo),
              (unsigned long long)(eh_frame_hdr - lo));
-    int dir = open_cache_dir(false);
-    if (dir >= 0) {
-        struct stat st;
-        *present = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-        close(dir);
-    }
+    struct stat st;
+    *present = dir >= 0 && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
     return true;
 }
 
@@ -285,6 +287,19 @@ static bool table_sane(const struct unwind_table *t)
     return t->nrows == 0 || t->nbuckets == (t->pc_off[t->nrows - 1] >> UNWIND_BUCKET_SHIFT) + 1;
 }
 
+/* Whether the file's access time is within the last USED_RESOLUTION_S: its
+ * place in the trimming order (least recently used first) is then right to
+ * within that, and the load does not set it again. A PyTorch process loads
+ * ~100 tables at start, each run; one futimens each was ~100 system calls
+ * that told the trimming nothing new. */
+#define USED_RESOLUTION_S 3600
+static bool recently_used(const struct stat *st)
+{
+    struct timespec now;
+    return clock_gettime(CLOCK_REALTIME, &now) == 0 && st->st_atim.tv_sec <= now.tv_sec &&
+           now.tv_sec - st->st_atim.tv_sec < USED_RESOLUTION_S;
+}
+
 static bool read_all(int fd, void *buf, size_t len)
 {
     for (size_t got = 0; got < len;) {
@@ -298,9 +313,8 @@ static bool read_all(int fd, void *buf, size_t len)
     return true;
 }
 
-struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
+struct unwind_table *unwind_cache_load(int dir, const char *name, uint64_t base)
 {
-    int dir = open_cache_dir(false);
     if (dir < 0)
         return NULL;
     int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -340,7 +354,7 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
             t = NULL;
         }
     }
-    if (ok) {
+    if (ok && !recently_used(&st)) {
         /* last use, for the trimming below: the access time, set explicitly */
         const struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
         (void)futimens(fd, times);
@@ -354,7 +368,6 @@ struct unwind_table *unwind_cache_load(const char *name, uint64_t base)
         if (unlinkat(dir, name, 0) != 0)
             cache_dir[0] = '\0';
     }
-    close(dir);
     if (!t)
         return NULL;
     unwind_table_account(bytes, true);

@@ -25,7 +25,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -462,8 +464,34 @@ static void unknown_register(uint8_t *b, size_t n)
     b[rules_at + sizeof(struct unwind_rule) + offsetof(struct unwind_rule, cfa_reg)] = 0xff; /* rules[1] */
 }
 
+/* Whether a load set path's times itself (futimens changes the inode's
+ * change time; the kernel's own access-time update on a read does not),
+ * after its access and modification times were set to `ago` seconds before
+ * now; -1 when the load failed or a time could not be read or set. */
+static int load_set_times(int cd, const char *dir, const char *name, uint64_t base, long ago)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct timespec now;
+    struct stat before, after;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return -1;
+    const struct timespec times[2] = {{now.tv_sec - ago, 0}, {now.tv_sec - ago, 0}};
+    if (utimensat(AT_FDCWD, path, times, 0) != 0 || stat(path, &before) != 0)
+        return -1;
+    struct unwind_table *mapped = unwind_cache_load(cd, name, base);
+    if (!mapped)
+        return -1;
+    unwind_table_free(mapped);
+    if (stat(path, &after) != 0)
+        return -1;
+    return after.st_ctim.tv_sec != before.st_ctim.tv_sec || after.st_ctim.tv_nsec != before.st_ctim.tv_nsec;
+}
+
 /* The cache (unwind_cache.c): a stored table maps back with the same bytes
- * and walks as the built one; a file whose rule indexes and buckets point
+ * and walks as the built one; a load sets the file's access time (the
+ * trimming's order) when it is an hour old or more, and leaves a more recent
+ * one; a file whose rule indexes and buckets point
  * far past their arrays is mapped (rows are not checked on loading) and its
  * lookups still stay inside the block (the walk finds no rule); a file
  * with a register the walk does not know, or cut short, is refused and
@@ -476,7 +504,9 @@ static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t
     unwind_cache_init();
     struct unwind_module *m = &unwind_indexes[0].mod[0];
     unwind_cache_store("t.t3", t);
-    struct unwind_table *mapped = unwind_cache_load("t.t3", t->base);
+    int cd = unwind_cache_open();
+    CHECK(cd >= 0, "cache: the directory %s does not open as the cache", dir);
+    struct unwind_table *mapped = unwind_cache_load(cd, "t.t3", t->base);
     CHECK(mapped && mapped->nrows == t->nrows && mapped->nrules == t->nrules && mapped->nbuckets == t->nbuckets &&
               mapped->map_bytes == t->map_bytes && memcmp(mapped->pc_off, t->pc_off, t->map_bytes - sizeof *t) == 0,
           "cache: the table read back differs from the one stored");
@@ -488,9 +518,12 @@ static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t
              (uint64_t[]){c + 0x10, c + 0x06, outer});
         unwind_table_free(mapped);
     }
+    CHECK(load_set_times(cd, dir, "t.t3", t->base, 2 * 3600) == 1,
+          "cache: a load left a 2-hour-old access time as it was");
+    CHECK(load_set_times(cd, dir, "t.t3", t->base, 600) == 0, "cache: a load set a 10-minute-old access time again");
     damage_of = t;
     write_damaged(dir, "t.t3", "rows.t3", rows_past_their_arrays);
-    mapped = unwind_cache_load("rows.t3", t->base);
+    mapped = unwind_cache_load(cd, "rows.t3", t->base);
     CHECK(mapped != NULL, "cache: a file with bad rows is refused (only rules and sizes are checked on loading)");
     if (mapped) {
         atomic_store(&m->table, mapped);
@@ -501,12 +534,14 @@ static void check_cache(struct unwind_table *t, uint64_t c, uint64_t s, uint64_t
     write_damaged(dir, "t.t3", "reg.t3", unknown_register);
     char path[512];
     snprintf(path, sizeof path, "%s/reg.t3", dir);
-    CHECK(unwind_cache_load("reg.t3", t->base) == NULL && access(path, F_OK) != 0,
+    CHECK(unwind_cache_load(cd, "reg.t3", t->base) == NULL && access(path, F_OK) != 0,
           "cache: a rule with an unknown register was taken or its file kept");
     snprintf(path, sizeof path, "%s/t.t3", dir);
-    CHECK(truncate(path, (off_t)t->map_bytes - 1) == 0 && unwind_cache_load("t.t3", t->base) == NULL &&
+    CHECK(truncate(path, (off_t)t->map_bytes - 1) == 0 && unwind_cache_load(cd, "t.t3", t->base) == NULL &&
               access(path, F_OK) != 0,
           "cache: a file cut short was taken or kept");
+    if (cd >= 0)
+        close(cd);
     snprintf(path, sizeof path, "%s/rows.t3", dir);
     unlink(path);
     rmdir(dir);
