@@ -31,19 +31,26 @@
 /* ---- the module index ------------------------------------------------------ */
 
 static struct unwind_module scanned[UNWIND_MAX_MODULES]; /* writer's scratch */
+static bool old_kept[UNWIND_MAX_MODULES];                /* a rescan's: the old index's modules kept */
 static size_t nscanned;
 static unsigned long long seen_adds, seen_subs;
 static bool scanned_once;
 static uint64_t tables_built, table_bytes, build_cpu_ns;
 static bool eager_wanted; /* a scan added modules: load_cached_new */
 
-static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+/* An object's text and unwind section, from its program headers: lo == hi
+ * when it has no code; eh_frame_hdr 0 when it has no .eh_frame_hdr in a
+ * loaded segment. */
+struct object_text {
+    uint64_t base;        /* dlpi_addr */
+    const void *phdr;     /* dlpi_phdr: where its headers are (no two loaded objects share it) */
+    uint64_t lo, hi, eh_frame_hdr, eh_limit;
+};
+
+static void read_object_text(const struct dl_phdr_info *info, struct object_text *o)
 {
-    (void)size;
-    (void)arg;
-    if (nscanned == UNWIND_MAX_MODULES)
-        return 1;
     uint64_t lo = UINT64_MAX, hi = 0, hdr = 0;
+    *o = (struct object_text){.base = info->dlpi_addr, .phdr = info->dlpi_phdr};
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
@@ -57,20 +64,84 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     if (hi <= lo)
-        return 0; /* no code */
-    struct unwind_module *m = &scanned[nscanned++];
-    memset(m, 0, sizeof *m);
-    m->lo = lo;
-    m->hi = hi;
-    m->base = info->dlpi_addr;
+        return; /* no code */
+    o->lo = lo;
+    o->hi = hi;
     for (int i = 0; hdr && i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uint64_t a = info->dlpi_addr + ph->p_vaddr;
         if (ph->p_type == PT_LOAD && hdr >= a && hdr < a + ph->p_memsz) {
-            m->eh_frame_hdr = hdr;
-            m->eh_limit = a + ph->p_memsz;
+            o->eh_frame_hdr = hdr;
+            o->eh_limit = a + ph->p_memsz;
         }
     }
+}
+
+/*
+ * The objects in dl_iterate_phdr's order at the last scan. Reading an
+ * object's program headers touches a page of its own that the workload
+ * has long left: ~0.15 ms per scan of the ~300 objects of a process that
+ * imports torch, which rescans at each of the ~18 bursts of dlopen during
+ * the import and goes over them all again in each pass for new modules'
+ * cached tables (~5 ms of the writer's CPU in all, 2026-12-03). glibc
+ * appends what dlopen loads to the list dl_iterate_phdr goes through (the
+ * caller's namespace), so while nothing has been unloaded since (the
+ * loader's count of unloads, read with the pass's first object), the
+ * object at a position is the one that was there at the last scan; its
+ * load bias and program headers' address are compared as well. Its
+ * headers are then not read again. From the first position that differs
+ * on, every object is read (tests/unit/unwind_rescan.c).
+ */
+static struct object_text seen_order[UNWIND_MAX_MODULES];
+static size_t nseen_order;
+
+/* A pass of dl_iterate_phdr over the objects, in order. */
+struct object_pass {
+    size_t pos;       /* the next object's position */
+    bool reuse;       /* seen_order holds every object before pos */
+    bool counted;     /* adds, subs: the loader's counts, read at the first object */
+    unsigned long long adds, subs;
+};
+
+/* The pass's next object's text. At the first object: whether seen_order
+ * still holds, from the loader's counts that come with it (read under the
+ * same lock as the objects): nothing unloaded since the scan that filled
+ * it (*reuse is set by the caller when there was one). record: the scan,
+ * which fills seen_order[pos]; else scratch gets what is read. */
+static const struct object_text *next_object_text(const struct dl_phdr_info *info, size_t size,
+                                                  struct object_pass *op, bool record, struct object_text *scratch)
+{
+    size_t pos = op->pos++;
+    if (pos == 0) {
+        op->counted = size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs;
+        op->adds = op->counted ? info->dlpi_adds : 0;
+        op->subs = op->counted ? info->dlpi_subs : 0;
+        op->reuse = op->reuse && op->counted && op->subs == seen_subs;
+    }
+    if (pos < UNWIND_MAX_MODULES && op->reuse && pos < nseen_order && seen_order[pos].base == info->dlpi_addr &&
+        seen_order[pos].phdr == info->dlpi_phdr)
+        return &seen_order[pos];
+    op->reuse = false;
+    struct object_text *o = record && pos < UNWIND_MAX_MODULES ? &seen_order[pos] : scratch;
+    read_object_text(info, o);
+    return o;
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct object_text scratch;
+    const struct object_text *o = next_object_text(info, size, arg, true, &scratch);
+    if (o->hi <= o->lo)
+        return 0; /* no code */
+    if (nscanned == UNWIND_MAX_MODULES)
+        return 1;
+    struct unwind_module *m = &scanned[nscanned++];
+    memset(m, 0, sizeof *m);
+    m->lo = o->lo;
+    m->hi = o->hi;
+    m->base = o->base;
+    m->eh_frame_hdr = o->eh_frame_hdr;
+    m->eh_limit = o->eh_limit;
     atomic_init(&m->state, m->eh_frame_hdr ? UNWIND_MOD_NEW : UNWIND_MOD_NONE);
     return 0;
 }
@@ -144,14 +215,15 @@ void unwind_rescan(bool build_all)
     int next = cur == 0 ? 1 : 0;
     if (!wait_no_readers(next))
         return; /* a handler stuck in the index for a second: try at the next poll */
-    unsigned long long counts[2] = {0, 0};
-    dl_iterate_phdr(read_counts, counts);
+    struct object_pass scan = {.reuse = scanned_once};
     nscanned = 0;
-    dl_iterate_phdr(scan_one, NULL);
+    dl_iterate_phdr(scan_one, &scan);
+    nseen_order = scan.pos < UNWIND_MAX_MODULES ? scan.pos : UNWIND_MAX_MODULES;
     qsort(scanned, nscanned, sizeof scanned[0], module_order);
     struct unwind_index *ix = &unwind_indexes[next];
     const struct unwind_index *old = cur >= 0 ? &unwind_indexes[cur] : NULL;
     size_t j = 0, same = 0;
+    memset(old_kept, 0, old ? old->count * sizeof old_kept[0] : 0);
     for (size_t i = 0; i < nscanned; i++) {
         struct unwind_module *m = &ix->mod[i];
         *m = scanned[i];
@@ -163,6 +235,7 @@ void unwind_rescan(bool build_all)
             atomic_store(&m->table, atomic_load(&old->mod[j].table));
             atomic_store(&m->state, atomic_load(&old->mod[j].state));
             m->cache_looked = old->mod[j].cache_looked;
+            old_kept[j] = true;
             same++;
         }
     }
@@ -176,17 +249,15 @@ void unwind_rescan(bool build_all)
     ix->generation = atomic_load(&unwind_index_generation) + 1;
     atomic_fetch_add_explicit(&unwind_index_generation, 1, memory_order_release);
     atomic_store_explicit(&unwind_index_current, next, memory_order_release);
-    seen_adds = counts[0];
-    seen_subs = counts[1];
+    seen_adds = scan.adds;
+    seen_subs = scan.subs;
     scanned_once = true;
-    /* Tables of objects gone since: freed once no handler reads the old index. */
+    /* Tables of objects gone since (the old modules no new one kept):
+     * freed once no handler reads the old index. */
     if (old && wait_no_readers(cur)) {
         for (size_t k = 0; k < old->count; k++) {
             struct unwind_table *t = atomic_load(&old->mod[k].table);
-            bool kept = false;
-            for (size_t i = 0; t && i < ix->count && !kept; i++)
-                kept = atomic_load(&ix->mod[i].table) == t;
-            if (t && !kept)
+            if (t && !old_kept[k])
                 unwind_table_free(t);
         }
     }
@@ -262,22 +333,16 @@ static unsigned dynamic_entries(const struct dl_phdr_info *info, uint64_t lo, ui
     return n;
 }
 
-/* The module of index ix that describes this object, or NULL: only the
- * object the index describes, not another one loaded at the same address
- * since the scan, which waits for the rescan its load triggers. */
-static struct unwind_module *indexed_module(const struct dl_phdr_info *info, struct unwind_index *ix)
+/* The module of index ix that describes this object (its text o), or NULL:
+ * only the object the index describes, not another one loaded at the same
+ * address since the scan, which waits for the rescan its load triggers. */
+static struct unwind_module *indexed_module(const struct object_text *o, struct unwind_index *ix)
 {
-    uint64_t lo = UINT64_MAX, hdr = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && info->dlpi_addr + ph->p_vaddr < lo)
-            lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_GNU_EH_FRAME)
-            hdr = info->dlpi_addr + ph->p_vaddr;
-    }
-    struct unwind_module key = {.lo = lo};
+    if (o->hi <= o->lo)
+        return NULL;
+    struct unwind_module key = {.lo = o->lo};
     struct unwind_module *m = bsearch(&key, ix->mod, ix->count, sizeof key, module_order);
-    return m && m->eh_frame_hdr == hdr ? m : NULL;
+    return m && m->hi == o->hi && m->eh_frame_hdr == o->eh_frame_hdr ? m : NULL;
 }
 
 static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
@@ -289,7 +354,9 @@ static int copy_if_wanted(struct dl_phdr_info *info, size_t size, void *arg)
         wanted = bp->bases[i] == info->dlpi_addr;
     if (!wanted)
         return 0;
-    struct unwind_module *m = indexed_module(info, bp->ix);
+    struct object_text o;
+    read_object_text(info, &o);
+    struct unwind_module *m = indexed_module(&o, bp->ix);
     if (m == NULL || atomic_load(&m->state) != UNWIND_MOD_WANTED)
         return 0;
     if (bp->n == BUILD_BATCH || bp->bytes > (64u << 20))
@@ -383,13 +450,14 @@ struct eager_pass {
     unsigned n;
     int cache_dir; /* unwind_cache_open, for the pass */
     bool more; /* the batch filled up: another pass */
+    struct object_pass objects; /* seen_order: the objects the index was scanned from */
 };
 
 static int find_cached(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)size;
     struct eager_pass *ep = arg;
-    struct unwind_module *m = indexed_module(info, ep->ix);
+    struct object_text scratch;
+    struct unwind_module *m = indexed_module(next_object_text(info, size, &ep->objects, false, &scratch), ep->ix);
     if (m == NULL || m->cache_looked || atomic_load(&m->state) == UNWIND_MOD_BUILT ||
         atomic_load(&m->state) == UNWIND_MOD_NONE)
         return 0;
@@ -418,7 +486,7 @@ static void load_cached_new(void)
     uint64_t began = agent_thread_cpu_ns(), counted = build_cpu_ns;
     struct eager_pass ep;
     do {
-        ep = (struct eager_pass){.ix = &unwind_indexes[cur], .cache_dir = unwind_cache_open()};
+        ep = (struct eager_pass){.ix = &unwind_indexes[cur], .cache_dir = unwind_cache_open(), .objects.reuse = true};
         dl_iterate_phdr(find_cached, &ep);
         for (unsigned i = 0; i < ep.n; i++) /* one that fails to load stays as it was: built on demand */
             build_module(ep.mod[i], NULL, ep.cache_dir, ep.cache_name[i], true, NULL, 0);

@@ -719,6 +719,7 @@ static void check_entry_rows(uint64_t c, uint64_t s, uint64_t outer)
  * returns its failures; run_defer first, while the pool is untouched). */
 int check_defer_backing(const uint64_t *stack);
 int check_memo_backing(void);
+int check_rescan(void);
 
 int main(void)
 {
@@ -805,7 +806,9 @@ int main(void)
     memset(fake_stack, 0, sizeof fake_stack);
     walk("stack outside", c + 0x10, s + 8, s - 4096, UNWIND_FAIL_READ, 1, (uint64_t[]){c + 0x10});
     check_cache(t, c, s, outer);
+    atomic_store(&m->table, NULL); /* the fixture's module goes at the rescans below */
     unwind_table_free(t);
+    failures += check_rescan();
     printf("unwind_cfi: %s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;
 }
