@@ -48,6 +48,7 @@ struct phdr_table {
      * is held (the writer's MAP records: agent_phdr_build_id). */
     uint8_t build_id_len[PHDR_MAX_OBJECTS];
     uint8_t build_id[PHDR_MAX_OBJECTS][OPR_BUILD_ID_MAX];
+    const void *image_phdr[PHDR_MAX_OBJECTS]; /* where each object's own headers are (dlpi_phdr as glibc gave it) */
     /* Each object's span, lowest PT_LOAD to the end of the highest, sorted:
      * a PyTorch process asks for ~300 objects' ids, each by an address. */
     struct phdr_span {
@@ -87,20 +88,53 @@ static bool entry_load_counts(const struct dl_phdr_info *info, size_t size, unsi
     return true;
 }
 
+/*
+ * A snapshot being taken. Copying an object's headers and build-id reads
+ * two pages of its image that the workload has long left: ~0.13 ms a
+ * snapshot for the ~300 objects of a process that imports torch, taken
+ * again after each of the ~15-18 bursts of dlopen during the import (~2 ms
+ * of the writer's CPU). glibc appends what dlopen loads to the list it
+ * walks, so while it has unloaded nothing since the last snapshot (its
+ * count of unloads, which comes with the walk's first object), the object
+ * at a position with the same load bias and header address as there is
+ * the same object, and its headers and build-id are copied from the last
+ * snapshot instead (as unwind_build.c's scan does; from the first position
+ * that differs on, from the image).
+ */
+struct snapshot_fill {
+    struct phdr_table *t;
+    const struct phdr_table *last; /* the snapshot before, NULL: none */
+    bool reuse;                    /* every object so far was last's at the same position */
+};
+
 static int copy_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    struct phdr_table *t = arg;
+    struct snapshot_fill *f = arg;
+    struct phdr_table *t = f->t;
     if (t->count >= PHDR_MAX_OBJECTS || t->nheaders + info->dlpi_phnum > PHDR_MAX_HEADERS)
         return 1;
-    if (t->count == 0) /* the loader lock is held for the whole walk: they match the copy */
-        entry_load_counts(info, size, &t->adds, &t->subs);
-    struct dl_phdr_info *dst = &t->info[t->count++];
+    if (t->count == 0) { /* the loader lock is held for the whole walk: they match the copy */
+        bool counted = entry_load_counts(info, size, &t->adds, &t->subs);
+        f->reuse = f->last && counted && f->last->subs == t->subs;
+    }
+    size_t i = t->count++;
+    const struct phdr_table *last = f->last;
+    f->reuse = f->reuse && i < last->count && last->info[i].dlpi_addr == info->dlpi_addr &&
+               last->image_phdr[i] == info->dlpi_phdr && last->info[i].dlpi_phnum == info->dlpi_phnum;
+    struct dl_phdr_info *dst = &t->info[i];
     memset(dst, 0, sizeof *dst);
     memcpy(dst, info, size < sizeof *dst ? size : sizeof *dst);
-    memcpy(&t->headers[t->nheaders], info->dlpi_phdr, info->dlpi_phnum * sizeof(ElfW(Phdr)));
+    t->image_phdr[i] = info->dlpi_phdr;
+    memcpy(&t->headers[t->nheaders], f->reuse ? last->info[i].dlpi_phdr : info->dlpi_phdr,
+           info->dlpi_phnum * sizeof(ElfW(Phdr)));
     dst->dlpi_phdr = &t->headers[t->nheaders];
     t->nheaders += info->dlpi_phnum;
-    t->build_id_len[t->count - 1] = (uint8_t)agent_object_build_id(info, t->build_id[t->count - 1]);
+    if (f->reuse) {
+        t->build_id_len[i] = last->build_id_len[i];
+        memcpy(t->build_id[i], last->build_id[i], sizeof t->build_id[i]);
+    } else {
+        t->build_id_len[i] = (uint8_t)agent_object_build_id(info, t->build_id[i]);
+    }
     return 0;
 }
 
@@ -198,7 +232,8 @@ static void refresh_locked(void)
     tables[next].count = 0;
     tables[next].nheaders = 0;
     tables[next].adds = tables[next].subs = 0;
-    real_iterate(copy_one, &tables[next]);
+    struct snapshot_fill fill = {&tables[next], cur >= 0 ? &tables[cur] : NULL, false};
+    real_iterate(copy_one, &fill);
     sort_spans(&tables[next]);
     agent_writer_counts.phdr_refreshes++;
     atomic_store_explicit(&current, next, memory_order_release);
