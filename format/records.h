@@ -305,7 +305,7 @@ struct opr_unwind {
     uint64_t check_disagree_length; /*   of those, one stack a prefix of the other */
     uint64_t tables_built;       /* modules compiled */
     uint64_t table_bytes;        /* their mmap'ed size */
-    uint64_t build_cpu_ns;       /* the writer's CPU time compiling them */
+    uint64_t build_cpu_ns;       /* the writer's CPU time getting them (passes, lookups, compiling or reading) */
     /* Time of the unwinding step alone (TSC read around it, converted with
      * the writer's calibration against CLOCK_MONOTONIC), median and 99th
      * percentile over this stream, 1/4-octave resolution. Normally: "table"
