@@ -268,7 +268,7 @@ static struct py_target target_with(struct agent_reader *r, struct py_innermost_
 {
     return (struct py_target){
         layout, code_type_addr, unicode_type_addr, {agent_read, r, agent_readv, agent_in_place}, pthread_tid_offset,
-        memo,   outer};
+        memo,   outer, NULL};
 }
 
 /* The walk from a known thread state: the handler's own, or (off-CPU poll)
@@ -355,6 +355,10 @@ bool agent_python_resolve(const struct py_frame_ref *f, struct agent_pycode_info
         return false;
     struct agent_reader r = {.table = -1, .copy_all = true, .task = pid};
     struct py_target t = target_with(&r, NULL, NULL);
+    static struct py_line_cache *lines; /* writer only; a fork child's copy holds the same objects */
+    if (!lines)
+        lines = py_line_cache_new();
+    t.lines = lines;
     struct py_code_names names = {info->filename, sizeof info->filename, info->qualname, sizeof info->qualname};
     return py_code_resolve(&t, f, need_names ? &names : NULL, &info->first_line, &info->line);
 }

@@ -212,6 +212,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
     py->target.layout = py_layout_for_process(major, minor, head_read ? head : NULL, head_read ? sizeof head : 0,
                                               why, sizeof why);
     py->target.pthread_tid_offset = py_pthread_tid_offset();
+    py->target.lines = py_line_cache_new(); /* NULL (out of memory): every line read */
     if (!py->target.layout || !py->target.code_type || !py->target.unicode_type) {
         if (py->refused)
             snprintf(note, notelen, "%s", py->note);
@@ -220,6 +221,7 @@ struct attach_python *attach_python_probe(pid_t pid, char *note, size_t notelen)
         else
             snprintf(note, notelen, "Python frames: PyCode_Type or PyUnicode_Type not found: native stacks only");
         py_layout_release(py->target.layout);
+        py_line_cache_free(py->target.lines);
         free(py);
         return NULL;
     }
@@ -379,5 +381,6 @@ void attach_python_free(struct attach_python *py)
         return;
     free(py->states);
     py_layout_release(py->target.layout);
+    py_line_cache_free(py->target.lines);
     free(py);
 }

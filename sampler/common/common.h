@@ -168,6 +168,7 @@ struct py_target {
     int32_t pthread_tid_offset; /* py_pthread_tid_offset(): where 3.9/3.10 states lead to the tid */
     struct py_innermost_memo *memo; /* the walking thread's own (agent handler), or NULL */
     struct py_outer_memo *outer;    /* the walking thread's own (agent handler), or NULL */
+    struct py_line_cache *lines;    /* line tables read before (py_code_resolve; not the handler), or NULL */
 };
 
 /* The layout of CPython major.minor, NULL when there is none: the one place a
@@ -227,9 +228,18 @@ struct py_code_names {
  * code object's co_firstlineno and the line of its instruction, and the file
  * and qualified name (UTF-8, cut to fit) unless names is NULL. False when the
  * code object is gone or is not the one the walk saw (its fingerprint
- * differs: the address was reused). */
+ * differs: the address was reused). With t->lines, a lines-only call (names
+ * NULL) for a code object whose table was kept is answered from the copy,
+ * also when the object was freed since: the walk saw it alive. */
 bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, const struct py_code_names *names,
                      int *first_line, int *line);
+/* Code objects' line tables as py_code_resolve read them, kept by (address,
+ * fingerprint) for a target's lifetime (bounded; emptied when full): a
+ * frame of a code object resolved before, at an instruction not seen
+ * before, then costs no read of the target. NULL when out of memory. */
+struct py_line_cache;
+struct py_line_cache *py_line_cache_new(void);
+void py_line_cache_free(struct py_line_cache *c);
 
 /* ---- handing captured Python frames to the stream writer ------------------ */
 /* The writer's keys (format/format.h) of n captured frames, n clamped to

@@ -39,6 +39,80 @@ static bool read_mem(const struct py_target *t, uint64_t addr, void *buf, size_t
     return len == 0 || t->mem.read(t->mem.ctx, addr, buf, len, 0);
 }
 
+/* ---- line tables kept per code object (struct py_line_cache) -------------
+ * The writer meets a code object again at an instruction it has not seen
+ * (the stream remembers lines per instruction): before, each such frame read
+ * the code object's header, then its line table's head, then the rest of a
+ * longer table, 2-3 process_vm_readv (~800 frames, ~12 us each, in a
+ * torch_train.py run, most of them while torch is imported). A code
+ * object's co_linetable never changes, and (address, fingerprint) is what
+ * names one code object in the stream already (its PYCODE id), so a copy
+ * answers for it. Bounded: emptied when LINE_CACHE_SLOTS * 3/4 objects or
+ * LINE_CACHE_BYTES of tables are held. */
+#define LINE_CACHE_SLOTS 4096 /* a power of two */
+#define LINE_CACHE_BYTES (4u << 20)
+
+struct line_entry {
+    uint64_t code, fingerprint; /* code 0: empty */
+    uint8_t *table;
+    uint32_t size;
+    int32_t first_line;
+};
+
+struct py_line_cache {
+    size_t count, bytes;
+    struct line_entry slot[LINE_CACHE_SLOTS];
+};
+
+struct py_line_cache *py_line_cache_new(void)
+{
+    return calloc(1, sizeof(struct py_line_cache));
+}
+
+static void line_cache_empty(struct py_line_cache *c)
+{
+    for (size_t i = 0; i < LINE_CACHE_SLOTS; i++)
+        free(c->slot[i].table);
+    memset(c, 0, sizeof *c);
+}
+
+void py_line_cache_free(struct py_line_cache *c)
+{
+    if (c)
+        line_cache_empty(c);
+    free(c);
+}
+
+/* The slot of (code, fingerprint): its entry, or the empty slot where it goes. */
+static struct line_entry *line_slot(struct py_line_cache *c, uint64_t code, uint64_t fingerprint)
+{
+    uint64_t h = ((code >> 3) ^ fingerprint) * 0x9e3779b97f4a7c15ull;
+    for (size_t j = (size_t)(h >> 40) & (LINE_CACHE_SLOTS - 1);; j = (j + 1) & (LINE_CACHE_SLOTS - 1)) {
+        struct line_entry *e = &c->slot[j];
+        if (e->code == 0 || (e->code == code && e->fingerprint == fingerprint))
+            return e;
+    }
+}
+
+static void line_cache_put(struct py_line_cache *c, const struct py_frame_ref *f, int first_line,
+                           const uint8_t *table, size_t size)
+{
+    if (!c || f->code == 0 || size == 0 || size > LINE_CACHE_BYTES / 4)
+        return;
+    if ((c->count + 1) * 4 > LINE_CACHE_SLOTS * 3 || c->bytes + size > LINE_CACHE_BYTES)
+        line_cache_empty(c);
+    struct line_entry *e = line_slot(c, f->code, f->fingerprint);
+    if (e->code != 0) /* kept already (a names call for an object known) */
+        return;
+    uint8_t *copy = malloc(size);
+    if (!copy)
+        return;
+    memcpy(copy, table, size);
+    *e = (struct line_entry){f->code, f->fingerprint, copy, (uint32_t)size, first_line};
+    c->count++;
+    c->bytes += size;
+}
+
 /* A non-ASCII compact str's code points (kind 1, 2 or 4 bytes each) as UTF-8,
  * read a chunk at a time so that the buffer stays small. */
 static bool read_code_points(const struct py_target *t, uint64_t data, unsigned kind, uint64_t length, char *out,
@@ -125,10 +199,13 @@ static size_t line_head_bytes(const struct py_layout *L, uint64_t linetable)
 }
 
 /* The line of f's instruction from co_linetable (a bytes object), or
- * first_line when the table cannot be read. pre: its first line_head_bytes
- * bytes when a vectored read brought them already, else NULL. */
-static int read_line(const struct py_target *t, uint64_t linetable, const uint8_t *pre, int first_line, int32_t instr)
+ * first_line when the table cannot be read; the table is kept in t->lines.
+ * pre: its first line_head_bytes bytes when a vectored read brought them
+ * already, else NULL. */
+static int read_line(const struct py_target *t, uint64_t linetable, const uint8_t *pre, int first_line,
+                     const struct py_frame_ref *f)
 {
+    int32_t instr = f->instr;
     const struct py_layout *L = t->layout;
     uint64_t size = 0;
     /* ob_size and, after it, the table's first bytes */
@@ -146,12 +223,16 @@ static int read_line(const struct py_target *t, uint64_t linetable, const uint8_
     memcpy(&size, head, sizeof size);
     if (size == 0 || size >= (1u << 20))
         return first_line;
-    if (got > sizeof size && skip + size <= got)
+    if (got > sizeof size && skip + size <= got) {
+        line_cache_put(t->lines, f, first_line, head + skip, size);
         return python_line_lookup(L->linetable_format, head + skip, size, first_line, instr);
+    }
     int line = first_line;
     uint8_t *table = malloc(size);
-    if (table && read_mem(t, linetable + L->bytes_data, table, size))
+    if (table && read_mem(t, linetable + L->bytes_data, table, size)) {
+        line_cache_put(t->lines, f, first_line, table, size);
         line = python_line_lookup(L->linetable_format, table, size, first_line, instr);
+    }
     free(table);
     return line;
 }
@@ -219,7 +300,17 @@ bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, co
     const struct py_layout *L = t->layout;
     uint8_t c[256];
     size_t cbytes = L ? py_code_header_bytes(L) : 0;
-    if (!L || f->code == 0 || (f->code & 7) || cbytes > sizeof c || !read_mem(t, f->code, c, cbytes))
+    if (!L || f->code == 0 || (f->code & 7) || cbytes > sizeof c)
+        return false;
+    if (!names && t->lines) {
+        const struct line_entry *e = line_slot(t->lines, f->code, f->fingerprint);
+        if (e->code != 0) {
+            *first_line_out = e->first_line;
+            *line_out = python_line_lookup(L->linetable_format, e->table, e->size, e->first_line, f->instr);
+            return true;
+        }
+    }
+    if (!read_mem(t, f->code, c, cbytes))
         return false;
     uint64_t type, name, filename, qualname, linetable;
     int32_t first_line;
@@ -238,6 +329,6 @@ bool py_code_resolve(const struct py_target *t, const struct py_frame_ref *f, co
     if (names && (!read_str(t, filename, h.filename_pre, names->filename, names->filename_cap) ||
                   !read_str(t, qualname, h.qualname_pre, names->qualname, names->qualname_cap)))
         return false;
-    *line_out = read_line(t, linetable, h.linetable_pre, first_line, f->instr);
+    *line_out = read_line(t, linetable, h.linetable_pre, first_line, f);
     return true;
 }

@@ -162,7 +162,7 @@ static struct py_target build(void)
     static const uint8_t table[] = {0x80 | (13 << 3) | 3, 4, 0x80 | (11 << 3) | 3, 0, 0};
     put64(LINETABLE + L->bytes_size, sizeof table);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), table, sizeof table);
-    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
+    return (struct py_target){L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL, NULL};
 }
 
 static void test_layout_lookup(void)
@@ -390,6 +390,45 @@ static void test_resolve(void)
     CU_ASSERT_FALSE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
 }
 
+/* Line tables kept (struct py_line_cache): a lines-only call for another
+ * instruction of a code object resolved before reads nothing and gives the
+ * line a read gives, also after the object was freed (the walk saw it
+ * alive); a names call still reads; another fingerprint at the address is
+ * not answered from the copy. */
+static void test_resolve_line_cache(void)
+{
+    struct py_target t = build();
+    struct py_frame_ref out[8];
+    CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
+    char filename[64], qualname[64];
+    struct py_code_names names = {filename, sizeof filename, qualname, sizeof qualname};
+    int first_line = 0, line = 0, want = 0;
+    struct py_frame_ref other = out[0];
+    other.instr = 0; /* code 0 at its first entry */
+    CU_ASSERT_TRUE(py_code_resolve(&t, &other, NULL, &first_line, &want)); /* no cache: read */
+    CU_ASSERT_NOT_EQUAL(want, 13);
+    t.lines = py_line_cache_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t.lines);
+    CU_ASSERT_TRUE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    CU_ASSERT_EQUAL(line, 13);
+    unsigned reads = fake.reads;
+    first_line = line = 0;
+    CU_ASSERT_TRUE(py_code_resolve(&t, &other, NULL, &first_line, &line));
+    CU_ASSERT_EQUAL(fake.reads, reads);
+    CU_ASSERT_EQUAL(line, want);
+    CU_ASSERT_EQUAL(first_line, 10);
+    put64(CODE(0) + L->object_type, 0x1234); /* freed and reused since */
+    CU_ASSERT_TRUE(py_code_resolve(&t, &other, NULL, &first_line, &line));
+    CU_ASSERT_EQUAL(line, want);
+    CU_ASSERT_FALSE(py_code_resolve(&t, &out[0], &names, &first_line, &line));
+    struct py_frame_ref reused = other;
+    reused.fingerprint ^= 1;
+    reads = fake.reads;
+    CU_ASSERT_FALSE(py_code_resolve(&t, &reused, NULL, &first_line, &line));
+    CU_ASSERT_TRUE(fake.reads > reads);
+    py_line_cache_free(t.lines);
+}
+
 /* The same names and lines through a reader with a vectored read: one
  * read for the code object and one for its three heads, and the same
  * results when that read stops short (a head past the readable memory: the
@@ -453,7 +492,7 @@ static void test_walk_3_9(void)
     static const uint8_t lnotab[] = {8, 3};
     put64(LINETABLE + L->bytes_size, sizeof lnotab);
     memcpy(fake.mem + (LINETABLE + L->bytes_data - BASE), lnotab, sizeof lnotab);
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, 0x40, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, 0x40, NULL, NULL, NULL};
     uint64_t tid = 0;
     CU_ASSERT_TRUE(py_tstate_native_tid(&t, TSTATE, &tid));
     CU_ASSERT_EQUAL(tid, 4343);
@@ -486,7 +525,7 @@ static void test_walk_3_12_shims(void)
     make_frame(4, 0x1234, 0, 0, L->owner_cstack, 0);
     put64(TSTATE + L->tstate_cframe, CFRAME);
     put64(CFRAME + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     CU_ASSERT_EQUAL(out[0].is_entry, 0);
@@ -576,7 +615,7 @@ static void test_walk_3_14_tagged(void)
     put64(FRAME(2) + L->frame_code, 0x1230 | 1);
     put64(FRAME(3) + L->frame_code, CODE(0) | 1);
     put64(TSTATE + L->current_frame, FRAME(0));
-    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL};
+    struct py_target t = {L, CODE_TYPE, UNICODE_TYPE, {fake_read, &fake, NULL, NULL}, -1, NULL, NULL, NULL};
     struct py_frame_ref out[8];
     CU_ASSERT_EQUAL_FATAL(py_walk_frames(&t, TSTATE, out, 8), 3);
     for (unsigned i = 0; i < 3; i++)
@@ -639,6 +678,7 @@ void register_python_walk_tests(void)
     CU_add_test(s, "outer frames unchanged since the last walk: no code object read", test_walk_outer_memo);
     CU_add_test(s, "names and lines; reused address refused", test_resolve);
     CU_add_test(s, "names and lines through a vectored read, whole or cut short", test_resolve_vectored);
+    CU_add_test(s, "line tables kept: no read for a known code object's other lines", test_resolve_line_cache);
     CU_add_test(s, "3.9 frame objects: lasti in bytes, all entries, co_name, tid via pthread", test_walk_3_9);
     CU_add_test(s, "3.12 C-stack shim frames mark entries and are skipped", test_walk_3_12_shims);
     CU_add_test(s, "3.13 _Py_DebugOffsets: real bytes accepted, corruptions refused", test_debug_offsets);
