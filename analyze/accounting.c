@@ -40,7 +40,7 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
     (void)arg;
     struct profile *p = stream_profile(ctx);
     struct opr_agent_cpu c = {0};
-    /* older streams end before offcpu_same_wait, omp_hook_ns, clock_read_ns, drains or omp_team_wait_ns: 0 */
+    /* older streams end before offcpu_same_wait, omp_hook_ns, clock_read_ns, drains, omp_team_wait_ns or timing_ns: 0 */
     memcpy(&c, rec->body, rec->len < sizeof c ? rec->len : sizeof c);
     struct profile_agent_cpu *a = &p->agent_cpu;
     if (c.handler_timed && c.handler_calls >= c.handler_timed) {
@@ -48,9 +48,11 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
          * that is undefined): at most the whole CPU a stream can claim. */
         double est = opr_agent_cpu_estimate_ns(&c);
         a->handler_cpu_est_ns += est < 1e18 ? (uint64_t)est : (uint64_t)1e18;
-        /* the histogram's shift: the timed calls' clock read, weighted by them */
-        double reads = (double)c.clock_read_ns * (double)c.handler_timed;
+        /* older agents: the histogram's shift, the timed calls' clock read
+         * weighted by them (with timing_ns the calls hold no read) */
+        double reads = c.timing_ns ? 0 : (double)c.clock_read_ns * (double)c.handler_timed;
         a->clock_read_timed_ns += reads < 1e18 ? (uint64_t)reads : (uint64_t)1e18;
+        a->timing_ns += c.timing_ns < (uint64_t)1e18 ? c.timing_ns : (uint64_t)1e18;
     }
     a->handler_timed += c.handler_timed;
     a->handler_calls += c.handler_calls;
@@ -96,6 +98,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
     to->quiet_drains += from->quiet_drains;
     to->steady_drains += from->steady_drains;
     to->clock_read_timed_ns += from->clock_read_timed_ns;
+    to->timing_ns += from->timing_ns;
     if (from->timed_every)
         to->timed_every = from->timed_every;
     to->streams += from->streams;

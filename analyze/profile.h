@@ -159,9 +159,10 @@ struct profile {
         uint64_t offcpu_same_wait, omp_hook_ns;
         uint64_t omp_team_wait_ns; /* libgomp teams spinning through their openers' hooks (estimate) */
         uint64_t drains, quiet_drains, steady_drains; /* the writers' periodic drains; longer sleeps after them */
-        /* clock_read_ns x handler_timed, summed over streams: divided by
+        /* older streams' clock_read_ns x handler_timed, summed: divided by
          * handler_timed, the clock read the histogram's calls each hold */
         uint64_t clock_read_timed_ns;
+        uint64_t timing_ns; /* the timed calls' clock reads (AGENT_CPU timing_ns), in handler_cpu_est_ns */
         uint32_t timed_every;
         size_t streams;
     } agent_cpu;

@@ -215,13 +215,15 @@ struct opr_agent_cost {
     {250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000, 24000, 32000,  \
      48000, 64000, 128000, 256000, 512000, 1024000, UINT64_MAX}
 
-/* Written with END, after AGENT_COST: the agent's cost measured on CPU
- * clocks, which preemption does not inflate (handler_ns above is wall time).
- * One handler call in timed_every is timed on the thread's CPU clock (the
- * clock costs a system call, ~0.5 us, too much for every sample); the mean
- * over the timed calls stands for all. */
+/* Written with END, after AGENT_COST: the agent's cost measured so that
+ * preemption does not inflate it (handler_ns above is wall time). One
+ * handler call in timed_every is timed between two reads of the thread's CPU
+ * clock (a system call, 1-5 us in a handler: too dear for every sample); the
+ * mean over the timed calls stands for all. */
 struct opr_agent_cpu {
-    uint64_t handler_cpu_ns;   /* thread CPU time inside the timed handler calls, summed */
+    uint64_t handler_cpu_ns;   /* the timed handler calls' time, summed: with timing_ns, the wall time between
+                                  the two CPU-clock reads (the CPU interval if less: preempted); without
+                                  (older agents), the CPU interval, one read inside it */
     uint64_t handler_timed;    /* handler calls timed */
     uint64_t handler_calls;    /* handler calls the timed ones were drawn from (samples queued or lost) */
     uint32_t timed_every;      /* one call in this many is timed, per thread */
@@ -236,7 +238,7 @@ struct opr_agent_cpu {
     /* Appended (older streams end before it: read as 0). */
     uint64_t offcpu_same_wait; /* off-CPU polls that reused a blocked thread's stack: it had not run since */
     uint64_t omp_hook_ns;      /* the agent's time in workload threads around OpenMP regions (TSC, all threads) */
-    uint64_t clock_read_ns;    /* one read of the thread CPU clock, measured at start (0: not measured) */
+    uint64_t clock_read_ns;    /* older agents: one read of the thread CPU clock, measured at start (0: not measured) */
     uint64_t drains;           /* the writer's periodic drains (appended: 0 in older streams) */
     uint64_t quiet_drains;     /* of them, followed by a longer sleep: nothing ran */
     uint64_t steady_drains;    /* of them, followed by a longer sleep: no thread switched in, RSS steady */
@@ -244,17 +246,26 @@ struct opr_agent_cpu {
      * threads of GNU libgomp teams spent spinning while their opener ran the
      * agent's hooks outside the region (TSC, estimated; agent_gomp.c). */
     uint64_t omp_team_wait_ns;
+    /* Appended after omp_team_wait_ns (0 in older streams): the wall time of
+     * the timed calls' two CPU-clock reads, summed (each read at most 50 us):
+     * what timing them cost, which the other calls do not pay. */
+    uint64_t timing_ns;
 };
 
-/* The handler's CPU time over all calls of one AGENT_CPU record: the timed
- * calls' mean less the one clock read each holds, plus the timing's own two
- * reads per timed call spread over all calls (0 when nothing was timed). The
- * agent (ACCOUNTING) and the report use this one estimate. */
+/* The handler's CPU time over all calls of one AGENT_CPU record (0 when
+ * nothing was timed): the timed calls' mean times all calls, plus what
+ * timing them cost (timing_ns). Older agents (no timing_ns): the mean less
+ * the one clock read each timed call holds, plus two reads per timed call
+ * spread over all calls. The agent (ACCOUNTING) and the report use this one
+ * estimate. */
 static inline double opr_agent_cpu_estimate_ns(const struct opr_agent_cpu *c)
 {
     if (c->handler_timed == 0 || c->handler_calls < c->handler_timed)
         return 0;
-    double mean = (double)c->handler_cpu_ns / (double)c->handler_timed, read = (double)c->clock_read_ns;
+    double mean = (double)c->handler_cpu_ns / (double)c->handler_timed;
+    if (c->timing_ns)
+        return mean * (double)c->handler_calls + (double)c->timing_ns;
+    double read = (double)c->clock_read_ns;
     double timing = c->timed_every ? 2 * read / c->timed_every : 0;
     return ((mean > read ? mean - read : 0) + timing) * (double)c->handler_calls;
 }

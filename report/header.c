@@ -124,6 +124,7 @@ bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
          * untimed calls do not pay (agent_cost.c): taken out of the quantiles
          * as out of the estimate (opr_agent_cpu_estimate_ns). */
         c->clock_read_ns = (double)a->clock_read_timed_ns / (double)a->handler_timed;
+        c->timing_ns_per_sample = (double)a->timing_ns / (double)(a->handler_calls ? a->handler_calls : 1);
         double median = profile_handler_quantile_ns(a, 0.5), p99 = profile_handler_quantile_ns(a, 0.99);
         c->median_ns = median > c->clock_read_ns ? median - c->clock_read_ns : 0;
         c->p99_ns = p99 > c->clock_read_ns ? p99 - c->clock_read_ns : 0;
@@ -150,8 +151,15 @@ static void print_overhead(FILE *out, const struct profile *p)
         fprintf(out, "  overhead    no handler call (no sample) + %.3f s writer thread CPU (%" PRIu64 " maps reads)",
                 (double)c.writer_cpu_ns / 1e9, a->maps_rereads);
     } else if (c.cpu_clock) {
-        fprintf(out, "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f; CPU time of 1 in %u samples",
-                c.per_sample_ns / 1e3, c.median_ns / 1e3, c.p99_ns / 1e3, a->timed_every);
+        if (c.timing_ns_per_sample > 0) /* agent_cost.c: the handler's own time, its timing's beside it */
+            fprintf(out,
+                    "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f of 1 in %u samples timed; "
+                    "%.2f us of the %.1f is timing them",
+                    c.per_sample_ns / 1e3, c.median_ns / 1e3, c.p99_ns / 1e3, a->timed_every,
+                    c.timing_ns_per_sample / 1e3, c.per_sample_ns / 1e3);
+        else
+            fprintf(out, "  overhead    handler %.1f us per sample (median %.1f, p99 %.1f; CPU time of 1 in %u samples",
+                    c.per_sample_ns / 1e3, c.median_ns / 1e3, c.p99_ns / 1e3, a->timed_every);
         if (c.clock_read_ns > 0)
             fprintf(out, ", less a %.2f us clock read", c.clock_read_ns / 1e3);
         fprintf(out, ") + %.3f s writer thread CPU (%" PRIu64 " maps reads)", (double)c.writer_cpu_ns / 1e9,

@@ -36,8 +36,9 @@ struct report_agent_cost {
     bool cpu_clock;          /* handler time on the thread CPU clock (AGENT_CPU); else wall time */
     double handler_ns;       /* handler time, all calls (timed calls' mean x calls on the CPU clock) */
     double per_sample_ns;    /* handler_ns per handler call */
-    double median_ns, p99_ns; /* of the timed calls less their clock read (cpu_clock only; 0 otherwise, null in JSON) */
-    double clock_read_ns;     /* the clock read taken out of each timed call (0: an older recording, none) */
+    double median_ns, p99_ns; /* of the timed calls (less their clock read in older recordings; cpu_clock only; 0 otherwise, null in JSON) */
+    double clock_read_ns;     /* older recordings: the clock read taken out of each timed call (0: none) */
+    double timing_ns_per_sample; /* what timing 1 in N calls cost, per call, in per_sample_ns (0: an older recording) */
     uint64_t writer_cpu_ns, startup_cpu_ns;
     uint64_t omp_hook_ns; /* the agent's time around OpenMP regions in the workload's threads */
     uint64_t omp_team_wait_ns; /* libgomp's team threads spinning through it (estimate) */

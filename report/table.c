@@ -517,11 +517,11 @@ static void print_json(FILE *out, const struct profile *p, const struct hotspot_
         if (c.cpu_clock) /* quantiles of the timed calls; a wall-time recording has none */
             fprintf(out,
                     ",\"handler_median_ns\":%.0f,\"handler_p99_ns\":%.0f,\"handler_timed_every\":%u"
-                    ",\"handler_clock_read_ns\":%.0f",
-                    c.median_ns, c.p99_ns, a->timed_every, c.clock_read_ns);
+                    ",\"handler_clock_read_ns\":%.0f,\"handler_timing_ns_per_sample\":%.0f",
+                    c.median_ns, c.p99_ns, a->timed_every, c.clock_read_ns, c.timing_ns_per_sample);
         else
             fputs(",\"handler_median_ns\":null,\"handler_p99_ns\":null,\"handler_timed_every\":null"
-                  ",\"handler_clock_read_ns\":null",
+                  ",\"handler_clock_read_ns\":null,\"handler_timing_ns_per_sample\":null",
                   out);
         fprintf(out,
                 ",\"writer_cpu_ns\":%" PRIu64 ",\"startup_cpu_ns\":%" PRIu64 ",\"share_pct\":%.3f"

@@ -229,11 +229,15 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
     if (agent_is_writer_thread())
         return true; /* ours, but our own writer thread */
     uint64_t entry_ns = agent_now_ns();
-    uint64_t entry_cpu_ns = agent_cost_handler_begin(); /* 0: not one of the calls timed on the CPU clock */
     /* Even a sample that is not recorded consumes the CPU time before it, so
      * that the next one does not carry it. */
     uint32_t weight =
         (agent_config.user_only || agent_config.tick_timer) && !agent_config.leader ? take_sample_weight() : 1;
+    /* After the weight: its CPU-clock read, the handler's first system call
+     * and its dearest, is the handler's time in a timed call as in the
+     * others, and the timing's reads are not (agent_cost.c). */
+    struct agent_cost_timing timing; /* timing.cpu_ns 0: not one of the calls timed */
+    agent_cost_handler_begin(&timing, entry_ns);
     /* CPU time this tick stands for, whether or not it is recorded: what is
      * left of the process's CPU time was never sampled (ACCOUNTING). */
     atomic_fetch_add_explicit(&agent_periods_taken, weight, memory_order_relaxed);
@@ -291,8 +295,8 @@ bool agent_handle_sample(siginfo_t *si, void *ucontext)
      * clock reads: ~40 ns). */
     uint64_t handler_ns = agent_now_ns() - entry_ns;
     atomic_fetch_add_explicit(&agent_handler_ns, handler_ns, memory_order_relaxed);
-    agent_cost_handler_end(entry_cpu_ns); /* the figure the report shows (agent_cost.c) */
-    leave_handler_uncharged();
+    leave_handler_uncharged(); /* a CPU-clock read too: inside the time measured */
+    agent_cost_handler_end(&timing); /* the figure the report shows (agent_cost.c) */
     return true;
 }
 
@@ -460,7 +464,6 @@ __attribute__((constructor)) static void agent_init(void)
     agent_phdr_refresh();
     agent_unwind_init(); /* OPPROF_UNWIND, OPPROF_UNWIND_CHECK */
     agent_counters_init(); /* -e events to count per sample */
-    agent_cost_calibrate(); /* what one CPU-clock read adds to a timed handler */
     agent_unwind_warm_up(); /* libunwind's set-up, outside any handler */
 
     if (agent_queue_init(AGENT_QUEUE_BYTES) != 0)

@@ -301,10 +301,15 @@ AGENT_HIDDEN void agent_tick_atfork_child(void);
 AGENT_HIDDEN void agent_tick_arm_new_thread(uint32_t tid); /* agent.c: the writer's poll saw tid */
 
 /* ---- agent_cost.c: the agent's cost on CPU clocks (AGENT_CPU record) ---- */
-AGENT_HIDDEN void agent_cost_calibrate(void);                  /* at start: one clock read's cost */
-AGENT_HIDDEN void agent_cost_calibrate_more(void);             /* writer: refines it over the first drains */
-AGENT_HIDDEN uint64_t agent_cost_handler_begin(void);          /* handler */
-AGENT_HIDDEN void agent_cost_handler_end(uint64_t begin_cpu_ns); /* handler */
+/* One handler call's timing (agent_cost.c); cpu_ns 0: the call is not timed. */
+struct agent_cost_timing {
+    uint64_t cpu_ns;   /* the thread's CPU clock at begin */
+    uint64_t entry_ns; /* wall clock at the handler's entry */
+    uint64_t read_ns;  /* wall clock just before the CPU-clock read */
+    uint64_t wall_ns;  /* wall clock just after it */
+};
+AGENT_HIDDEN void agent_cost_handler_begin(struct agent_cost_timing *t, uint64_t entry_ns); /* handler */
+AGENT_HIDDEN void agent_cost_handler_end(const struct agent_cost_timing *t);                /* handler */
 /* What the writer thread did, counted by the writer thread (phdr refreshes
  * also by dlclose callers, under agent_phdr.c's refresh lock). */
 struct agent_writer_counts {

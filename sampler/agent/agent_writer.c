@@ -325,7 +325,6 @@ static uint64_t drain_locked(void)
     struct agent_slot *slot;
     if (python_on)
         agent_memmap_maybe_refresh();
-    agent_cost_calibrate_more(); /* the clock read taken out of timed handler calls */
     while ((slot = agent_queue_peek()) != NULL) {
         unsigned n = slot->nframes ? slot->nframes : 1;
         if (n > OPR_MAX_FRAMES)

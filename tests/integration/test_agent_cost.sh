@@ -103,15 +103,17 @@ want = (mean, med, p99, writer_s, reads, share)
 prec = (0.05, 0.05, 0.05, 0.0005, 0, 0.005)
 off = [i for i in range(6) if abs(got[i] - want[i]) > prec[i] + 1e-9]
 (fail if off else ok)("%s: JSON agent %s = the overhead line %s" % (name, ["%g" % g for g in got], list(want)))
-# The clock read taken out of each timed handler call (agent_cost.c) is
-# measured by the agent itself at start-up: it must be what a read costs
-# here, which this test measures too (from Python: a few tens of ns more per
-# pair; the least of many pairs, so neither load nor a tick moves it much).
-read = a.get("handler_clock_read_ns") or 0
+# What timing 1 in N handler calls cost (agent_cost.c: the wall time of each
+# timed call: its two thread-CPU clock reads, each at most 50 us) is measured by
+# the agent and counted in the mean: per timed call it is at least what one
+# read costs back to back, which this test measures too (the least of many
+# pairs from Python, a few tens of ns more than a read: two reads in a handler
+# cost more, not less), and at most the two caps.
+timing = (a.get("handler_timing_ns_per_sample") or 0) * a["handler_timed_every"]
 least = min(b - a0 for a0, b in ((time.thread_time_ns(), time.thread_time_ns()) for _ in range(500)))
-(ok if 0.25 * least <= read <= 2 * least else fail)(
-    "%s: one thread-CPU clock read %d ns, taken out of each timed call (the test measures %d ns a pair)"
-    % (name, read, least))
+(ok if least <= timing <= 100000 else fail)(
+    "%s: timing a handler call cost %d ns (two thread-CPU clock reads; the test measures %d ns a pair)"
+    % (name, timing, least))
 chains = a["pystack_hits"] + a["pystack_misses"]
 samples = doc["total_weight"]  # >= the sample count (a sample may weigh more than one period)
 # a count, not a weight; the largest <module> row (the <module> of an import

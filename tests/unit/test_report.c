@@ -235,14 +235,28 @@ static void test_overhead_line(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "overhead    handler 3.0 us per sample (median 1.9"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "= 2.38 % of the processes' CPU time")); /* (3.75 + 20) ms of 1 s */
     free(text);
+    /* A recording whose timed calls hold no clock read and measured what
+     * timing them cost (AGENT_CPU timing_ns): nothing comes out of the
+     * quantiles, and the line says what part of the mean the timing is. */
+    a->handler_calls = 1000;
+    a->untimed_calls = 0;
+    a->clock_read_timed_ns = 0;
+    a->timing_ns = 650000; /* 100 timed calls at 6.5 us: 0.65 us a sample */
+    out = open_memstream(&text, &len);
+    report_print_header(out, p);
+    fclose(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "overhead    handler 3.0 us per sample (median 2.4, p99 4.0 of 1 in 8 samples "
+                                        "timed; 0.65 us of the 3.0 is timing them) + 0.020 s writer thread CPU"));
+    free(text);
     struct profile_agent_cpu none = {0};
     CU_ASSERT_EQUAL(profile_handler_quantile_ns(&none, 0.5), 0);
     profile_free(p);
 }
 
-/* One AGENT_CPU record's estimate: the timed calls' mean less one clock read,
- * plus the two reads of each timed call spread over all calls; a record
- * without a clock read (older streams) is the plain mean times the calls. */
+/* One AGENT_CPU record's estimate: the timed calls' mean times all calls
+ * plus what timing them cost (timing_ns); older streams: the mean less one
+ * clock read, plus the two reads of each timed call spread over all calls,
+ * or without a clock read the plain mean times the calls. */
 static void test_agent_cpu_estimate(void)
 {
     struct opr_agent_cpu c = {.handler_cpu_ns = 100 * 3000,
@@ -255,6 +269,11 @@ static void test_agent_cpu_estimate(void)
     CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 3000.0 * 800, 1e-6);
     c.clock_read_ns = 4000; /* a read above the mean takes it to 0, not below */
     CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 2 * 4000 / 8.0 * 800, 1e-6);
+    /* A record with timing_ns: its timed calls hold no read (the clock read,
+     * if any, is not taken out); the timing's cost is added once. */
+    c.clock_read_ns = 500;
+    c.timing_ns = 100 * 6500;
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 3000.0 * 800 + 650000, 1e-6);
     c.handler_calls = 50; /* fewer calls than timed ones: a damaged record */
     CU_ASSERT_EQUAL(opr_agent_cpu_estimate_ns(&c), 0);
 }
