@@ -17,7 +17,7 @@
  * the thread CPU clock is not served by the vDSO, so it is a system call
  * (clock_gettime -> sys_clock_gettime, no lock in user space). In a handler
  * that call is dear: measured with the TSC in a throw-away build on this VM
- * (torch_train.py --steps 60, 2026-12-03), the first read 4.8-5.0 us
+ * (torch_train.py --steps 60, 2026-12-03), the first read 4.6-5.0 us
  * (median), the second 1.4 us, against 0.5-0.7 us back to back in a loop;
  * a timed call took 12.4 us where an untimed one took 5.9. So one handler
  * call in AGENT_COST_TIMED_EVERY per thread is timed, chosen by a per-thread
@@ -30,16 +30,19 @@
  * CPU-clock read, less the first read (timed on the wall clock too): the
  * handler's work, the sample weight's own CPU-clock reads among it (agent.c:
  * the first system call of a handler is the dear one, and the untimed calls
- * pay it too), and nothing of the timing's two reads; unless the CPU clock
- * moved less between the two reads than the wall clock, which happens only
- * when the thread was preempted in between, and then the CPU interval (it
- * holds parts of the two reads, ~2 us here: a bound, on a rare call). Timing the CPU interval alone counted those parts in every timed
- * call (the report's median 7.5 us against 5.9 us measured with the TSC),
- * and a read measured back to back (0.5-0.7 us, which was taken out) is not
- * what a read costs in a handler. What the timing itself costs is measured
- * too, as the wall time of the two reads (each capped at TIMING_CAP_NS: a
- * read preempted on a busy machine), and counted as the agent's cost
- * (AGENT_CPU timing_ns): the calls that are not timed do not pay it.
+ * pay it too), and nothing of the timing's two reads. Between the two reads,
+ * the CPU interval replaces the wall clock where it is less, which happens
+ * only when the thread was preempted in between (the CPU interval holds parts
+ * of the two reads, ~2 us here: a bound, on a rare call); before the first
+ * read there is only the weight's read and a few instructions, on the wall
+ * clock alone. Timing the CPU interval alone counted parts of the reads in
+ * every timed call (the report's median 7.1-8.3 us against 5.9 us measured
+ * with the TSC), and a read measured back to back (0.5-0.7 us, which was
+ * taken out) is not what a read costs in a handler. What the timing itself
+ * costs is measured too, as the wall time of the two reads (each capped at
+ * TIMING_CAP_NS: a read preempted on a busy machine), and counted as the
+ * agent's cost (AGENT_CPU timing_ns): the calls that are not timed do not
+ * pay it.
  *
  * The writer-side counters (maps re-reads, schedstat reads, Python-stack
  * cache) are plain counters of the writer thread, written once at the end.
