@@ -356,7 +356,7 @@ echo "tests/workloads/torch_train.py --steps $TORCH_STEPS (torch-long: --steps $
 echo "(omp-short: the same with --regions $OMP_SHORT_REGIONS --size 200; omp-sh-nr: that under record --no-openmp-regions,"
 echo "whose GOMP_* wrappers only forward)."
 echo "agent says: the report's overhead line (handler CPU time, writer thread CPU, start-up, as a"
-echo "share of the processes' CPU time); hdl: the handler's CPU time per sample (1 in 8 timed);"
+echo "share of the processes' CPU time); hdl: the handler's time per sample (1 in 8 timed, less the timing's reads);"
 echo "timer: CPU under perf record -e task-clock -c 1ms, no call graph, perf's own process not counted"
 echo "$([ "$have_timer_perf" = 1 ] || echo "(perf cannot record here: no timer column) ")(the sampling timer's own cost); vs timer: opprof's CPU / that."
 echo "floor: CPU with bench/null_sampler.c preloaded (opprof's timer and SIGTRAP, a handler that only"
