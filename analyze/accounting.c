@@ -52,7 +52,8 @@ static int on_agent_cpu(void *ctx, void *arg, const struct opr_record *rec)
          * weighted by them (with timing_ns the calls hold no read) */
         double reads = c.timing_ns ? 0 : (double)c.clock_read_ns * (double)c.handler_timed;
         a->clock_read_timed_ns += reads < 1e18 ? (uint64_t)reads : (uint64_t)1e18;
-        a->timing_ns += c.timing_ns < (uint64_t)1e18 ? c.timing_ns : (uint64_t)1e18;
+        double timing = opr_agent_cpu_timing_ns(&c);
+        a->timing_ns += timing < 1e18 ? (uint64_t)timing : (uint64_t)1e18;
     }
     a->handler_timed += c.handler_timed;
     a->handler_calls += c.handler_calls;
@@ -109,23 +110,7 @@ void profile_agent_cpu_add(struct profile_agent_cpu *to, const struct profile_ag
  * answers with its lower bound). 0 when nothing was timed. */
 double profile_handler_quantile_ns(const struct profile_agent_cpu *a, double q)
 {
-    static const uint64_t bounds[OPR_HANDLER_BUCKETS] = OPR_HANDLER_BUCKET_BOUNDS_NS;
-    uint64_t total = 0;
-    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++)
-        total += a->buckets[b];
-    if (total == 0)
-        return 0;
-    double want = q * (double)total, seen = 0;
-    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++) {
-        double lo = b ? (double)bounds[b - 1] : 0;
-        if (a->buckets[b] && seen + (double)a->buckets[b] >= want) {
-            if (b + 1 == OPR_HANDLER_BUCKETS)
-                return lo;
-            return lo + ((double)bounds[b] - lo) * (want - seen) / (double)a->buckets[b];
-        }
-        seen += (double)a->buckets[b];
-    }
-    return (double)bounds[OPR_HANDLER_BUCKETS - 2];
+    return opr_bucket_quantile_ns(a->buckets, q);
 }
 
 static int stream_begin(struct stream_load *sl, void *state, const struct opr_file_header *h, struct opr_reader *r)

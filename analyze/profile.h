@@ -162,7 +162,7 @@ struct profile {
         /* older streams' clock_read_ns x handler_timed, summed: divided by
          * handler_timed, the clock read the histogram's calls each hold */
         uint64_t clock_read_timed_ns;
-        uint64_t timing_ns; /* the timed calls' clock reads (AGENT_CPU timing_ns), in handler_cpu_est_ns */
+        uint64_t timing_ns; /* the timed calls' clock reads (opr_agent_cpu_timing_ns), in handler_cpu_est_ns */
         uint32_t timed_every;
         size_t streams;
     } agent_cpu;

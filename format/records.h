@@ -250,11 +250,47 @@ struct opr_agent_cpu {
      * the timed calls' two CPU-clock reads, summed (each read at most 50 us):
      * what timing them cost, which the other calls do not pay. */
     uint64_t timing_ns;
+    /* Appended after timing_ns (0 in older streams): the timed calls per
+     * bucket of OPR_HANDLER_BUCKET_BOUNDS_NS of that wall time. A read that
+     * waited for a CPU (threads oversubscribed) counts its wait in the sum;
+     * the estimate takes the median, which a few such reads do not move. */
+    uint64_t timing_buckets[OPR_HANDLER_BUCKETS];
 };
+
+/* Quantile q (0-1) of a histogram over OPR_HANDLER_BUCKET_BOUNDS_NS, linear
+ * inside a bucket (the open last bucket: its lower bound); 0 when empty. */
+static inline double opr_bucket_quantile_ns(const uint64_t *buckets, double q)
+{
+    static const uint64_t bounds[OPR_HANDLER_BUCKETS] = OPR_HANDLER_BUCKET_BOUNDS_NS;
+    double total = 0;
+    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++)
+        total += (double)buckets[b];
+    if (total == 0)
+        return 0;
+    double want = q * total, seen = 0;
+    for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++) {
+        double lo = b ? (double)bounds[b - 1] : 0;
+        if (buckets[b] && seen + (double)buckets[b] >= want) {
+            if (b + 1 == OPR_HANDLER_BUCKETS)
+                return lo;
+            return lo + ((double)bounds[b] - lo) * (want - seen) / (double)buckets[b];
+        }
+        seen += (double)buckets[b];
+    }
+    return (double)bounds[OPR_HANDLER_BUCKETS - 2];
+}
+
+/* What timing the timed calls of one AGENT_CPU record cost: their median
+ * times their number (the sum where a stream has no histogram of it). */
+static inline double opr_agent_cpu_timing_ns(const struct opr_agent_cpu *c)
+{
+    double median = opr_bucket_quantile_ns(c->timing_buckets, 0.5);
+    return median > 0 ? median * (double)c->handler_timed : (double)c->timing_ns;
+}
 
 /* The handler's CPU time over all calls of one AGENT_CPU record (0 when
  * nothing was timed): the timed calls' mean times all calls, plus what
- * timing them cost (timing_ns). Older agents (no timing_ns): the mean less
+ * timing them cost (opr_agent_cpu_timing_ns). Older agents (no timing_ns): the mean less
  * the one clock read each timed call holds, plus two reads per timed call
  * spread over all calls. The agent (ACCOUNTING) and the report use this one
  * estimate. */
@@ -264,7 +300,7 @@ static inline double opr_agent_cpu_estimate_ns(const struct opr_agent_cpu *c)
         return 0;
     double mean = (double)c->handler_cpu_ns / (double)c->handler_timed;
     if (c->timing_ns)
-        return mean * (double)c->handler_calls + (double)c->timing_ns;
+        return mean * (double)c->handler_calls + opr_agent_cpu_timing_ns(c);
     double read = (double)c->clock_read_ns;
     double timing = c->timed_every ? 2 * read / c->timed_every : 0;
     return ((mean > read ? mean - read : 0) + timing) * (double)c->handler_calls;

@@ -274,6 +274,14 @@ static void test_agent_cpu_estimate(void)
     c.clock_read_ns = 500;
     c.timing_ns = 100 * 6500;
     CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 3000.0 * 800 + 650000, 1e-6);
+    /* With the reads' histogram, their median times the timed calls: 90 calls
+     * in [6, 8) us and 10 that waited for a CPU in [32, 48) us (whose sum
+     * would say 9.9 us a call) give 6000 + 2000 * 50 / 90 a call. */
+    c.timing_ns = 90 * 7000 + 10 * 40000;
+    c.timing_buckets[11] = 90;
+    c.timing_buckets[17] = 10;
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_timing_ns(&c), 100 * (6000 + 2000 * 50.0 / 90), 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(opr_agent_cpu_estimate_ns(&c), 3000.0 * 800 + 100 * (6000 + 2000 * 50.0 / 90), 1e-6);
     c.handler_calls = 50; /* fewer calls than timed ones: a damaged record */
     CU_ASSERT_EQUAL(opr_agent_cpu_estimate_ns(&c), 0);
 }
