@@ -221,9 +221,10 @@ struct opr_agent_cost {
  * clock (a system call, 1-5 us in a handler: too dear for every sample); the
  * mean over the timed calls stands for all. */
 struct opr_agent_cpu {
-    uint64_t handler_cpu_ns;   /* the timed handler calls' time, summed: with timing_ns, the wall time between
-                                  the two CPU-clock reads (the CPU interval if less: preempted); without
-                                  (older agents), the CPU interval, one read inside it */
+    uint64_t handler_cpu_ns;   /* the timed handler calls' time, summed: with timing_ns, the wall time from the
+                                  handler's entry to its second CPU-clock read less the first read (between
+                                  the reads, the CPU interval if less: preempted); without (older agents),
+                                  the CPU interval between the reads, one read inside it */
     uint64_t handler_timed;    /* handler calls timed */
     uint64_t handler_calls;    /* handler calls the timed ones were drawn from (samples queued or lost) */
     uint32_t timed_every;      /* one call in this many is timed, per thread */

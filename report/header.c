@@ -120,9 +120,10 @@ bool report_agent_cost(const struct profile *p, struct report_agent_cost *c)
         c->handler_ns += c->handler_ns * (double)a->untimed_calls / (double)(a->handler_calls - a->untimed_calls);
     c->per_sample_ns = c->handler_ns / (double)(calls ? calls : 1);
     if (c->cpu_clock) {
-        /* A timed call holds one read of the clock that times it, which
-         * untimed calls do not pay (agent_cost.c): taken out of the quantiles
-         * as out of the estimate (opr_agent_cpu_estimate_ns). */
+        /* Older recordings: a timed call held one read of the clock that
+         * timed it, which untimed calls do not pay: taken out of the
+         * quantiles as out of the estimate (opr_agent_cpu_estimate_ns). Newer
+         * ones hold none, and say what timing cost (agent_cost.c). */
         c->clock_read_ns = (double)a->clock_read_timed_ns / (double)a->handler_timed;
         c->timing_ns_per_sample = (double)a->timing_ns / (double)(a->handler_calls ? a->handler_calls : 1);
         double median = profile_handler_quantile_ns(a, 0.5), p99 = profile_handler_quantile_ns(a, 0.99);
