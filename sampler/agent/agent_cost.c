@@ -120,11 +120,14 @@ void agent_cost_handler_end(const struct agent_cost_timing *t)
  * (opr_agent_cpu_estimate_ns). */
 uint64_t agent_cost_handler_cpu_estimate_ns(void)
 {
-    struct opr_agent_cpu c = {.handler_cpu_ns = atomic_load(&handler_cpu_ns),
-                              .handler_timed = atomic_load(&handler_timed),
-                              .handler_calls = atomic_load(&handler_calls),
-                              .timed_every = AGENT_COST_TIMED_EVERY,
-                              .timing_ns = atomic_load(&timing_ns)};
+    /* Zeroed, then set: gcc 10 (bullseye) takes a designated initializer
+     * that stops before the array at the end for a missing one (-Werror). */
+    struct opr_agent_cpu c = {0};
+    c.handler_cpu_ns = atomic_load(&handler_cpu_ns);
+    c.handler_timed = atomic_load(&handler_timed);
+    c.handler_calls = atomic_load(&handler_calls);
+    c.timed_every = AGENT_COST_TIMED_EVERY;
+    c.timing_ns = atomic_load(&timing_ns);
     for (unsigned b = 0; b < OPR_HANDLER_BUCKETS; b++)
         c.timing_buckets[b] = atomic_load(&timing_buckets[b]);
     return (uint64_t)opr_agent_cpu_estimate_ns(&c);
