@@ -294,7 +294,11 @@ AGENT_HIDDEN void agent_threads_trap_blocked(uint64_t *threads, uint64_t *cpu_ns
 AGENT_HIDDEN uint64_t agent_threads_started(void);
 
 /* ---- agent_tick.c: --timer tick, one CPU-time timer per thread ---------- */
-AGENT_HIDDEN int agent_tick_arm(uint32_t tid, uint64_t cookie); /* 0, or -1: its CPU time unsampled */
+/* 0, or -1: its CPU time unsampled. from_thread_start: the first expiry at
+ * one period of the thread's clock, so that its first sample's weight holds
+ * its CPU time before the arm (a thread the writer found); else one period
+ * from now (the thread that starts sampling). */
+AGENT_HIDDEN int agent_tick_arm(uint32_t tid, uint64_t cookie, bool from_thread_start);
 AGENT_HIDDEN void agent_tick_forget(uint32_t tid);              /* the thread is gone */
 AGENT_HIDDEN void agent_tick_pause_all(bool pause, uint64_t cookie); /* exec, stop; resume */
 AGENT_HIDDEN void agent_tick_atfork_child(void);

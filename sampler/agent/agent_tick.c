@@ -11,9 +11,10 @@
  * timer costs nothing at a switch: the kernel checks it at its scheduler tick
  * (2.08-2.12 s on the same ping-pong). The price: a thread can be sampled at
  * most once per tick (CONFIG_HZ: 250 Hz on Debian's kernels, 1000 Hz on
- * others), so each sample is weighted by its thread's CPU time since its
- * previous sample (agent.c, take_sample_weight), as in user-mode-only
- * recording, and the weights still add up to the threads' CPU time.
+ * others), so each sample is weighted by the periods of its thread's CPU
+ * time since its previous sample, which the timer counts itself (agent.c,
+ * tick_weight: si_overrun), and the weights still add up to the threads'
+ * CPU time.
  *
  * Every thread needs its own timer. The calling thread arms its own at start
  * (and in a fork child); the writer arms each new thread when its poll of
@@ -54,19 +55,24 @@ static size_t ntimers, cap;
  * table without one. */
 static bool paused;
 
-static int set_period(int timer_id, uint64_t period_ns)
+/* Arms timer_id every period_ns of its thread's CPU time (0: disarms).
+ * from_thread_start: the first expiry at period_ns on the thread's clock
+ * (TIMER_ABSTIME), not period_ns from now: a thread that has run longer
+ * than that fires at once, and the periods it ran before count in the
+ * signal's si_overrun, the sample's weight (agent.c, tick_weight). */
+static int set_period(int timer_id, uint64_t period_ns, bool from_thread_start)
 {
     struct itimerspec it;
     it.it_interval.tv_sec = (time_t)(period_ns / 1000000000ull);
     it.it_interval.tv_nsec = (long)(period_ns % 1000000000ull);
     it.it_value = it.it_interval;
-    return (int)syscall(SYS_timer_settime, timer_id, 0, &it, NULL);
+    return (int)syscall(SYS_timer_settime, timer_id, from_thread_start && period_ns ? TIMER_ABSTIME : 0, &it, NULL);
 }
 
 /* A timer on thread tid's CPU clock that sends that thread SIGTRAP with the
  * cookie: its id, or -1 (the thread exited meanwhile, or no queued-signal
  * slot is left; its CPU time is then counted as unsampled). */
-static int create_timer(uint32_t tid, uint64_t cookie)
+static int create_timer(uint32_t tid, uint64_t cookie, bool from_thread_start)
 {
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
@@ -77,7 +83,7 @@ static int create_timer(uint32_t tid, uint64_t cookie)
     int timer_id;
     if (syscall(SYS_timer_create, agent_thread_cpu_clock(tid), &ev, &timer_id) != 0)
         return -1;
-    if (set_period(timer_id, agent_config.period_ns) != 0) {
+    if (set_period(timer_id, agent_config.period_ns, from_thread_start) != 0) {
         syscall(SYS_timer_delete, timer_id);
         return -1;
     }
@@ -92,7 +98,7 @@ static int find(uint32_t tid)
     return -1;
 }
 
-int agent_tick_arm(uint32_t tid, uint64_t cookie)
+int agent_tick_arm(uint32_t tid, uint64_t cookie, bool from_thread_start)
 {
     pthread_mutex_lock(&tick_lock);
     int rc = 0;
@@ -107,7 +113,7 @@ int agent_tick_arm(uint32_t tid, uint64_t cookie)
         }
         timers = t, cap = ncap;
     }
-    int timer_id = paused ? -1 : create_timer(tid, cookie);
+    int timer_id = paused ? -1 : create_timer(tid, cookie, from_thread_start);
     if (timer_id < 0 && !paused) {
         rc = -1;
         goto out;
@@ -138,10 +144,10 @@ void agent_tick_pause_all(bool pause, uint64_t cookie)
     pthread_mutex_lock(&tick_lock);
     paused = pause;
     for (size_t i = 0; i < ntimers; i++) {
-        if (timers[i].timer_id >= 0)
-            set_period(timers[i].timer_id, pause ? 0 : agent_config.period_ns);
-        else if (!pause)
-            timers[i].timer_id = create_timer(timers[i].tid, cookie);
+        if (timers[i].timer_id >= 0) /* resumed: the time paused is no sample's */
+            set_period(timers[i].timer_id, pause ? 0 : agent_config.period_ns, false);
+        else if (!pause) /* first seen while paused: its time since it began, as when not paused */
+            timers[i].timer_id = create_timer(timers[i].tid, cookie, true);
     }
     pthread_mutex_unlock(&tick_lock);
 }

@@ -676,7 +676,11 @@ void agent_writer_stop(bool clean)
     /* The handler's CPU time, not its wall time: a preempted handler's wait
      * for a CPU is not CPU time the process spent (agent_cost.c). */
     uint64_t handler_cpu_ns = agent_cost_handler_cpu_estimate_ns();
-    emit_accounting(cost.process_cpu_ns, (handler_cpu_ns ? handler_cpu_ns : cost.handler_ns) + cost.writer_cpu_ns,
+    if (handler_cpu_ns == 0)
+        handler_cpu_ns = cost.handler_ns;
+    if (agent_config.tick_timer)
+        handler_cpu_ns = 0; /* in the weights already (agent.c, tick_weight): not taken out twice */
+    emit_accounting(cost.process_cpu_ns, handler_cpu_ns + cost.writer_cpu_ns,
                     agent_thread_cpu_ns() - stop_started_cpu);
     if (clean) {
         struct opr_end e = {agent_now_ns(), atomic_load(&agent_samples_taken),
