@@ -164,9 +164,10 @@ static uint32_t take_sample_weight(void)
  * stepped over in si_overrun (it carries the remainder in the next expiry).
  * A thread armed by the writer has its first expiry at one period of its
  * clock (agent_tick.c), so its first sample stands for its CPU time since it
- * began. No CPU-clock read: two of them were 15 us of the 21 us the handler
- * took on PyTorch at its median (a read costs a system call on a VM whose
- * clock is not the vDSO's, and 4-5 us cold in a handler). The handler's own
+ * began. No CPU-clock read (each a system call: the vDSO serves no thread
+ * CPU clock; the handler's first costs 4-5 us cold on a VM): the median
+ * handler on torch_train.py --timer tick went from 8.3-9.8 to 6.8-7.3 us
+ * (three alternated pairs, 2026-12-03). The handler's own
  * time then goes into the next sample's weight, not to nobody (a handler
  * call per tick: ~0.2 % of the thread's CPU at 250 Hz), and the accounting
  * does not take it out twice (agent_writer.c). */
